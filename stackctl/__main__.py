@@ -1,0 +1,3 @@
+from stackctl.cli import main
+
+main()

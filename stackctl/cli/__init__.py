@@ -1,0 +1,52 @@
+"""The command line. Commands live in one module each; this module wires them and owns error output."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+import typer
+
+from stackctl.cli.app import app, console_err
+from stackctl.errors import EXIT_INPUT, ProfileError, StackctlError
+
+# Each module registers its commands on `app` when imported.
+from stackctl.cli import profiles, review  # noqa: F401  isort: skip
+
+__all__ = ["app", "main"]
+
+
+def _report(exc: StackctlError, as_json: bool) -> None:
+    if as_json:
+        import json
+
+        payload: dict[str, object] = {"error": str(exc), "exit_code": exc.exit_code}
+        if isinstance(exc, ProfileError):
+            payload["problems"] = [str(p) for p in exc.problems]
+        print(json.dumps(payload, indent=2))
+    lines = [str(p) for p in exc.problems] if isinstance(exc, ProfileError) else [str(exc)]
+    for line in lines:
+        console_err.print(f"[bold red]error:[/] {line}", highlight=False, markup=True, soft_wrap=True)
+    if exc.hint:
+        console_err.print(f"[yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="stackctl", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except StackctlError as exc:
+        if "--verbose" in args:
+            traceback.print_exc()
+        _report(exc, "--json" in args)
+        code = exc.exit_code
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        code = EXIT_INPUT
+    except click.exceptions.Abort:
+        console_err.print("aborted")
+        code = 130
+    sys.exit(code)

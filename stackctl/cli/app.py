@@ -1,0 +1,54 @@
+"""The typer application and the output helpers every command shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from stackctl import jsonout
+
+app = typer.Typer(
+    name="stackctl",
+    help="Pin, prove, build and publish GPU inference image stacks from a declarative profile.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+console = Console(highlight=False, soft_wrap=True)
+console_err = Console(stderr=True, highlight=False)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Print a Markdown table for a pull request.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Show tracebacks for errors.")]
+
+
+def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
+    """Print `value` as JSON when asked, else let `human` render it for a person."""
+    if as_json:
+        print(jsonout.dumps(value))
+    else:
+        human()
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    t = Table(title=title, title_justify="left", show_lines=False)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ") or " "
+
+    out = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)

@@ -1,0 +1,83 @@
+"""Image tags derived from pins, and Docker's reference grammar."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping
+
+from packaging.utils import canonicalize_name
+
+# Docker's distribution/reference grammar.
+TAG_RE = re.compile(r"[\w][\w.-]{0,127}")
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_DOMAIN = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+REPOSITORY_RE = re.compile(rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*")
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class TagTemplateError(ValueError):
+    pass
+
+
+def sanitize(text: str) -> str:
+    """Every character outside `[A-Za-z0-9_.-]` becomes `_` (so `+musa5.2.0` reads `_musa5.2.0`)."""
+    return _UNSAFE.sub("_", text)
+
+
+class _Pins(Mapping[str, str]):
+    def __init__(self, pins: Mapping[str, str]) -> None:
+        self._pins = {canonicalize_name(k): v for k, v in pins.items()}
+
+    def __getitem__(self, name: str) -> str:
+        try:
+            return self._pins[canonicalize_name(name)]
+        except KeyError:
+            raise TagTemplateError(f"{{pins[{name}]}} names no pin of this stack") from None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._pins)
+
+    def __len__(self) -> int:
+        return len(self._pins)
+
+
+def template_fields(template: str) -> list[str]:
+    try:
+        return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise TagTemplateError(f"malformed template: {exc}") from None
+
+
+def render_tag(template: str, *, stack: str, python: str, pins: Mapping[str, str],
+               variables: Mapping[str, str]) -> str:
+    """Fill the template, sanitize, and enforce Docker's tag grammar."""
+    fields: dict[str, object] = {**variables, "stack": stack, "python": python, "pins": _Pins(pins)}
+    for name in template_fields(template):
+        root = re.split(r"[.\[]", name, maxsplit=1)[0]
+        if root == "":
+            raise TagTemplateError("positional fields `{}` are not allowed; name a variable")
+        if root not in fields:
+            known = ", ".join(sorted(k for k in fields if k != "pins"))
+            raise TagTemplateError(f"unknown field {{{name}}} (known: {known}, pins[NAME])")
+    try:
+        rendered = template.format_map(fields)
+    except (KeyError, IndexError, AttributeError, ValueError) as exc:
+        raise TagTemplateError(f"cannot render: {exc}") from None
+    tag = sanitize(rendered)
+    if not TAG_RE.fullmatch(tag):
+        why = "longer than 128 characters" if len(tag) > 128 else "must start with a letter, digit or _"
+        raise TagTemplateError(f"renders to an invalid Docker tag {tag!r}: {why}")
+    return tag
+
+
+def check_repository(repository: str) -> str | None:
+    """None when `repository` is a valid Docker repository name, else what is wrong."""
+    if not REPOSITORY_RE.fullmatch(repository):
+        return (f"{repository!r} is not a valid repository (lowercase path components, "
+                "optional registry host[:port]/ prefix, no tag)")
+    if len(repository) > 255:
+        return "repository name longer than 255 characters"
+    return None

@@ -1,0 +1,99 @@
+"""Line numbers for TOML key paths, so validation can say `file:line key.path`.
+
+`tomllib` keeps no positions. Profiles are hand-written and shallow, so a line scan that tracks table
+headers and `key =` lines is enough: every key path maps to the line that defines it, and a path that is
+not written literally (a key inside an inline table) falls back to its nearest written ancestor.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def split_key(text: str) -> tuple[str, ...] | None:
+    """Split a dotted TOML key (`a."b.c".d`) into parts; None when it is not a key."""
+    parts: list[str] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n:
+            return None
+        if text[i] in "\"'":
+            quote = text[i]
+            end = text.find(quote, i + 1)
+            if end < 0:
+                return None
+            parts.append(text[i + 1 : end])
+            i = end + 1
+        else:
+            m = _BARE.match(text, i)
+            if not m:
+                return None
+            parts.append(m.group(0))
+            i = m.end()
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n:
+            return tuple(parts)
+        if text[i] != ".":
+            return None
+        i += 1
+
+
+def key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Map every literally written key path to its 1-based line number."""
+    lines: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    array_counts: dict[tuple[str, ...], int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[["):
+            path = split_key(line[2 : line.find("]]")]) if "]]" in line else None
+            if path is not None:
+                index = array_counts.get(path, 0)
+                array_counts[path] = index + 1
+                table = (*path, str(index))
+                lines.setdefault(path, number)
+                lines[table] = number
+            continue
+        if line.startswith("["):
+            path = split_key(line[1 : line.find("]")]) if "]" in line else None
+            if path is not None:
+                table = path
+                lines.setdefault(path, number)
+            continue
+        if "=" in line:
+            key = split_key(_key_part(line))
+            if key is not None:
+                full = (*table, *key)
+                for depth in range(len(table) + 1, len(full) + 1):
+                    lines.setdefault(full[:depth], number)
+    return lines
+
+
+def _key_part(line: str) -> str:
+    """The text before the first `=` that is not inside quotes."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "=":
+            return line[:i]
+    return line
+
+
+def locate(lines: dict[tuple[str, ...], int], path: tuple[str, ...]) -> int | None:
+    """The line of `path`, or of its nearest written ancestor."""
+    for depth in range(len(path), 0, -1):
+        found = lines.get(path[:depth])
+        if found is not None:
+            return found
+    return None

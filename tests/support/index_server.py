@@ -1,0 +1,289 @@
+"""A real package index on loopback: PEP 503 HTML and PEP 691 JSON pages, PEP 658 metadata files,
+PEP 700 upload times, HTTP range requests on files, and injectable faults.
+
+Tests add wheels they built, start the server, and point stackctl at `server.url`.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import hashlib
+import html
+import json
+import re
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+# A fault is a callable that writes a whole response itself and returns True, or returns False to
+# let the normal response go out. `faults[path]` is a list consumed one request at a time.
+Fault = Callable[["Handler"], bool]
+
+
+@dataclass
+class IndexFile:
+    project: str
+    path: Path
+    upload_time: datetime | None = None
+    yanked: str | bool = False
+    metadata: bool = True  # serve the PEP 658 metadata file
+    sha256: str = ""
+    size: int = 0
+    core_metadata: bytes = b""
+
+
+@dataclass
+class IndexServer:
+    html_only: bool = False
+    latency: float = 0.0  # seconds added to every request, to look like a real network
+    ranges: bool = True  # honour Range requests on files
+    auth: tuple[str, str] | None = None  # require HTTP basic auth
+    files: dict[str, IndexFile] = field(default_factory=dict)
+    faults: dict[str, list[Fault]] = field(default_factory=dict)
+    log: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # (method, path, headers)
+    _httpd: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    # --- content ---------------------------------------------------------------------------------
+    def add(self, wheel: Path, *, project: str | None = None, upload_time: datetime | None = None,
+            yanked: str | bool = False, metadata: bool = True) -> IndexFile:
+        data = wheel.read_bytes()
+        if project is None:
+            project = str(parse_wheel_filename(wheel.name)[0])
+        core = b""
+        if wheel.suffix == ".whl":
+            with zipfile.ZipFile(wheel) as zf:
+                name = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+                core = zf.read(name) if name else b""
+        f = IndexFile(canonicalize_name(project), wheel, upload_time, yanked, metadata,
+                      hashlib.sha256(data).hexdigest(), len(data), core)
+        self.files[wheel.name] = f
+        return f
+
+    def fault(self, path: str, *faults: Fault) -> None:
+        self.faults.setdefault(path, []).extend(faults)
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "start() the server first"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/simple/"
+
+    @property
+    def base(self) -> str:
+        return self.url.removesuffix("simple/")
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> IndexServer:
+        server = self
+
+        class _Bound(Handler):
+            index = server
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Bound)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> IndexServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def requests_to(self, pattern: str) -> list[tuple[str, str, dict[str, str]]]:
+        return [r for r in self.log if re.search(pattern, r[1])]
+
+
+class Handler(BaseHTTPRequestHandler):
+    index: IndexServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    # --- helpers for faults and responses ----------------------------------------------------------
+    def send(self, status: int, body: bytes = b"", ctype: str = "text/plain",
+             headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        idx = self.index
+        idx.log.append((self.command, self.path, dict(self.headers.items())))
+        if idx.latency:
+            time.sleep(idx.latency)
+        queue = idx.faults.get(self.path)
+        if queue:
+            fault = queue.pop(0)
+            if fault(self):
+                return
+        if idx.auth is not None:
+            expected = "Basic " + base64.b64encode(f"{idx.auth[0]}:{idx.auth[1]}".encode()).decode()
+            if self.headers.get("Authorization") != expected:
+                self.send(401, b"unauthorized", headers={"WWW-Authenticate": 'Basic realm="index"'})
+                return
+        path = self.path.split("?", 1)[0]
+        if path in ("/simple/", "/simple"):
+            self._root()
+        elif m := re.fullmatch(r"/simple/([^/]+)/?", path):
+            self._project(m.group(1))
+        elif m := re.fullmatch(r"/files/([^/]+)\.metadata", path):
+            f = idx.files.get(m.group(1))
+            if f is None or not f.metadata:
+                self.send(404, b"not found")
+            else:
+                self.send(200, f.core_metadata, "application/octet-stream")
+        elif m := re.fullmatch(r"/files/([^/]+)", path):
+            self._file(m.group(1))
+        else:
+            self.send(404, b"not found")
+
+    def _wants_json(self) -> bool:
+        return not self.index.html_only and "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "")
+
+    def _root(self) -> None:
+        projects = sorted({f.project for f in self.index.files.values()})
+        if self._wants_json():
+            body = json.dumps({"meta": {"api-version": "1.1"},
+                               "projects": [{"name": p} for p in projects]}).encode()
+            self.send(200, body, "application/vnd.pypi.simple.v1+json")
+        else:
+            links = "".join(f'<a href="{p}/">{p}</a>\n' for p in projects)
+            self.send(200, f"<!DOCTYPE html><html><body>{links}</body></html>".encode(), "text/html")
+
+    def _project(self, name: str) -> None:
+        key = canonicalize_name(name)
+        if key != name:
+            self.send(301, b"", headers={"Location": f"/simple/{key}/"})
+            return
+        files = sorted((f for f in self.index.files.values() if f.project == key), key=lambda f: f.path.name)
+        if not files:
+            self.send(404, b"not found")
+            return
+        etag = '"' + hashlib.sha256("".join(f.sha256 for f in files).encode()).hexdigest()[:16] + '"'
+        if self.headers.get("If-None-Match") == etag:
+            self.send(304, b"", headers={"ETag": etag})
+            return
+        if self._wants_json():
+            entries = []
+            versions: set[str] = set()
+            for f in files:
+                e: dict[str, Any] = {"filename": f.path.name, "url": f"../../files/{f.path.name}",
+                                     "hashes": {"sha256": f.sha256}, "size": f.size}
+                if f.upload_time:
+                    e["upload-time"] = f.upload_time.isoformat().replace("+00:00", "Z")
+                if f.yanked:
+                    e["yanked"] = f.yanked
+                if f.metadata and f.core_metadata:
+                    digest = {"sha256": hashlib.sha256(f.core_metadata).hexdigest()}
+                    e["core-metadata"] = digest
+                    e["data-dist-info-metadata"] = digest
+                entries.append(e)
+                if f.path.name.endswith(".whl"):
+                    versions.add(str(parse_wheel_filename(f.path.name)[1]))
+            body = json.dumps({"meta": {"api-version": "1.1"}, "name": key, "files": entries,
+                               "versions": sorted(versions)}).encode()
+            self.send(200, body, "application/vnd.pypi.simple.v1+json",
+                      {"ETag": etag, "Cache-Control": "max-age=0, must-revalidate"})
+            return
+        links = []
+        for f in files:
+            attrs = f' href="../../files/{f.path.name}#sha256={f.sha256}"'
+            if f.yanked:
+                reason = f.yanked if isinstance(f.yanked, str) else ""
+                attrs += f' data-yanked="{html.escape(reason)}"'
+            if f.metadata and f.core_metadata:
+                attrs += f' data-dist-info-metadata="sha256={hashlib.sha256(f.core_metadata).hexdigest()}"'
+                attrs += f' data-core-metadata="sha256={hashlib.sha256(f.core_metadata).hexdigest()}"'
+            links.append(f"<a{attrs}>{html.escape(f.path.name)}</a><br/>")
+        body = ("<!DOCTYPE html><html><head><meta name=\"pypi:repository-version\" content=\"1.0\"></head>"
+                f"<body><h1>Links for {key}</h1>\n" + "\n".join(links) + "\n</body></html>").encode()
+        self.send(200, body, "text/html", {"ETag": etag, "Cache-Control": "max-age=0, must-revalidate"})
+
+    def _file(self, filename: str) -> None:
+        f = self.index.files.get(filename)
+        if f is None:
+            self.send(404, b"not found")
+            return
+        data = f.path.read_bytes()
+        headers = {"Accept-Ranges": "bytes" if self.index.ranges else "none", "ETag": f'"{f.sha256[:16]}"'}
+        if f.upload_time:
+            headers["Last-Modified"] = email.utils.format_datetime(f.upload_time, usegmt=True)
+        rng = self.headers.get("Range")
+        if rng and self.index.ranges:
+            m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng.strip())
+            if m:
+                start_s, end_s = m.groups()
+                if start_s == "":
+                    start, end = max(0, len(data) - int(end_s)), len(data) - 1
+                else:
+                    start = int(start_s)
+                    end = min(int(end_s), len(data) - 1) if end_s else len(data) - 1
+                if start >= len(data) or start > end:
+                    self.send(416, b"", headers={"Content-Range": f"bytes */{len(data)}"})
+                    return
+                headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+                self.send(206, data[start:end + 1], "application/octet-stream", headers)
+                return
+        self.send(200, data, "application/octet-stream", headers)
+
+
+# --- ready-made faults -----------------------------------------------------------------------------
+
+def status(code: int, body: bytes = b"") -> Fault:
+    def fault(h: Handler) -> bool:
+        h.send(code, body or f"status {code}".encode())
+        return True
+
+    return fault
+
+
+def hang(seconds: float) -> Fault:
+    def fault(h: Handler) -> bool:
+        time.sleep(seconds)
+        h.send(200, b"too late")
+        return True
+
+    return fault
+
+
+def body(content: bytes, ctype: str) -> Fault:
+    def fault(h: Handler) -> bool:
+        h.send(200, content, ctype)
+        return True
+
+    return fault
+
+
+def redirect(location: str) -> Fault:
+    def fault(h: Handler) -> bool:
+        h.send(302, b"", headers={"Location": location})
+        return True
+
+    return fault

@@ -1,0 +1,243 @@
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from stackctl.errors import ProfileError
+from stackctl.loader import load_stack
+from stackctl.profile import GateCheck, GateMode
+from tests.conftest import DATA, STACKS
+
+BASE = """
+[stack]
+name = "s"
+
+[targets]
+python = ["3.10", "3.12"]
+platforms = ["linux_x86_64"]
+
+[indexes.vendor]
+url = "https://vendor.example/simple/"
+
+[pins.torchada]
+version = "0.1.90"
+index = "vendor"
+gate = { order = 1 }
+
+[pins.torch]
+version = "2.11.0.post2+musa5.2.0"
+index = "vendor"
+gate = { order = 2 }
+"""
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / f"{name}.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def problems(path: Path) -> list[str]:
+    with pytest.raises(ProfileError) as info:
+        load_stack(path)
+    return [str(p) for p in info.value.problems]
+
+
+def test_reference_stacks_load() -> None:
+    post2 = load_stack(STACKS / "torch-2.11-post2.toml")
+    assert post2.pin("torch").version == "2.11.0.post2+musa5.2.0"  # type: ignore[union-attr]
+    assert post2.pin("deep-ep").version == "1.1.0+musa5.2.0torch2.11.0.post2"  # type: ignore[union-attr]
+    assert post2.pin("mate").version == "0.2.7"  # type: ignore[union-attr]  inherited from post1
+    assert [t.label for t in post2.targets] == ["cp310-linux_x86_64", "cp312-linux_x86_64"]
+    gate = post2.gate_entries()
+    assert [e.dist for e in gate[:3]] == ["torchada", "numpy", "torch"]
+    exact = {e.dist for e in gate if e.check is GateCheck.EXACT}
+    assert exact == {"torchada", "torch", "torch_musa", "torchvision", "torchaudio", "deep_ep"}
+    assert [e.order for e in gate] == list(range(1, len(gate) + 1))
+    assert post2.sources[0].endswith("torch-2.11-post2.toml")
+    assert post2.sources[1].endswith("torch-2.11-post1.toml")
+
+
+def test_every_problem_in_a_file_is_reported_with_line_and_key() -> None:
+    found = problems(DATA / "bad-everything" / "stack.toml")
+    text = "\n".join(found)
+    path = str(DATA / "bad-everything" / "stack.toml")
+    assert f"{path}:3 stack.extend: unknown key; did you mean 'extends'?" in found
+    assert f"{path}:14 indexes.public.token: unknown key; credentials never go in a profile" in text
+    # One run reports schema problems; semantic ones follow once the schema is clean.
+    assert len(found) == 2
+
+
+def test_semantic_problems_name_line_and_key(tmp_path: Path) -> None:
+    bad = (DATA / "bad-everything" / "stack.toml").read_text()
+    bad = bad.replace('extend = "parent"\n', "").replace('token = "abc"\n', "")
+    path = tmp_path / "stack.toml"
+    path.write_text(bad)
+    found = problems(path)
+    text = "\n".join(found)
+    assert f"{path}:5 targets.python.1: 'three' is not a Python version" in text
+    assert "targets.platforms.1: 'win_amd64' is not a wheel platform tag" in text
+    assert "indexes.vendor.url: credentials never go in a profile" in text
+    assert "pins.torch.index: 'vendr' is not a declared index; did you mean 'vendor'?" in text
+    assert "pins.deep-ep: duplicate of 'deep_ep' (same name after normalisation)" in text
+    assert "pins.deep_ep.version: '>=1.1' is not a PEP 440 version" in text
+    assert "pins.mate.abi: 'chek' is not one of check, provide, ignore; did you mean 'check'?" in text
+    assert "pins.mate.gate.check: check = \"prefix\" needs a prefix" in text
+    assert "pins.triton.version: '03.2.0' is not in canonical form; write '3.2.0'" in text
+    assert "order 1 is taken by more than one entry (torch, deep_ep)" in text
+    assert "gate order has a gap: no entry at 2, 3" in text
+    assert "image.repository: 'Vendor/Image' is not a valid repository" in text
+    assert "image.tag: renders to an invalid Docker tag '-2.11.0.post2_musa5.2.0'" in text
+    # No secret from the file is echoed back.
+    assert "s3cret" not in text
+
+
+def test_malformed_toml_is_one_problem_with_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "broken", "[stack]\nname = \"x\"\nversion = = 2\n")
+    [only] = problems(path)
+    assert only.startswith(f"{path}:3: malformed TOML")
+
+
+def test_wrong_type_is_reported(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE.replace('python = ["3.10", "3.12"]', 'python = "3.10"'))
+    assert any("targets.python: must be an array of strings" in p for p in problems(path))
+
+
+def test_extends_overrides_and_inherits(tmp_path: Path) -> None:
+    write(tmp_path, "parent", BASE)
+    child = write(tmp_path, "child", """
+        [stack]
+        name = "child"
+        extends = "parent"
+
+        [pins.torch]
+        version = "2.11.0.post3+musa5.2.0"
+
+        [pins.deep_ep]
+        version = "1.1.0+musa5.2.0torch2.11.0.post3"
+        index = "vendor"
+        gate = { order = 3 }
+    """)
+    s = load_stack(child)
+    assert [p.name for p in s.pins] == ["torchada", "torch", "deep_ep"]
+    torch = s.pin("torch")
+    assert torch is not None and torch.version == "2.11.0.post3+musa5.2.0"
+    assert torch.gate is not None and torch.gate.order == 2  # kept from the parent
+    assert s.extends == "parent"
+
+
+def test_extends_matches_pins_by_normalised_name(tmp_path: Path) -> None:
+    write(tmp_path, "parent", BASE + '\n[pins.deep_ep]\nversion = "1.0"\nindex = "vendor"\n')
+    child = write(tmp_path, "child", '[stack]\nname = "c"\nextends = "parent"\n[pins.Deep-EP]\nversion = "1.1"\n')
+    s = load_stack(child)
+    assert [(p.name, p.version) for p in s.pins if p.key == "deep-ep"] == [("deep_ep", "1.1")]
+
+
+def test_extends_can_remove_a_pin(tmp_path: Path) -> None:
+    write(tmp_path, "parent", BASE + '\n[pins.mate]\nversion = "0.2.7"\nindex = "vendor"\n')
+    child = write(tmp_path, "child", '[stack]\nname = "c"\nextends = "parent"\n[pins.mate]\nremove = true\n')
+    assert load_stack(child).pin("mate") is None
+
+
+def test_removing_what_no_parent_defines_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path, "parent", BASE)
+    child = write(tmp_path, "child", '[stack]\nname = "c"\nextends = "parent"\n[pins.mate]\nremove = true\n')
+    assert problems(child) == [f"{child}:5 pins.mate.remove: nothing to remove: no parent defines it"]
+
+
+def test_removing_a_gated_pin_leaves_a_gap(tmp_path: Path) -> None:
+    write(tmp_path, "parent", BASE + '\n[pins.mate]\nversion = "0.2.7"\nindex = "vendor"\ngate = { order = 3 }\n')
+    child = write(tmp_path, "child", '[stack]\nname = "c"\nextends = "parent"\n[pins.torchada]\nremove = true\n')
+    assert any("gate order has a gap: no entry at 1" in p for p in problems(child))
+
+
+def test_unknown_parent(tmp_path: Path) -> None:
+    child = write(tmp_path, "child", '[stack]\nname = "c"\nextends = "nowhere"\n')
+    [only] = problems(child)
+    assert only.startswith(f"{child}:3 stack.extends: unknown stack: no profile")
+    assert "nowhere.toml" in only
+
+
+def test_extends_cycle() -> None:
+    found = problems(DATA / "cycle" / "a.toml")
+    assert len(found) == 1
+    assert "stack.extends: extends cycle: a.toml -> b.toml -> a.toml" in found[0]
+    assert str(DATA / "cycle" / "b.toml") in found[0]
+
+
+def test_three_level_chain_reports_problem_in_the_file_that_wrote_it(tmp_path: Path) -> None:
+    write(tmp_path, "root", BASE)
+    write(tmp_path, "mid", '[stack]\nname = "m"\nextends = "root"\n[pins.torch]\nindex = "nope"\n')
+    leaf = write(tmp_path, "leaf", '[stack]\nname = "l"\nextends = "mid"\n[pins.torchada]\nversion = "0.1.91"\n')
+    [only] = problems(leaf)
+    assert only.startswith(f"{tmp_path / 'mid.toml'}:5 pins.torch.index: 'nope' is not a declared index")
+
+
+def test_gate_roles(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE + """
+        [pins.tilelang_musa]
+        version = "0.1.12"
+        index = "vendor"
+        gate = { order = 3, module = "tilelang", mode = "version", check = "present" }
+
+        [pins.flash_mla]
+        version = "1.0.0"
+        index = "vendor"
+        gate = { order = 4, mode = "spec", skip_import_if = "torch<2.12" }
+
+        [gate.extra.numpy]
+        order = 5
+        check = "prefix"
+        prefix = "1.26."
+    """)
+    entries = {e.dist: e for e in load_stack(path).gate_entries()}
+    assert entries["tilelang_musa"].module == "tilelang"
+    assert entries["tilelang_musa"].mode is GateMode.VERSION and entries["tilelang_musa"].expected is None
+    assert entries["flash_mla"].mode is GateMode.SPEC and entries["flash_mla"].skip_import_if == "torch<2.12"
+    assert entries["numpy"].expected == "1.26." and not entries["numpy"].pinned
+    assert entries["torch"].expected == "2.11.0.post2+musa5.2.0"
+
+
+def test_skip_condition_must_name_a_pin(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE.replace("gate = { order = 2 }",
+                                             'gate = { order = 2, skip_import_if = "nothing>1" }'))
+    assert any("skip_import_if: must name another pin of this stack" in p for p in problems(path))
+
+
+def test_gate_extra_that_is_also_a_pin(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE + '\n[gate.extra.torch]\norder = 3\n')
+    assert any("gate.extra.torch: is also a pin" in p for p in problems(path))
+
+
+def test_unpinned_exact_check_needs_expect(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE + '\n[gate.extra.vllm]\norder = 3\ncheck = "exact"\n')
+    assert any("check = \"exact\" on an unpinned entry needs expect = VERSION" in p for p in problems(path))
+
+
+def test_tag_template_with_unknown_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE + '\n[image]\nbase = "b"\nrepository = "r"\ntag = "x{distro}"\n')
+    assert any("image.tag: unknown field {distro}" in p for p in problems(path))
+
+
+def test_tag_template_too_long(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE + f'\n[image]\nbase = "b"\nrepository = "r"\ntag = "{"x" * 120}{{pins[torch]}}"\n')
+    assert any("longer than 128 characters" in p for p in problems(path))
+
+
+def test_tag_template_naming_a_missing_pin(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE + '\n[image]\nbase = "b"\nrepository = "r"\ntag = "{pins[vllm]}"\n')
+    assert any("{pins[vllm]} names no pin of this stack" in p for p in problems(path))
+
+
+def test_index_needs_exactly_one_source(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE + '\n[indexes.both]\nurl = "https://x.example/simple/"\nfrom_pip = true\n')
+    assert any("indexes.both: give exactly one of url" in p for p in problems(path))
+
+
+def test_digest_is_stable_and_tracks_content(tmp_path: Path) -> None:
+    a = write(tmp_path, "a", BASE)
+    b = write(tmp_path, "b", BASE.replace("0.1.90", "0.1.91"))
+    assert load_stack(a).digest() == load_stack(a).digest()
+    assert load_stack(a).digest() != load_stack(b).digest()
