@@ -36,12 +36,13 @@ class Needle:
 
 @dataclass(frozen=True)
 class StaleRef:
+    """One line that names superseded pins (several pins can share a version, like torch and torch_musa)."""
+
     path: str
     line: int
     text: str
-    package: str
-    old: str
-    new: str | None
+    packages: tuple[str, ...]
+    old: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -87,12 +88,11 @@ def needles(items: Iterable[Superseded]) -> tuple[Needle, ...]:
 
 def scan_text(path: str, text: str, found: tuple[Needle, ...], allow: tuple[AllowRule, ...]) -> Iterator[StaleRef]:
     for number, line in enumerate(text.splitlines(), start=1):
-        for n in found:
-            if n.pattern.search(line) and (n.name_pattern is None or n.name_pattern.search(line)):
-                if any(rule.matches(path, number) for rule in allow):
-                    continue
-                s = n.superseded
-                yield StaleRef(path, number, line.strip()[:300], s.package, s.old, s.new)
+        hits = [n.superseded for n in found
+                if n.pattern.search(line) and (n.name_pattern is None or n.name_pattern.search(line))]
+        if hits and not any(rule.matches(path, number) for rule in allow):
+            yield StaleRef(path, number, line.strip()[:300], tuple(h.package for h in hits),
+                           tuple(dict.fromkeys(h.old for h in hits)))
 
 
 def parse_allow(text: str, origin: str) -> tuple[AllowRule, ...]:

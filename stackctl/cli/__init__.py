@@ -8,7 +8,7 @@ import traceback
 import click
 import typer
 
-from stackctl.cli.app import app, console_err
+from stackctl.cli.app import app, console_err, output
 from stackctl.errors import EXIT_INPUT, ProfileError, StackctlError
 
 # Each module registers its commands on `app` when imported.
@@ -18,7 +18,7 @@ __all__ = ["app", "main"]
 
 
 def _report(exc: StackctlError, as_json: bool) -> None:
-    if as_json:
+    if as_json and not output.json_emitted:
         import json
 
         payload: dict[str, object] = {"error": str(exc), "exit_code": exc.exit_code}
@@ -34,6 +34,7 @@ def _report(exc: StackctlError, as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    output.json_emitted = False
     command = typer.main.get_command(app)
     try:
         result = command.main(args=args, prog_name="stackctl", standalone_mode=False)

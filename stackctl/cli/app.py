@@ -28,10 +28,20 @@ MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Print a Markdown 
 VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Show tracebacks for errors.")]
 
 
+class _Output:
+    """Whether this run already printed its JSON report (a failing check must not print a second one)."""
+
+    json_emitted = False
+
+
+output = _Output()
+
+
 def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
     """Print `value` as JSON when asked, else let `human` render it for a person."""
     if as_json:
         print(jsonout.dumps(value))
+        output.json_emitted = True
     else:
         human()
 

@@ -78,8 +78,9 @@ def scan(
 
     def human() -> None:
         if markdown:
-            print(markdown_table(["file", "line", "package", "superseded", "text"],
-                                 [[r.path, str(r.line), r.package, r.old, r.text] for r in refs]))
+            print(markdown_table(["file", "line", "packages", "superseded", "text"],
+                                 [[r.path, str(r.line), ", ".join(r.packages), ", ".join(r.old), r.text]
+                                  for r in refs]))
             return
         for r in refs:
             console.print(f"{r.path}:{r.line}: {r.text}", markup=False)
