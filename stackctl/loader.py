@@ -247,7 +247,8 @@ def _enum(cls: Callable[[str], Any], value: str, path: tuple[str, ...], out: _Co
         return None
 
 
-def _gate_role(raw: dict[str, Any], path: tuple[str, ...], out: _Collector, *, pinned: bool) -> GateRole | None:
+def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Collector, *,
+               pinned: bool) -> GateRole | None:
     if "order" not in raw:
         out.add(None, (*path, "order"), "missing: every gate entry needs its position in the order")
         return None
@@ -266,7 +267,7 @@ def _gate_role(raw: dict[str, Any], path: tuple[str, ...], out: _Collector, *, p
             out.add(None, (*path, "skip_import_if"), f"not a requirement like 'torch_musa<2.11': {exc}")
     if check is None or mode is None:
         return None
-    module = raw.get("module") or path[-2].replace("-", "_")
+    module = raw.get("module") or dist.replace("-", "_")
     return GateRole(order=raw["order"], module=module, check=check, mode=mode, prefix=raw.get("prefix"),
                     expect=raw.get("expect"), skip_import_if=skip)
 
@@ -329,14 +330,14 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
         elif index not in index_names:
             out.add(None, (*path, "index"), _not_declared("index", index, index_names))
         abi = _enum(AbiRole, t.get("abi", "provide"), (*path, "abi"), out, [a.value for a in AbiRole])
-        gate = _gate_role(t["gate"], (*path, "gate"), out, pinned=True) if "gate" in t else None
+        gate = _gate_role(pname, t["gate"], (*path, "gate"), out, pinned=True) if "gate" in t else None
         pins.append(Pin(pname, t["version"], index or "", t.get("file"), t.get("train"), t.get("note", ""),
                         abi or AbiRole.PROVIDE, gate))
 
     gate_t = m.get("gate", {})
     extra: list[tuple[str, GateRole]] = []
     for ename, t in gate_t.get("extra", {}).items():
-        role = _gate_role(t, ("gate", "extra", ename), out, pinned=False)
+        role = _gate_role(ename, t, ("gate", "extra", ename), out, pinned=False)
         if any(p.key == canonicalize_name(ename) for p in pins):
             out.add(None, ("gate", "extra", ename), "is also a pin: put its gate role under the pin")
         if role:

@@ -197,6 +197,7 @@ def test_gate_roles(tmp_path: Path) -> None:
     assert entries["tilelang_musa"].mode is GateMode.VERSION and entries["tilelang_musa"].expected is None
     assert entries["flash_mla"].mode is GateMode.SPEC and entries["flash_mla"].skip_import_if == "torch<2.12"
     assert entries["numpy"].expected == "1.26." and not entries["numpy"].pinned
+    assert entries["numpy"].module == "numpy" and entries["torchada"].module == "torchada"
     assert entries["torch"].expected == "2.11.0.post2+musa5.2.0"
 
 
