@@ -30,7 +30,7 @@ class ImageRef:
 
 def image_ref(stack: Stack, repository: str | None = None) -> ImageRef:
     if stack.image is None:
-        raise InputError(f"{stack.name}: the profile has no [image] section")
+        raise InputError(f"{stack.name}: the profile has no image table")
     repo = repository or stack.image.repository
     problem = check_repository(repo)
     if problem:

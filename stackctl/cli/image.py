@@ -102,7 +102,7 @@ def _prepare(profile: str, lock: Path | None, target: str | None, revision: str 
 
     stack = load_profile(profile)
     if stack.image is None:
-        raise InputError(f"{stack.name}: the profile has no [image] section")
+        raise InputError(f"{stack.name}: the profile has no image table")
     locked = _read_lock(stack, lock)
     tgt = _target(stack, target)
     git = _git(stack, revision, ref)

@@ -27,7 +27,12 @@ VERSIONS = {"patcher": "1.0.0", "corelib": "2.0.0+vendor1", "corelib-ext": "2.0.
             "helperdep": "1.4"}
 
 
-def profile_text(name: str, repository: str, versions: dict[str, str], python: str = "3.11") -> str:
+ORDERS = {"patcher": 1, "corelib": 2, "corelib-ext": 3, "toplib": 4}
+
+
+def profile_text(name: str, repository: str, versions: dict[str, str], python: str = "3.11",
+                 orders: dict[str, int] | None = None, extra_toml: str = "") -> str:
+    o = {**ORDERS, **(orders or {})}
     return textwrap.dedent(f"""\
         [stack]
         name = "{name}"
@@ -48,24 +53,24 @@ def profile_text(name: str, repository: str, versions: dict[str, str], python: s
         [pins.patcher]
         version = "{versions['patcher']}"
         index = "public"
-        gate = {{ order = 1 }}
+        gate = {{ order = {o['patcher']} }}
 
         [pins.corelib]
         version = "{versions['corelib']}"
         index = "vendor"
         train = "core"
-        gate = {{ order = 2 }}
+        gate = {{ order = {o['corelib']} }}
 
         [pins.corelib-ext]
         version = "{versions['corelib-ext']}"
         index = "vendor"
         train = "core"
-        gate = {{ order = 3, module = "corelib_ext", mode = "spec" }}
+        gate = {{ order = {o['corelib-ext']}, module = "corelib_ext", mode = "spec" }}
 
         [pins.toplib]
         version = "{versions['toplib']}"
         index = "public"
-        gate = {{ order = 4, check = "exact" }}
+        gate = {{ order = {o['toplib']}, check = "exact" }}
 
         [[gate.probe]]
         name = "corelib data files"
@@ -91,14 +96,17 @@ def profile_text(name: str, repository: str, versions: dict[str, str], python: s
         [image.labels]
         "org.opencontainers.image.source" = "https://example.invalid/stackctl-e2e"
         "com.example.note" = "a \\"quoted\\" $value"
-        """)
+        """) + extra_toml
 
 
-def build_wheels(dest: Path, versions: dict[str, str], *, toplib_attr: str | None = None) -> dict[str, Path]:
+def build_wheels(dest: Path, versions: dict[str, str], *, toplib_attr: str | None = None,
+                 nonce: str = "") -> dict[str, Path]:
+    """`nonce` goes into patcher: a fresh value makes the engine re-run every step above it, the gate too."""
     v = versions
     data = {f"corelib/data/c{i}.json": "{}" for i in range(3)}
     return {
-        "patcher": build_wheel(dest, "patcher", v["patcher"], files={"patcher/__init__.py": PATCHER}),
+        "patcher": build_wheel(dest, "patcher", v["patcher"], files={"patcher/__init__.py": PATCHER,
+                                                                      "patcher/_nonce.py": f"NONCE = {nonce!r}\n"}),
         "corelib": build_wheel(dest, "corelib", v["corelib"], files={
             "corelib/__init__.py": CORELIB.format(v=v["corelib"]), **data}),
         "corelib-ext": build_wheel(dest, "corelib-ext", v["corelib-ext"], files={
@@ -140,17 +148,18 @@ def git(repo: Path, *args: str) -> str:
 
 
 def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, str] | None = None,
-                    *, commit: bool = True, toplib_attr: str | None = None) -> StackRepo:
+                    *, commit: bool = True, toplib_attr: str | None = None, nonce: str = "",
+                    orders: dict[str, int] | None = None, extra_toml: str = "") -> StackRepo:
     v = {**VERSIONS, **(versions or {})}
     root = tmp / "repo"
     (root / "stacks").mkdir(parents=True, exist_ok=True)
     if not (root / ".git").exists():
         git(root, "init", "-q", "-b", "main")
     profile = root / "stacks" / f"{name}.toml"
-    profile.write_text(profile_text(name, repository, v), encoding="utf-8")
+    profile.write_text(profile_text(name, repository, v, orders=orders, extra_toml=extra_toml), encoding="utf-8")
     stack = load_stack(profile)
     wheelhouse = tmp / "wheelhouse"
-    wheels = build_wheels(wheelhouse, v, toplib_attr=toplib_attr)
+    wheels = build_wheels(wheelhouse, v, toplib_attr=toplib_attr, nonce=nonce)
     lock = profile.with_suffix(".lock")
     write_lock(lock, make_lock(stack, wheels))
     if commit:
