@@ -90,20 +90,16 @@ class _Client:
 
     def get(self, path: str, accept: str | None = None) -> Any:
         headers = {"Accept": accept} if accept else {}
-        url = self.base + path
-        try:
-            r = self.session.get(url, headers=headers, timeout=30)
-        except self._requests.exceptions.SSLError:
-            r = None
-        except self._requests.RequestException as exc:
-            if not _loopback(self.ref.registry):
+        while True:
+            url = self.base + path
+            try:
+                r = self.session.get(url, headers=headers, timeout=30)
+                break
+            except self._requests.RequestException as exc:
+                if self.base.startswith("https://") and _loopback(self.ref.registry):
+                    self.base = f"http://{self.ref.registry}"  # as the engine does for loopback registries
+                    continue
                 raise ServiceError(f"registry {self.ref.registry} unreachable: {type(exc).__name__}") from None
-            r = None
-        if r is None and _loopback(self.ref.registry) and self.base.startswith("https://"):
-            self.base = f"http://{self.ref.registry}"  # as the engine does for loopback registries
-            return self.get(path, accept)
-        if r is None:
-            raise ServiceError(f"registry {self.ref.registry}: TLS failed")
         if r.status_code == 401 and self._authenticate(r.headers.get("WWW-Authenticate", "")):
             r = self.session.get(url, headers=headers, timeout=30)
         if r.status_code == 404:

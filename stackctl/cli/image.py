@@ -371,17 +371,23 @@ def inspect(
 
 
 def image_pins(ref: str) -> dict[str, str]:
-    """Installed distributions of an image (registry, else engine): for `stackctl diff IMAGE IMAGE`."""
+    """Installed distributions of an image, from its registry, else the local engine.
+
+    For `stackctl diff IMAGE IMAGE`: rows come from `stackctl.image.diff_installed(image_pins(a), image_pins(b))`.
+    """
     from stackctl.image import installed_from_labels
     from stackctl.registry import parse_ref, read_remote
 
     if parse_ref(ref) is not None:
-        return installed_from_labels(dict(read_remote(ref).labels))
+        try:
+            return installed_from_labels(dict(read_remote(ref).labels))
+        except InputError:  # not pushed (yet): the engine may hold it
+            pass
     from stackctl.engine import DockerEngine
 
     facts = DockerEngine().facts(ref)
     if facts is None:
-        raise InputError(f"{ref}: no such image")
+        raise InputError(f"{ref}: no such image in the registry or the engine")
     return installed_from_labels(dict(facts.labels))
 
 

@@ -1,0 +1,32 @@
+"""Helpers for image tests against the real engine: unique names, cleanup, fixture values of either shape."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+
+def address(registry: Any) -> str:
+    """host:port of the `registry` fixture (a string, or an object carrying it)."""
+    if isinstance(registry, str):
+        return registry.split("://", 1)[-1].rstrip("/")
+    for attr in ("address", "host", "url"):
+        value = getattr(registry, attr, None)
+        if isinstance(value, str):
+            return value.split("://", 1)[-1].rstrip("/")
+    raise TypeError(f"cannot read an address from {registry!r}")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def remove_images(client: Any, repository: str) -> None:
+    """Every local image named under `repository`, whatever its tag or digest."""
+    for image in client.images.list(name=repository):
+        for ref in [*image.tags, *image.attrs.get("RepoDigests", [])]:
+            if ref.rsplit("@", 1)[0].rsplit(":", 1)[0] == repository or ref.startswith(repository + "@"):
+                try:
+                    client.images.remove(ref, force=True)
+                except Exception:  # already gone with another of its names
+                    pass
