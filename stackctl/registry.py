@@ -93,7 +93,7 @@ class _Client:
         while True:
             url = self.base + path
             try:
-                r = self.session.get(url, headers=headers, timeout=30)
+                r: Any = self.session.get(url, headers=headers, timeout=30)
                 break
             except self._requests.RequestException as exc:
                 if self.base.startswith("https://") and _loopback(self.ref.registry):
