@@ -88,20 +88,21 @@ class _Client:
         self.base = f"https://{ref.registry}"
         self._requests = requests
 
-    def get(self, path: str, accept: str | None = None) -> Any:
-        headers = {"Accept": accept} if accept else {}
+    def _send(self, path: str, headers: dict[str, str]) -> Any:
         while True:
-            url = self.base + path
             try:
-                r: Any = self.session.get(url, headers=headers, timeout=30)
-                break
+                return self.session.get(self.base + path, headers=headers, timeout=30)
             except self._requests.RequestException as exc:
                 if self.base.startswith("https://") and _loopback(self.ref.registry):
                     self.base = f"http://{self.ref.registry}"  # as the engine does for loopback registries
                     continue
                 raise ServiceError(f"registry {self.ref.registry} unreachable: {type(exc).__name__}") from None
+
+    def get(self, path: str, accept: str | None = None) -> Any:
+        headers = {"Accept": accept} if accept else {}
+        r = self._send(path, headers)
         if r.status_code == 401 and self._authenticate(r.headers.get("WWW-Authenticate", "")):
-            r = self.session.get(url, headers=headers, timeout=30)
+            r = self._send(path, headers)
         if r.status_code == 404:
             raise InputError(f"{self.ref}: not found in the registry")
         if r.status_code != 200:
