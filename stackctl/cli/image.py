@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
@@ -331,7 +330,11 @@ def publish(
         if engine.facts(str(built)) is None:
             raise InputError(f"{built}: no such image in the engine; run `stackctl build` first")
         tag_image(engine, str(built), ref.repository, ref.tag)
-    pub = do_publish(engine, ref)
+    if not as_json and console_err.is_terminal:
+        with console_err.status(f"pushing {ref}, then pulling it back by digest"):
+            pub = do_publish(engine, ref)
+    else:
+        pub = do_publish(engine, ref)
     append_record(record, pub)
     emit(pub, as_json, lambda: console.print(f"published {pub.tag}\n  digest   {pub.digest}\n  image id "
                                              f"{pub.image_id}\n  revision {pub.revision}\n  record   {record}"))
@@ -390,5 +393,3 @@ def image_pins(ref: str) -> dict[str, str]:
         raise InputError(f"{ref}: no such image in the registry or the engine")
     return installed_from_labels(dict(facts.labels))
 
-
-__all__ = ["image_pins", "json"]

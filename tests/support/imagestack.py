@@ -166,3 +166,11 @@ def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, s
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", f"stack {name}")
     return StackRepo(root, profile, lock, wheelhouse, stack, v)
+
+
+def refresh_lock(repo: StackRepo) -> None:
+    """Re-write the lock after the test edited the profile (the lock records the profile's digest)."""
+    repo.stack = load_stack(repo.profile)
+    wheels = {name: next(repo.wheelhouse.glob(f"{name.replace('-', '_')}-{repo.versions[name]}-*.whl"))
+              for name in VERSIONS}
+    write_lock(repo.lock, make_lock(repo.stack, wheels))

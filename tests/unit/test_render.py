@@ -13,7 +13,7 @@ from stackctl.errors import CheckFailed
 from stackctl.lock import read_lock
 from stackctl.render import plan_layers
 from tests.conftest import Result
-from tests.support.imagestack import TARGET, make_stack_repo, git
+from tests.support.imagestack import TARGET, git, make_stack_repo, refresh_lock
 
 REPO_NAME = "127.0.0.1:5000/t/r"
 
@@ -149,3 +149,24 @@ def test_render_refuses_a_foreign_directory(tmp_path: Path, cli: Callable[..., R
     r = cli("render", "r", "--out", str(tmp_path / "c"), "--json", cwd=repo.root)
     data = json.loads(r.out)
     assert data["wheels_copied"] is False and "Dockerfile" in data["files"]
+
+
+def test_remote_url_loses_its_credentials() -> None:
+    from stackctl.gitinfo import strip_userinfo
+
+    assert strip_userinfo("https://bot:ghp_token@git.example.invalid/org/repo.git") == \
+        "https://git.example.invalid/org/repo.git"
+    assert strip_userinfo("git@git.example.invalid:org/repo.git") == "git@git.example.invalid:org/repo.git"
+
+
+def test_source_label_from_origin_without_credentials(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    repo = make_stack_repo(tmp_path, "r", REPO_NAME)
+    repo.profile.write_text(repo.profile.read_text().replace(
+        '"org.opencontainers.image.source" = "https://example.invalid/stackctl-e2e"\n', ""))
+    refresh_lock(repo)
+    git(repo.root, "commit", "-qam", "no source label")
+    git(repo.root, "remote", "add", "origin", "https://bot:tok3n@git.example.invalid/org/repo.git")
+    render(cli, repo.root, tmp_path / "ctx")
+    text = (tmp_path / "ctx" / "Dockerfile").read_text()
+    assert '"org.opencontainers.image.source"="https://git.example.invalid/org/repo.git"' in text
+    assert "tok3n" not in text
