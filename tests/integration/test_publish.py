@@ -17,7 +17,7 @@ from stackctl.image import ImageRef, diff_installed
 from stackctl.publish import append_record, publish, read_records
 from tests.conftest import Result
 from tests.support.imagestack import git, make_stack_repo
-from tests.support.imagetest import address, remove_images, unique
+from tests.support.imagetest import address, delete_from_registry, remove_images, unique
 
 pytestmark = pytest.mark.integration
 
@@ -43,10 +43,12 @@ def test_publish_pull_back_record_and_inspect(
     root, image = built(tmp_path, cli, registry)
     repository = image.rsplit(":", 1)[0]
     record = tmp_path / "publications.jsonl"
+    digests: list[str] = []
     try:
         r = cli("publish", "e2e", "--record", str(record), "--json", cwd=root)
         assert r.code == 0, r.out + r.err
         pub = json.loads(r.out)
+        digests.append(pub["digest"])
         head = git(root, "rev-parse", "HEAD").strip()
         assert pub["revision"] == head and pub["tag"] == image and pub["digest"].startswith("sha256:")
         assert [p.digest for p in read_records(record)] == [pub["digest"]]
@@ -73,8 +75,11 @@ def test_publish_pull_back_record_and_inspect(
         pulled.tag(repository, image.rsplit(":", 1)[1])
         r = cli("publish", "e2e", "--record", str(record), cwd=root)
         assert r.code == 0 and len(read_records(record)) == 2
+        assert read_records(record)[1].digest == pub["digest"]
     finally:
         remove_images(docker_client, repository)
+        for digest in digests:
+            delete_from_registry(registry, repository, digest)
 
 
 def test_image_diff_from_installed_labels(
@@ -84,10 +89,12 @@ def test_image_diff_from_installed_labels(
     root_b, b = built(tmp_path / "b", cli, registry, {"toplib": "0.4.0"}, repository=repository)
     try:
         assert cli("publish", "e2e", "--record", str(tmp_path / "p.jsonl"), cwd=root_b).code == 0
+        published = read_records(tmp_path / "p.jsonl")[0].digest
         rows = diff_installed(image_pins(a), image_pins(b))  # a from the engine, b from the registry
         assert [(r.package, r.before, r.after, r.change) for r in rows if r.change != "unchanged"] == [
             ("toplib", "0.3.0", "0.4.0", "changed")]
         assert len(rows) == 5
+        delete_from_registry(registry, repository, published)
     finally:
         remove_images(docker_client, repository)
 

@@ -30,3 +30,15 @@ def remove_images(client: Any, repository: str) -> None:
                     client.images.remove(ref, force=True)
                 except Exception:  # already gone with another of its names
                     pass
+
+
+def delete_from_registry(registry: Any, repository: str, digest: str) -> None:
+    """Drop a pushed manifest (the CI registry runs with deletes enabled); blobs wait for its GC."""
+    import requests
+
+    host = address(registry)
+    name = repository.split("/", 1)[1] if repository.startswith(host + "/") else repository
+    try:
+        requests.delete(f"http://{host}/v2/{name}/manifests/{digest}", timeout=10)
+    except requests.RequestException:
+        pass
