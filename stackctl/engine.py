@@ -54,7 +54,8 @@ Progress = Callable[[int, int, str], None]  # step, of steps, instruction
 
 
 class Engine(Protocol):
-    def build(self, context: Path, tag: str, on_step: Progress | None = None) -> BuildResult: ...
+    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+              nocache: bool = False) -> BuildResult: ...
     def facts(self, ref: str) -> ImageFacts | None: ...
     def push(self, repository: str, tag: str) -> str: ...
     def pull(self, ref: str) -> ImageFacts: ...
@@ -119,10 +120,11 @@ class DockerEngine:
     def client(self) -> Any:
         return self._client
 
-    def build(self, context: Path, tag: str, on_step: Progress | None = None) -> BuildResult:
+    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+              nocache: bool = False) -> BuildResult:
         try:
             events = self._client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                            pull=False)
+                                            pull=False, nocache=nocache)
             return parse_build_stream(events, on_step)
         except self._errors.APIError as exc:
             raise ServiceError(f"the engine refused the build of {tag}: {exc.explanation or exc}") from exc

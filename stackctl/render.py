@@ -57,6 +57,7 @@ class BuildPlan:
     groups: tuple[LayerGroup, ...]
     gate_spec: str  # JSON text
     labels: tuple[tuple[str, str], ...]
+    python: str = ""  # "3.10": the base image's python must be this one ("" checks nothing)
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,8 @@ def label_value(value: str) -> str:
 
 
 def render(plan: BuildPlan, templates: Templates) -> Rendered:
+    if plan.python and not re.fullmatch(r"\d+\.\d+", plan.python):
+        raise InputError(f"{plan.stack}: image python {plan.python!r} is not MAJOR.MINOR")
     if not plan.groups:
         raise InputError(f"{plan.stack}: nothing to install for {plan.target}")
     stages, copies, files = [], [], []
@@ -169,7 +172,7 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
     if plan.labels:
         labels = "LABEL " + " \\\n      ".join(f"{label_value(k)}={label_value(v)}" for k, v in plan.labels)
     dockerfile = Template(templates.dockerfile).substitute(
-        stack=plan.stack, target=plan.target, base=plan.base, stages="".join(stages),
+        stack=plan.stack, target=plan.target, base=plan.base, stages="".join(stages), python=plan.python,
         path=":".join(["/opt/venv/bin", *(f"{d}/bin" for d in dirs),
                        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]),
         copies="\n".join(copies), labels=labels)

@@ -113,8 +113,9 @@ def _prepare(profile: str, lock: Path | None, target: str | None, revision: str 
     spec = gatespec.dumps(gatespec.gate_spec(stack, installed))
     labels = oci_labels(stack, prov=prov, lock_digest=locked.digest(), target=tgt, installed=installed,
                         created=_created(created))
+    python = next(t.python for t in stack.targets if t.label == tgt)
     plan = BuildPlan(stack.name, tgt, stack.image.base, locked.digest(), plan_layers(stack, locked, tgt), spec,
-                     labels)
+                     labels, python)
     return _Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref)
 
 
@@ -227,9 +228,9 @@ def render(
                                            f"{out}/wheelhouse/ (pass --wheelhouse to copy them)")))
 
 
-def _run_build(engine: Engine, context: Path, image: str, show: bool) -> BuildResult:
+def _run_build(engine: Engine, context: Path, image: str, show: bool, nocache: bool) -> BuildResult:
     if not show:
-        return engine.build(context, image)
+        return engine.build(context, image, nocache=nocache)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("[bold]build[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -239,7 +240,7 @@ def _run_build(engine: Engine, context: Path, image: str, show: bool) -> BuildRe
         def step(n: int, of: int, what: str) -> None:
             bar.update(task, completed=n - 1, total=of, description=what[:70])
 
-        return engine.build(context, image, step)
+        return engine.build(context, image, step, nocache=nocache)
 
 
 @app.command()
@@ -257,6 +258,7 @@ def build(
     ref: RefOpt = None,
     created: CreatedOpt = None,
     record_dir: Annotated[Path, typer.Option("--record-dir", help="Where the build record goes.")] = Path("build"),
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Build every step afresh (release builds).")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -280,7 +282,7 @@ def build(
                          hint="build or pull it first (CI: bash .ci/services.sh)")
     show = not as_json and console_err.is_terminal
     try:
-        result = _run_build(engine, ctx, str(image), show)
+        result = _run_build(engine, ctx, str(image), show, no_cache)
     except BuildFailed as exc:
         console_err.print(f"[bold red]build of {image} failed[/]")
         for line in exc.lines:

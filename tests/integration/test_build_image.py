@@ -134,3 +134,16 @@ def test_top_pin_change_reuses_the_layers_below(
         assert json.loads(rb.out)["cached_steps"] >= 10
     finally:
         remove_images(docker_client, repository)
+
+
+def test_base_image_with_another_python_fails_plainly(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+    repo = stack(tmp_path, registry, python="3.10")
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    try:
+        r = build(cli, repo, tmp_path, "--no-cache")
+        assert r.code == 1, r.out + r.err
+        assert "the base image has python 3.11, the stack targets 3.10" in r.out
+        assert "error: the build failed:" in r.err
+    finally:
+        remove_images(docker_client, repository)

@@ -122,7 +122,8 @@ class LyingRegistryEngine:
     def __init__(self, local: ImageFacts, pulled: ImageFacts) -> None:
         self.local, self.pulled, self.pushed = local, pulled, False
 
-    def build(self, context: Path, tag: str, on_step: Progress | None = None) -> BuildResult:
+    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+              nocache: bool = False) -> BuildResult:
         raise NotImplementedError
 
     def facts(self, ref: str) -> ImageFacts | None:

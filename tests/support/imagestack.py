@@ -149,19 +149,20 @@ def git(repo: Path, *args: str) -> str:
 
 def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, str] | None = None,
                     *, commit: bool = True, toplib_attr: str | None = None, nonce: str = "",
-                    orders: dict[str, int] | None = None, extra_toml: str = "") -> StackRepo:
+                    orders: dict[str, int] | None = None, extra_toml: str = "", python: str = "3.11") -> StackRepo:
     v = {**VERSIONS, **(versions or {})}
     root = tmp / "repo"
     (root / "stacks").mkdir(parents=True, exist_ok=True)
     if not (root / ".git").exists():
         git(root, "init", "-q", "-b", "main")
     profile = root / "stacks" / f"{name}.toml"
-    profile.write_text(profile_text(name, repository, v, orders=orders, extra_toml=extra_toml), encoding="utf-8")
+    profile.write_text(profile_text(name, repository, v, python, orders=orders, extra_toml=extra_toml),
+                       encoding="utf-8")
     stack = load_stack(profile)
     wheelhouse = tmp / "wheelhouse"
     wheels = build_wheels(wheelhouse, v, toplib_attr=toplib_attr, nonce=nonce)
     lock = profile.with_suffix(".lock")
-    write_lock(lock, make_lock(stack, wheels))
+    write_lock(lock, make_lock(stack, wheels, stack.targets[0].label))
     if commit:
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", f"stack {name}")
