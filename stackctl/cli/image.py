@@ -284,6 +284,8 @@ def build(
     try:
         result = _run_build(engine, ctx, str(image), show, no_cache)
     except BuildFailed as exc:
+        if as_json:  # stdout carries one JSON document: the lines go into the error itself
+            raise CheckFailed(f"{exc}: " + " | ".join(exc.lines)) from exc
         console_err.print(f"[bold red]build of {image} failed[/]")
         for line in exc.lines:
             print(line)  # plainly, on stdout: these are the result, not log noise

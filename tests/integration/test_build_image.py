@@ -95,6 +95,10 @@ def test_wrong_pin_and_wrong_order_fail_the_build_with_fail_lines(
         assert "error: the gate failed: 2 check(s) did not pass" in r.err
         assert not (tmp_path / "build" / "e2e.build.json").exists()
         assert not docker_client.images.list(name=repository)
+        r = build(cli, repo, tmp_path, "--json")
+        error = json.loads(r.out)
+        assert r.code == 1 and error["exit_code"] == 1
+        assert "FAIL import corelib: ImportError: corelib needs patcher imported first" in error["error"]
     finally:
         remove_images(docker_client, repository)
 
