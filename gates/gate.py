@@ -19,7 +19,7 @@ import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 SPEC_FORMAT = 1
 
@@ -28,9 +28,9 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def installed_versions() -> Dict[str, str]:
+def installed_versions() -> dict[str, str]:
     """Normalized distribution name -> version, first one on sys.path wins (as imports do)."""
-    found: Dict[str, str] = {}
+    found: dict[str, str] = {}
     for dist in metadata.distributions():
         name = dist.metadata["Name"]
         if name and _norm(name) not in found:
@@ -42,7 +42,7 @@ class Gate:
     def __init__(self) -> None:
         self.failed = 0
         self.passed = 0
-        self._versions: Optional[Dict[str, str]] = None
+        self._versions: dict[str, str] | None = None
 
     def line(self, ok: bool, text: str) -> None:
         if ok:
@@ -51,36 +51,36 @@ class Gate:
             self.failed += 1
         print(("PASS " if ok else "FAIL ") + text, flush=True)
 
-    def version(self, dist: str) -> Optional[str]:
+    def version(self, dist: str) -> str | None:
         # Re-read after imports: an import may not change what is installed, but reading
         # lazily keeps "import before version read" true for every entry.
         self._versions = installed_versions()
         return self._versions.get(_norm(dist))
 
-    def entry(self, e: Dict[str, Any]) -> None:
+    def entry(self, e: dict[str, Any]) -> None:
         dist, module, mode = e["dist"], e["module"], e["mode"]
         what = {"import": "import", "spec": "spec", "version": "version"}[mode]
-        label = "%s %s" % (what, module if mode != "version" else dist)
+        label = "{} {}".format(what, module if mode != "version" else dist)
         if mode == "import":
             try:
                 importlib.import_module(module)
-            except BaseException as exc:  # noqa: B036  an import may raise anything, even SystemExit
-                self.line(False, "%s: %s: %s" % (label, type(exc).__name__, _one_line(exc)))
+            except BaseException as exc:
+                self.line(False, f"{label}: {type(exc).__name__}: {_one_line(exc)}")
                 return
         elif mode == "spec":
             try:
                 found = importlib.util.find_spec(module)
             except (ImportError, ValueError) as exc:
                 found = None
-                self.line(False, "%s: %s: %s" % (label, type(exc).__name__, _one_line(exc)))
+                self.line(False, f"{label}: {type(exc).__name__}: {_one_line(exc)}")
                 return
             if found is None:
-                self.line(False, "%s: module not found" % label)
+                self.line(False, f"{label}: module not found")
                 return
         have = self.version(dist)
-        note = "  (%s)" % e["note"] if e.get("note") else ""
+        note = "  ({})".format(e["note"]) if e.get("note") else ""
         if have is None:
-            self.line(False, "%s: distribution %s not installed%s" % (label, dist, note))
+            self.line(False, f"{label}: distribution {dist} not installed{note}")
             return
         check, want = e["check"], e.get("expected")
         if check == "exact":
@@ -90,41 +90,41 @@ class Gate:
         else:
             ok = True
         if ok:
-            self.line(True, "%s version=%s%s" % (label, have, note))
+            self.line(True, f"{label} version={have}{note}")
         else:
             rel = "expected" if check == "exact" else "expected prefix"
-            self.line(False, "%s version=%s %s=%s%s" % (label, have, rel, want, note))
+            self.line(False, f"{label} version={have} {rel}={want}{note}")
 
-    def probe(self, p: Dict[str, Any]) -> None:
+    def probe(self, p: dict[str, Any]) -> None:
         name = p["name"]
         try:
             if p["kind"] == "file-count":
                 spec = importlib.util.find_spec(p["package"])
                 roots = list(spec.submodule_search_locations or []) if spec else []
                 if not roots:
-                    self.line(False, "probe %s: package %s not found" % (name, p["package"]))
+                    self.line(False, "probe {}: package {} not found".format(name, p["package"]))
                     return
                 count = sum(1 for root in roots for f in Path(root).glob(p["glob"]) if f.is_file())
-                self.line(count == p["count"], "probe %s: %d files %s/%s expected=%d"
-                          % (name, count, p["package"], p["glob"], p["count"]))
+                package, pattern, want = p["package"], p["glob"], p["count"]
+                self.line(count == want, f"probe {name}: {count} files {package}/{pattern} expected={want}")
             elif p["kind"] == "attr":
                 mod = importlib.import_module(p["module"])
                 value = str(getattr(mod, p["attr"]))
-                self.line(value == p["value"], "probe %s: %s.%s=%r expected=%r"
-                          % (name, p["module"], p["attr"], value, p["value"]))
+                module, attr, want = p["module"], p["attr"], p["value"]
+                self.line(value == want, f"probe {name}: {module}.{attr}={value!r} expected={want!r}")
             else:
-                self.line(False, "probe %s: unknown kind %r" % (name, p["kind"]))
-        except BaseException as exc:  # noqa: B036
-            self.line(False, "probe %s: %s: %s" % (name, type(exc).__name__, _one_line(exc)))
+                self.line(False, "probe {}: unknown kind {!r}".format(name, p["kind"]))
+        except BaseException as exc:
+            self.line(False, f"probe {name}: {type(exc).__name__}: {_one_line(exc)}")
 
-    def preserve(self, pins: List[Dict[str, str]]) -> None:
+    def preserve(self, pins: list[dict[str, str]]) -> None:
         versions = installed_versions()
         for pin in pins:
             have = versions.get(_norm(pin["dist"]))
             if have == pin["version"]:
-                self.line(True, "preserve %s==%s" % (pin["dist"], have))
+                self.line(True, "preserve {}=={}".format(pin["dist"], have))
             else:
-                self.line(False, "preserve %s expected=%s found=%s" % (pin["dist"], pin["version"], have))
+                self.line(False, "preserve {} expected={} found={}".format(pin["dist"], pin["version"], have))
 
 
 def _one_line(exc: BaseException) -> str:
@@ -132,9 +132,9 @@ def _one_line(exc: BaseException) -> str:
     return text[-1] if text else "(no message)"
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     args = list(argv)
-    freeze: Optional[str] = None
+    freeze: str | None = None
     if "--freeze" in args:
         i = args.index("--freeze")
         if i + 1 >= len(args):
@@ -148,17 +148,17 @@ def main(argv: List[str]) -> int:
     try:
         spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
         if spec.get("format") != SPEC_FORMAT:
-            raise ValueError("spec format %r is not %d" % (spec.get("format"), SPEC_FORMAT))
+            raise ValueError(f"spec format {spec.get('format')!r} is not {SPEC_FORMAT}")
     except (OSError, ValueError) as exc:
-        print("gate: cannot read spec %s: %s" % (args[0], exc), file=sys.stderr)
+        print(f"gate: cannot read spec {args[0]}: {exc}", file=sys.stderr)
         return 2
     gate = Gate()
-    print("gate %s: python %s" % (spec.get("stack", "?"), sys.version.split()[0]), flush=True)
+    print("gate {}: python {}".format(spec.get("stack", "?"), sys.version.split()[0]), flush=True)
     for e in spec.get("entries", []):
         try:
             gate.entry(e)
         except Exception:  # a bug in the gate must fail the gate, not pass silently
-            gate.line(False, "%s: gate error: %s" % (e.get("dist"), traceback.format_exc(limit=1)))
+            gate.line(False, "{}: gate error: {}".format(e.get("dist"), traceback.format_exc(limit=1)))
     for p in spec.get("probes", []):
         gate.probe(p)
     gate.preserve(spec.get("preserve", []))
@@ -166,8 +166,8 @@ def main(argv: List[str]) -> int:
         Path(freeze).parent.mkdir(parents=True, exist_ok=True)
         Path(freeze).write_text(json.dumps(installed_versions(), indent=1, sort_keys=True) + "\n",
                                 encoding="utf-8")
-    print("gate %s: %d passed, %d failed" % ("FAILED" if gate.failed else "ok", gate.passed, gate.failed),
-          flush=True)
+    verdict = "FAILED" if gate.failed else "ok"
+    print(f"gate {verdict}: {gate.passed} passed, {gate.failed} failed", flush=True)
     return 1 if gate.failed else 0
 
 

@@ -62,7 +62,8 @@ def test_build_passes_gate_and_labels_carry_the_revision(
 
         # The stack works in the image, joined across layers by the .pth file, in a fresh interpreter.
         out = docker_client.containers.run(
-            image.id, ["python", "-c", "import patcher, corelib, toplib; print(corelib.__version__, toplib.__version__)"],
+            image.id, ["python", "-c", "import patcher, corelib, toplib; "
+                       "print(corelib.__version__, toplib.__version__)"],
             remove=True, network_disabled=True).decode()
         assert out.strip() == "2.0.0+vendor1 0.3.0"
         # The wheelhouse never reached the final image (the base's own ensurepip wheels aside).

@@ -146,7 +146,7 @@ def test_pull_back_mismatch_writes_no_record(tmp_path: Path) -> None:
     other = ImageFacts("sha256:" + "2" * 64, (("org.opencontainers.image.revision", "def"),), (), 1)
     engine = LyingRegistryEngine(local, other)
     record = tmp_path / "p.jsonl"
-    with pytest.raises(CheckFailed, match="pulled back is not what was pushed: image id sha256:2+ is not") as info:
+    with pytest.raises(CheckFailed, match=r"pulled back is not what was pushed: image id sha256:2+ is not") as info:
         pub = publish(engine, ImageRef("127.0.0.1:5000/x", "t"))
         append_record(record, pub)
     assert "label org.opencontainers.image.revision 'def' is not the pushed 'abc'" in str(info.value)

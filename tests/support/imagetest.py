@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
@@ -26,10 +27,8 @@ def remove_images(client: Any, repository: str) -> None:
     for image in client.images.list(name=repository):
         for ref in [*image.tags, *image.attrs.get("RepoDigests", [])]:
             if ref.rsplit("@", 1)[0].rsplit(":", 1)[0] == repository or ref.startswith(repository + "@"):
-                try:
+                with contextlib.suppress(Exception):  # already gone with another of its names
                     client.images.remove(ref, force=True)
-                except Exception:  # already gone with another of its names
-                    pass
 
 
 def delete_from_registry(registry: Any, repository: str, digest: str) -> None:
@@ -38,7 +37,5 @@ def delete_from_registry(registry: Any, repository: str, digest: str) -> None:
 
     host = address(registry)
     name = repository.split("/", 1)[1] if repository.startswith(host + "/") else repository
-    try:
+    with contextlib.suppress(requests.RequestException):
         requests.delete(f"http://{host}/v2/{name}/manifests/{digest}", timeout=10)
-    except requests.RequestException:
-        pass

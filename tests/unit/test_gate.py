@@ -125,7 +125,8 @@ def _other_pythons() -> list[str]:
     """Real interpreters ≥3.8 on this machine (version-manager shims need their environment; skip them)."""
     found = []
     for v in ("3.8", "3.9", "3.10", "3.12", "3.13"):
-        candidates = [f"/usr/bin/python{v}", *sorted(str(p) for p in Path.home().glob(f".pyenv/versions/{v}*/bin/python{v}"))]
+        candidates = [f"/usr/bin/python{v}",
+                      *sorted(str(p) for p in Path.home().glob(f".pyenv/versions/{v}*/bin/python{v}"))]
         exe = next((c for c in candidates if Path(c).is_file()), None) or shutil.which(f"python{v}")
         if exe and "/shims/" not in exe and subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0:
             found.append(exe)

@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 import textwrap
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
