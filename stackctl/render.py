@@ -161,9 +161,10 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         members = ", ".join(i.name for i in group.items)
         stages.append(Template(templates.stage).substitute(group=group.name, stage=stage, members=members))
         copies.append(Template(templates.copy).substitute(group=group.name, stage=stage).rstrip("\n"))
-        files.append(ContextFile(f"requirements/{group.name}.txt", text=Template(templates.requirements).substitute(
-            group=group.name, stack=plan.stack, lines=requirement_lines(group))))
-        files += [ContextFile(f"wheelhouse/{group.name}/{i.filename}", wheel=i.filename, sha256=i.sha256)
+        requirements = Template(templates.requirements).substitute(
+            group=group.name, stack=plan.stack, lines=requirement_lines(group))
+        files.append(ContextFile(f"groups/{group.name}/requirements.txt", text=requirements))
+        files += [ContextFile(f"groups/{group.name}/{i.filename}", wheel=i.filename, sha256=i.sha256)
                   for i in group.items]
     dirs = [f"{PREFIX}/{g.name}" for g in plan.groups]
     # exec runs each .pth line in a function scope: no comprehension may refer to `site`.

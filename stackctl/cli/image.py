@@ -225,7 +225,7 @@ def render(
     emit({"context": str(out), "files": digests, "wheels": wheels, "wheels_copied": wheelhouse is not None},
          as_json, lambda: console.print(f"wrote {out}/Dockerfile and {len(digests) - 1} other files"
                                         + ("" if wheelhouse else f"; {len(wheels)} wheels expected under "
-                                           f"{out}/wheelhouse/ (pass --wheelhouse to copy them)")))
+                                           f"{out}/groups/ (pass --wheelhouse to copy them)")))
 
 
 def _run_build(engine: Engine, context: Path, image: str, show: bool, nocache: bool) -> BuildResult:

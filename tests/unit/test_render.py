@@ -45,23 +45,23 @@ def test_dockerfile_is_hermetic_and_carries_no_pins(tmp_path: Path, cli: Callabl
     render(cli, repo.root, out, "--wheelhouse", str(repo.wheelhouse))
     text = (out / "Dockerfile").read_text()
     body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("LABEL", '"')))
-    assert not re.search(r"[A-Za-z0-9_.-]+==\S", body), "versions come only from requirements/*.txt"
+    assert not re.search(r"[A-Za-z0-9_.-]+==\S", body), "versions come only from groups/*/requirements.txt"
     for version in repo.versions.values():
         assert version not in body
     installs = [line for line in text.splitlines() if "pip install" in line]
     assert len(installs) == 4
     assert all("--no-index" in i and "--require-hashes" in i and "--no-deps" in i for i in installs)
     final = final_stage(text)
-    assert "wheelhouse" not in final.replace("/opt/stack", "")  # never copied into the final image
+    assert "groups/" not in final and "/tmp/group" not in final  # wheels never copied into the final image
     assert [m.group(1) for m in re.finditer(r"COPY --from=(\S+)", final)] == [
         "layer01-train-core", "layer02-deps", "layer03-pin-patcher", "layer04-pin-toplib"]
     assert final.index("gate.py") > final.rindex("COPY --from")
     assert "BuildKit" not in text.replace("no BuildKit", "") and "--mount" not in text
-    req = (out / "requirements" / "train-core.txt").read_text()
+    req = (out / "groups" / "train-core" / "requirements.txt").read_text()
     assert re.search(r"^corelib==2\.0\.0\+vendor1 --hash=sha256:[0-9a-f]{64}$", req, re.M)
     pth = (out / "layers.pth").read_text()
     assert pth.startswith("import site;") and pth.index("/opt/stack/train-core") < pth.index("/opt/stack/pin-toplib")
-    assert sorted(p.name for p in (out / "wheelhouse").rglob("*.whl")) == sorted(
+    assert sorted(p.name for p in (out / "groups").rglob("*.whl")) == sorted(
         p.name for p in repo.wheelhouse.glob("*.whl"))
     spec = json.loads((out / "gate" / "gate.json").read_text())
     assert [e["dist"] for e in spec["entries"]] == ["patcher", "corelib", "corelib-ext", "toplib"]
@@ -100,9 +100,9 @@ def test_top_pin_change_touches_only_its_own_group(tmp_path: Path, cli: Callable
 
     fa, fb = files(tmp_path / "ca"), files(tmp_path / "cb")
     changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
-    assert changed == ["Dockerfile", "gate/gate.json", "requirements/pin-toplib.txt",
-                       "wheelhouse/pin-toplib/toplib-0.3.0-py3-none-any.whl",
-                       "wheelhouse/pin-toplib/toplib-0.4.0-py3-none-any.whl"]
+    assert changed == ["Dockerfile", "gate/gate.json", "groups/pin-toplib/requirements.txt",
+                       "groups/pin-toplib/toplib-0.3.0-py3-none-any.whl",
+                       "groups/pin-toplib/toplib-0.4.0-py3-none-any.whl"]
     strip = re.compile(r"^LABEL.*?(?=\Z)", re.S | re.M)
     assert strip.sub("", fa["Dockerfile"].decode()) == strip.sub("", fb["Dockerfile"].decode())
 
