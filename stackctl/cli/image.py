@@ -72,7 +72,7 @@ def _created(created: str | None) -> str | None:
     return created
 
 
-def _git(stack: Stack, revision: str | None, ref: str | None) -> GitInfo | None:
+def _git(stack: Stack, revision: str | None) -> GitInfo | None:
     from stackctl.gitinfo import read_git
 
     if revision is not None:
@@ -104,7 +104,7 @@ def _prepare(profile: str, lock: Path | None, target: str | None, revision: str 
         raise InputError(f"{stack.name}: the profile has no image table")
     locked = _read_lock(stack, lock)
     tgt = _target(stack, target)
-    git = _git(stack, revision, ref)
+    git = _git(stack, revision)
     if git is not None and git.dirty and allow_dirty is False:
         raise InputError(f"the work tree of {stack.name} has uncommitted changes: the revision label would lie",
                          hint="commit first, or pass --allow-dirty (the label then says <revision>-dirty)")
@@ -175,9 +175,13 @@ def gate(
     script = ROOT / "gates" / "gate.py"
     with tempfile.TemporaryDirectory(prefix="stackctl-gate-") as tmp:
         (Path(tmp) / "gate.json").write_text(spec, encoding="utf-8")
+        command = [python, "-I", str(script), str(Path(tmp) / "gate.json")]
         try:
-            proc = subprocess.run([python, "-I", str(script), str(Path(tmp) / "gate.json")], capture_output=True,
-                                  text=True, check=False, timeout=600)
+            if not as_json and console_err.is_terminal:
+                with console_err.status(f"gating {stack.name} under {python}"):
+                    proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+            else:
+                proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
         except FileNotFoundError:
             raise InputError(f"{python}: no such interpreter") from None
         except OSError as exc:
