@@ -182,6 +182,8 @@ def gate(
                     proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
             else:
                 proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"the gate of {stack.name} under {python} did not finish in 600 s") from None
         except FileNotFoundError:
             raise InputError(f"{python}: no such interpreter") from None
         except OSError as exc:
