@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.support.imagestack import make_stack_repo  # noqa: E402
+from tests.support.imagetest import dangling_stage_images, remove_new_stage_images  # noqa: E402
 from tests.support.wheels import build_wheel, sha256_file  # noqa: E402
 
 BASE = "stackctl-base:bookworm"
@@ -174,6 +175,7 @@ def main() -> int:
     seed = uuid.uuid4().hex[:8]
     repository = f"stackctl-bench/{seed}"
     results: dict[str, Any] = {}
+    before = dangling_stage_images(client)
     with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as t:
         tmp = Path(t)
         a = make(tmp / "a", repository, "0.3.0", seed, args.core_mb)
@@ -201,6 +203,7 @@ def main() -> int:
                 for image in client.images.list(name=repository):
                     for tag in image.tags:
                         client.images.remove(tag, force=True)
+                remove_new_stage_images(client, before)
     s, p, z = results["stackctl"], results["hand-written"], results["sizes"]
     print(json.dumps(results, indent=2) if "--json" in sys.argv else "")
     print(f"{'':28}{'stackctl':>14}{'hand-written':>14}")

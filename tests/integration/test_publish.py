@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,23 @@ from stackctl.image import ImageRef, diff_installed
 from stackctl.publish import append_record, publish, read_records
 from tests.conftest import Result
 from tests.support.imagestack import git, make_stack_repo
-from tests.support.imagetest import address, delete_from_registry, remove_images, unique
+from tests.support.imagetest import (
+    address,
+    dangling_stage_images,
+    delete_from_registry,
+    remove_images,
+    remove_new_stage_images,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_stage_images_left(docker_client: Any) -> Iterator[None]:
+    before = dangling_stage_images(docker_client)
+    yield
+    remove_new_stage_images(docker_client, before)
 
 
 def free_port() -> int:

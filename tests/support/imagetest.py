@@ -39,3 +39,24 @@ def delete_from_registry(registry: Any, repository: str, digest: str) -> None:
     name = repository.split("/", 1)[1] if repository.startswith(host + "/") else repository
     with contextlib.suppress(requests.RequestException):
         requests.delete(f"http://{host}/v2/{name}/manifests/{digest}", timeout=10)
+
+
+_STAGE_MARKERS = ("/opt/stack", "/tmp/group", "/opt/venv", "stackctl")
+
+
+def dangling_stage_images(client: Any) -> set[str]:
+    """Untagged images left by stackctl's install stages (the classic builder keeps them as cache)."""
+    found = set()
+    for image in client.images.list(filters={"dangling": True}):
+        cmd = " ".join((image.attrs.get("ContainerConfig") or {}).get("Cmd") or [])
+        if any(m in cmd for m in _STAGE_MARKERS):
+            found.add(image.id)
+    return found
+
+
+def remove_new_stage_images(client: Any, before: set[str]) -> None:
+    """Remove the stage images a test module made, so no run leaves cache behind for the next."""
+    for _ in range(3):  # a parent becomes dangling once its child is gone
+        for image_id in dangling_stage_images(client) - before:
+            with contextlib.suppress(Exception):
+                client.images.remove(image_id)
