@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The stack gate: import, version and probe checks, one PASS/FAIL line each, in the spec's order.
+
+Standard library only, Python 3.8 or newer: it runs inside the image as a build step and against any
+interpreter through `stackctl gate PROFILE --python PATH`.
+
+    python gate.py SPEC.json [--freeze OUT.json]
+
+Exit status: 0 every check passed, 1 any check failed, 2 the spec could not be read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as metadata
+import importlib.util
+import json
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+SPEC_FORMAT = 1
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_versions() -> dict[str, str]:
+    """Normalized distribution name -> version, first one on sys.path wins (as imports do)."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name and _norm(name) not in found:
+            found[_norm(name)] = dist.version
+    return found
+
+
+class Gate:
+    def __init__(self) -> None:
+        self.failed = 0
+        self.passed = 0
+        self._versions: dict[str, str] | None = None
+
+    def line(self, ok: bool, text: str) -> None:
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+        print(("PASS " if ok else "FAIL ") + text, flush=True)
+
+    def version(self, dist: str) -> str | None:
+        # Re-read after imports: an import may not change what is installed, but reading
+        # lazily keeps "import before version read" true for every entry.
+        self._versions = installed_versions()
+        return self._versions.get(_norm(dist))
+
+    def entry(self, e: dict[str, Any]) -> None:
+        dist, module, mode = e["dist"], e["module"], e["mode"]
+        what = {"import": "import", "spec": "spec", "version": "version"}[mode]
+        label = "{} {}".format(what, module if mode != "version" else dist)
+        if mode == "import":
+            try:
+                importlib.import_module(module)
+            except BaseException as exc:
+                self.line(False, f"{label}: {type(exc).__name__}: {_one_line(exc)}")
+                return
+        elif mode == "spec":
+            try:
+                found = importlib.util.find_spec(module)
+            except (ImportError, ValueError) as exc:
+                found = None
+                self.line(False, f"{label}: {type(exc).__name__}: {_one_line(exc)}")
+                return
+            if found is None:
+                self.line(False, f"{label}: module not found")
+                return
+        have = self.version(dist)
+        note = "  ({})".format(e["note"]) if e.get("note") else ""
+        if have is None:
+            self.line(False, f"{label}: distribution {dist} not installed{note}")
+            return
+        check, want = e["check"], e.get("expected")
+        if check == "exact":
+            ok = have == want
+        elif check == "prefix":
+            ok = have.startswith(want or "")
+        else:
+            ok = True
+        if ok:
+            self.line(True, f"{label} version={have}{note}")
+        else:
+            rel = "expected" if check == "exact" else "expected prefix"
+            self.line(False, f"{label} version={have} {rel}={want}{note}")
+
+    def probe(self, p: dict[str, Any]) -> None:
+        name = p["name"]
+        try:
+            if p["kind"] == "file-count":
+                spec = importlib.util.find_spec(p["package"])
+                roots = list(spec.submodule_search_locations or []) if spec else []
+                if not roots:
+                    self.line(False, "probe {}: package {} not found".format(name, p["package"]))
+                    return
+                count = sum(1 for root in roots for f in Path(root).glob(p["glob"]) if f.is_file())
+                package, pattern, want = p["package"], p["glob"], p["count"]
+                self.line(count == want, f"probe {name}: {count} files {package}/{pattern} expected={want}")
+            elif p["kind"] == "attr":
+                mod = importlib.import_module(p["module"])
+                value = str(getattr(mod, p["attr"]))
+                module, attr, want = p["module"], p["attr"], p["value"]
+                self.line(value == want, f"probe {name}: {module}.{attr}={value!r} expected={want!r}")
+            else:
+                self.line(False, "probe {}: unknown kind {!r}".format(name, p["kind"]))
+        except BaseException as exc:
+            self.line(False, f"probe {name}: {type(exc).__name__}: {_one_line(exc)}")
+
+    def preserve(self, pins: list[dict[str, str]]) -> None:
+        versions = installed_versions()
+        for pin in pins:
+            have = versions.get(_norm(pin["dist"]))
+            if have == pin["version"]:
+                self.line(True, "preserve {}=={}".format(pin["dist"], have))
+            else:
+                self.line(False, "preserve {} expected={} found={}".format(pin["dist"], pin["version"], have))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else "(no message)"
+
+
+def main(argv: list[str]) -> int:
+    args = list(argv)
+    freeze: str | None = None
+    if "--freeze" in args:
+        i = args.index("--freeze")
+        if i + 1 >= len(args):
+            print("gate: --freeze needs a path", file=sys.stderr)
+            return 2
+        freeze = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 1:
+        print("usage: gate.py SPEC.json [--freeze OUT.json]", file=sys.stderr)
+        return 2
+    try:
+        spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+        if spec.get("format") != SPEC_FORMAT:
+            raise ValueError(f"spec format {spec.get('format')!r} is not {SPEC_FORMAT}")
+    except (OSError, ValueError) as exc:
+        print(f"gate: cannot read spec {args[0]}: {exc}", file=sys.stderr)
+        return 2
+    gate = Gate()
+    print("gate {}: python {}".format(spec.get("stack", "?"), sys.version.split()[0]), flush=True)
+    for e in spec.get("entries", []):
+        try:
+            gate.entry(e)
+        except Exception:  # a bug in the gate must fail the gate, not pass silently
+            gate.line(False, "{}: gate error: {}".format(e.get("dist"), traceback.format_exc(limit=1)))
+    for p in spec.get("probes", []):
+        gate.probe(p)
+    gate.preserve(spec.get("preserve", []))
+    if freeze:
+        Path(freeze).parent.mkdir(parents=True, exist_ok=True)
+        Path(freeze).write_text(json.dumps(installed_versions(), indent=1, sort_keys=True) + "\n",
+                                encoding="utf-8")
+    verdict = "FAILED" if gate.failed else "ok"
+    print(f"gate {verdict}: {gate.passed} passed, {gate.failed} failed", flush=True)
+    return 1 if gate.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,51 @@
+"""The edge that lays a rendered build context down on disk, copying every wheel with its sha256 checked."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from stackctl.errors import CheckFailed, InputError
+from stackctl.render import Rendered
+
+MARKER = ".stackctl-context"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_context(rendered: Rendered, wheelhouse: Path, dest: Path) -> dict[str, str]:
+    """Write the context into `dest` (fresh each time); return path → sha256 of every file in it."""
+    if dest.exists():
+        if any(dest.iterdir()) and not (dest / MARKER).exists():
+            raise InputError(f"{dest}: exists and is not a stackctl build context; pick an empty --context dir")
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    (dest / MARKER).write_text("written by stackctl; replaced on every render\n", encoding="utf-8")
+    digests: dict[str, str] = {}
+    for f in rendered.files:
+        out = dest / f.path
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if f.wheel is not None:
+            src = wheelhouse / f.wheel
+            if not src.is_file():
+                raise InputError(f"{src}: wheel missing from the wheelhouse; fetch it from the lock first")
+            digest = sha256_file(src)
+            if f.sha256 and digest != f.sha256:
+                raise CheckFailed(f"{src}: sha256 {digest} does not match the lock's {f.sha256}")
+            try:
+                out.hardlink_to(src)
+            except OSError:
+                shutil.copyfile(src, out)
+            digests[f.path] = digest
+        else:
+            data = (f.text or "").encode("utf-8")
+            out.write_bytes(data)
+            digests[f.path] = hashlib.sha256(data).hexdigest()
+    return dict(sorted(digests.items()))

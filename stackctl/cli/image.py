@@ -1,0 +1,405 @@
+"""gate, render, tag, build, publish, inspect: from a locked stack to a published, verified image."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, console_err, emit, table
+from stackctl.cli.profiles import load_profile
+from stackctl.errors import CheckFailed, InputError
+from stackctl.profile import Stack
+
+if TYPE_CHECKING:
+    from stackctl.engine import BuildResult, Engine
+    from stackctl.gitinfo import GitInfo
+    from stackctl.lock import Lock
+    from stackctl.render import Rendered
+
+LockOpt = Annotated[Path | None, typer.Option("--lock", help="The lock (default: the profile's .lock beside it).")]
+TargetOpt = Annotated[str | None, typer.Option("--target", help="Target label, e.g. cp311-linux_x86_64 "
+                                               "(default: the image's python on linux_x86_64).")]
+RepoOpt = Annotated[str | None, typer.Option("--repository", help="Image repository instead of the profile's.")]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Source revision for a build from an archive.")]
+RefOpt = Annotated[str | None, typer.Option("--ref", help="Source tag or branch for the .version label.")]
+CreatedOpt = Annotated[str | None, typer.Option("--created", help="Set org.opencontainers.image.created "
+                                                "(ISO 8601, or `now`); absent by default for reproducibility.")]
+WheelhouseOpt = Annotated[Path | None, typer.Option("--wheelhouse", help="Directory holding the lock's wheels.")]
+
+
+def _lock_path(stack: Stack, lock: Path | None) -> Path:
+    if lock is not None:
+        return lock
+    if not stack.sources or "@" in stack.sources[0]:
+        raise InputError(f"{stack.name}: pass --lock (no lock path can be derived from {stack.sources[:1]})")
+    return Path(stack.sources[0]).with_suffix(".lock")
+
+
+def _read_lock(stack: Stack, lock: Path | None) -> Lock:
+    from stackctl.lock import read_lock
+
+    found = read_lock(_lock_path(stack, lock))
+    if found.profile_digest != stack.digest():
+        raise CheckFailed(f"the lock for {stack.name} was made from another version of the profile",
+                          hint="run `stackctl resolve` again so the lock matches the profile")
+    return found
+
+
+def _target(stack: Stack, target: str | None) -> str:
+    labels = [t.label for t in stack.targets]
+    if target is not None:
+        if target not in labels:
+            raise InputError(f"{stack.name}: target {target} is not one of {', '.join(labels) or 'none'}")
+        return target
+    python = stack.image.python if stack.image else None
+    mine = [t for t in stack.targets if t.python == python]
+    mine.sort(key=lambda t: t.platform != "linux_x86_64")
+    if not mine:
+        raise InputError(f"{stack.name}: no target for the image's python {python}; pass --target")
+    return mine[0].label
+
+
+def _created(created: str | None) -> str | None:
+    if created == "now":
+        return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return created
+
+
+def _git(stack: Stack, revision: str | None) -> GitInfo | None:
+    from stackctl.gitinfo import read_git
+
+    if revision is not None:
+        return None
+    where = Path(stack.sources[0]).parent if stack.sources and "@" not in stack.sources[0] else Path.cwd()
+    return read_git(where)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    stack: Stack
+    lock: Lock
+    target: str
+    rendered: Rendered
+    git: GitInfo | None
+    revision: str
+    ref: str
+
+
+def _prepare(profile: str, lock: Path | None, target: str | None, revision: str | None, ref: str | None,
+             created: str | None, allow_dirty: bool | None) -> _Prepared:
+    """allow_dirty None: render only, the label says -dirty; False: refuse a dirty tree."""
+    from stackctl import gatespec
+    from stackctl.image import oci_labels, provenance
+    from stackctl.render import BuildPlan, load_templates, plan_layers, render
+
+    stack = load_profile(profile)
+    if stack.image is None:
+        raise InputError(f"{stack.name}: the profile has no image table")
+    locked = _read_lock(stack, lock)
+    tgt = _target(stack, target)
+    git = _git(stack, revision)
+    if git is not None and git.dirty and allow_dirty is False:
+        raise InputError(f"the work tree of {stack.name} has uncommitted changes: the revision label would lie",
+                         hint="commit first, or pass --allow-dirty (the label then says <revision>-dirty)")
+    prov = provenance(git, revision, ref)
+    installed = gatespec.installed_pins(stack, locked, tgt)
+    spec = gatespec.dumps(gatespec.gate_spec(stack, installed))
+    labels = oci_labels(stack, prov=prov, lock_digest=locked.digest(), target=tgt, installed=installed,
+                        created=_created(created))
+    python = next(t.python for t in stack.targets if t.label == tgt)
+    plan = BuildPlan(stack.name, tgt, stack.image.base, locked.digest(), plan_layers(stack, locked, tgt), spec,
+                     labels, python)
+    return _Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref)
+
+
+def _wheelhouse(prep: _Prepared, wheelhouse: Path | None, default: Path) -> Path:
+    """The lock's wheels, sha256-verified. The seam to `stackctl.wheelhouse.fetch_wheelhouse`."""
+    needed = [f.wheel for f in prep.rendered.files if f.wheel]
+    where = wheelhouse or default
+    if all((where / w).is_file() for w in needed if w):
+        return where  # buildctx checks every sha256 against the lock as it copies
+    try:
+        from stackctl.wheelhouse import fetch_wheelhouse  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        missing = [w for w in needed if w and not (where / w).is_file()]
+        raise InputError(f"{where}: {len(missing)} wheel(s) of the lock missing (first: {missing[0]}); "
+                         "fetch them into --wheelhouse") from None
+    fetch_wheelhouse(prep.lock, prep.stack, prep.target, where)
+    return where
+
+
+@app.command()
+def tag(
+    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    repository: RepoOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Print the image tag the profile's template gives for its pins."""
+    from stackctl.image import image_ref
+
+    ref = image_ref(load_profile(profile), repository)
+    emit({"repository": ref.repository, "tag": ref.tag, "ref": str(ref)}, as_json, lambda: print(ref.tag))
+
+
+@app.command()
+def gate(
+    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    python: Annotated[str, typer.Option("--python", help="Interpreter whose environment is gated.")] = sys.executable,
+    lock: LockOpt = None,
+    target: TargetOpt = None,
+    spec_out: Annotated[Path | None, typer.Option("--spec-out", help="Also write the gate spec here.")] = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Run the stack's import/version gate against an interpreter; exit 1 on any FAIL."""
+    from stackctl import gatespec
+    from stackctl.fsutil import write_atomic
+    from stackctl.render import ROOT
+
+    stack = load_profile(profile)
+    preserve = None
+    if lock is not None:
+        locked = _read_lock(stack, lock)
+        preserve = gatespec.installed_pins(stack, locked, _target(stack, target))
+    spec = gatespec.dumps(gatespec.gate_spec(stack, preserve))
+    if spec_out:
+        write_atomic(spec_out, spec)
+    script = ROOT / "gates" / "gate.py"
+    with tempfile.TemporaryDirectory(prefix="stackctl-gate-") as tmp:
+        (Path(tmp) / "gate.json").write_text(spec, encoding="utf-8")
+        command = [python, "-I", str(script), str(Path(tmp) / "gate.json")]
+        try:
+            if not as_json and console_err.is_terminal:
+                with console_err.status(f"gating {stack.name} under {python}"):
+                    proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+            else:
+                proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"the gate of {stack.name} under {python} did not finish in 600 s") from None
+        except FileNotFoundError:
+            raise InputError(f"{python}: no such interpreter") from None
+        except OSError as exc:
+            raise InputError(f"{python}: cannot run: {exc}") from None
+    lines = proc.stdout.splitlines()
+    results = [{"ok": ln.startswith("PASS "), "line": ln} for ln in lines if ln.startswith(("PASS ", "FAIL "))]
+    failed = sum(1 for r in results if not r["ok"])
+
+    def human() -> None:
+        for ln in lines:
+            style = "green" if ln.startswith("PASS ") else "bold red" if ln.startswith("FAIL ") else "dim"
+            console.print(ln, style=style, markup=False)
+
+    emit({"stack": stack.name, "python": python, "passed": len(results) - failed, "failed": failed,
+          "results": results}, as_json, human)
+    if proc.returncode == 2 or (proc.returncode != 0 and not results):
+        raise InputError(f"the gate could not run under {python}: {proc.stderr.strip().splitlines()[-1:] or '?'}")
+    if failed or proc.returncode != 0:
+        raise CheckFailed(f"gate of {stack.name} under {python}: {failed} check(s) failed")
+
+
+@app.command()
+def render(
+    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory for the build context.")],
+    lock: LockOpt = None,
+    target: TargetOpt = None,
+    wheelhouse: WheelhouseOpt = None,
+    revision: RevisionOpt = None,
+    ref: RefOpt = None,
+    created: CreatedOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Write the Dockerfile, requirement files and gate (and, with --wheelhouse, the wheels) into --out."""
+    from stackctl.buildctx import write_context
+    from stackctl.render import Rendered
+
+    prep = _prepare(profile, lock, target, revision, ref, created, allow_dirty=None)
+    rendered = prep.rendered
+    if wheelhouse is None:
+        rendered = Rendered(rendered.dockerfile, tuple(f for f in rendered.files if f.wheel is None))
+    digests = write_context(rendered, wheelhouse or Path("."), out)
+    wheels = [f.path for f in prep.rendered.files if f.wheel]
+    emit({"context": str(out), "files": digests, "wheels": wheels, "wheels_copied": wheelhouse is not None},
+         as_json, lambda: console.print(f"wrote {out}/Dockerfile and {len(digests) - 1} other files"
+                                        + ("" if wheelhouse else f"; {len(wheels)} wheels expected under "
+                                           f"{out}/groups/ (pass --wheelhouse to copy them)")))
+
+
+def _run_build(engine: Engine, context: Path, image: str, show: bool, nocache: bool) -> BuildResult:
+    if not show:
+        return engine.build(context, image, nocache=nocache)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[bold]build[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console_err, transient=True) as bar:
+        task = bar.add_task("", total=None)
+
+        def step(n: int, of: int, what: str) -> None:
+            bar.update(task, completed=n - 1, total=of, description=what[:70])
+
+        return engine.build(context, image, step, nocache=nocache)
+
+
+@app.command()
+def build(
+    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    lock: LockOpt = None,
+    target: TargetOpt = None,
+    wheelhouse: WheelhouseOpt = None,
+    context: Annotated[Path | None, typer.Option("--context", help="Build context dir (default: "
+                                                 "build/STACK/context).")] = None,
+    repository: RepoOpt = None,
+    allow_dirty: Annotated[bool, typer.Option("--allow-dirty", help="Build from a dirty tree; the revision "
+                                              "label then ends in -dirty.")] = False,
+    revision: RevisionOpt = None,
+    ref: RefOpt = None,
+    created: CreatedOpt = None,
+    record_dir: Annotated[Path, typer.Option("--record-dir", help="Where the build record goes.")] = Path("build"),
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Build every step afresh (release builds).")] = False,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Render, build on the Docker engine (DOCKER_HOST), gate inside the build, record a fingerprint."""
+    from stackctl.buildctx import write_context
+    from stackctl.engine import BuildFailed, DockerEngine
+    from stackctl.fingerprint import Fingerprint, file_inputs
+    from stackctl.fsutil import write_atomic
+    from stackctl.image import image_ref
+    from stackctl.jsonout import dumps
+
+    prep = _prepare(profile, lock, target, revision, ref, created, allow_dirty=allow_dirty)
+    image = image_ref(prep.stack, repository)
+    base = record_dir / prep.stack.name
+    ctx = context or base / "context"
+    digests = write_context(prep.rendered, _wheelhouse(prep, wheelhouse, base / "wheelhouse"), ctx)
+    engine = DockerEngine()
+    base_facts = engine.facts(prep.stack.image.base) if prep.stack.image else None
+    if base_facts is None:
+        raise InputError(f"base image {prep.stack.image.base if prep.stack.image else '?'} is not in the engine",
+                         hint="build or pull it first (CI: bash .ci/services.sh)")
+    show = not as_json and console_err.is_terminal
+    try:
+        result = _run_build(engine, ctx, str(image), show, no_cache)
+    except BuildFailed as exc:
+        if as_json:  # stdout carries one JSON document: the lines go into the error itself
+            raise CheckFailed(f"{exc}: " + " | ".join(exc.lines)) from exc
+        console_err.print(f"[bold red]build of {image} failed[/]")
+        for line in exc.lines:
+            print(line)  # plainly, on stdout: these are the result, not log noise
+        raise
+    inputs = {f"profile:{s}": p for s in prep.stack.sources if "@" not in s for p in [Path(s)]}
+    inputs["lock"] = _lock_path(prep.stack, lock)
+    all_inputs = {**file_inputs(inputs), **{f"context:{k}": v for k, v in digests.items()}}
+    fp = Fingerprint(prep.stack.name, str(image), result.image_id, prep.revision, prep.ref,
+                     prep.git.branch if prep.git else None, prep.git.revision if prep.git else None,
+                     bool(prep.git and prep.git.dirty), prep.stack.image.base if prep.stack.image else "",
+                     base_facts.id, base_facts.repo_digests, tuple(sorted(all_inputs.items())))
+    record = {"image": str(image), "image_id": result.image_id, "target": prep.target,
+              "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),
+              "fingerprint": fp, "fingerprint_digest": fp.digest()}
+    record_path = record_dir / f"{prep.stack.name}.build.json"
+    write_atomic(record_path, dumps(record) + "\n")
+
+    def human() -> None:
+        for ln in result.gate_lines:
+            console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
+        console.print(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
+                      f"cached; record {record_path}")
+
+    emit(record, as_json, human)
+
+
+@app.command()
+def publish(
+    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    repository: RepoOpt = None,
+    record: Annotated[Path, typer.Option("--record", help="Publication record (JSON lines) to append to.")] = Path(
+        "build/publications.jsonl"),
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Push the built image, pull it back by digest, check id and labels, then record the publication."""
+    from stackctl.engine import DockerEngine, tag_image
+    from stackctl.image import image_ref
+    from stackctl.publish import append_record
+    from stackctl.publish import publish as do_publish
+
+    stack = load_profile(profile)
+    built, ref = image_ref(stack), image_ref(stack, repository)
+    engine = DockerEngine()
+    if engine.facts(str(ref)) is None and ref != built:
+        if engine.facts(str(built)) is None:
+            raise InputError(f"{built}: no such image in the engine; run `stackctl build` first")
+        tag_image(engine, str(built), ref.repository, ref.tag)
+    if not as_json and console_err.is_terminal:
+        with console_err.status(f"pushing {ref}, then pulling it back by digest"):
+            pub = do_publish(engine, ref)
+    else:
+        pub = do_publish(engine, ref)
+    append_record(record, pub)
+    emit(pub, as_json, lambda: console.print(f"published {pub.tag}\n  digest   {pub.digest}\n  image id "
+                                             f"{pub.image_id}\n  revision {pub.revision}\n  record   {record}"))
+
+
+@app.command()
+def inspect(
+    ref: Annotated[str, typer.Argument(help="host[:port]/name[:tag|@digest], or a local image.")],
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Labels and installed pins of an image, read from the registry without pulling its layers."""
+    from stackctl.image import installed_from_labels
+    from stackctl.registry import parse_ref, read_remote
+
+    if parse_ref(ref) is not None:
+        remote = read_remote(ref)
+        where, digest, image_id, labels = "registry", remote.digest, remote.image_id, dict(remote.labels)
+    else:
+        from stackctl.engine import DockerEngine
+
+        facts = DockerEngine().facts(ref)
+        if facts is None:
+            raise InputError(f"{ref}: no such image in the engine (name a registry host to read it remotely)")
+        where, digest, image_id, labels = "engine", None, facts.id, dict(facts.labels)
+    installed = installed_from_labels(labels)
+    shown = {k: v for k, v in labels.items() if k != "io.stackctl.installed"}
+
+    def human() -> None:
+        console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n  image id {image_id}")
+        console.print(table("labels", ["label", "value"], sorted(shown.items())))
+        if installed:
+            console.print(table("installed", ["package", "version"], sorted(installed.items())))
+
+    emit({"ref": ref, "source": where, "digest": digest, "image_id": image_id, "labels": labels,
+          "installed": installed}, as_json, human)
+
+
+def image_pins(ref: str) -> dict[str, str]:
+    """Installed distributions of an image, from its registry, else the local engine.
+
+    For `stackctl diff IMAGE IMAGE`: rows come from `stackctl.image.diff_installed(image_pins(a), image_pins(b))`.
+    """
+    from stackctl.image import installed_from_labels
+    from stackctl.registry import parse_ref, read_remote
+
+    if parse_ref(ref) is not None:
+        try:
+            return installed_from_labels(dict(read_remote(ref).labels))
+        except InputError:  # not pushed (yet): the engine may hold it
+            pass
+    from stackctl.engine import DockerEngine
+
+    facts = DockerEngine().facts(ref)
+    if facts is None:
+        raise InputError(f"{ref}: no such image in the registry or the engine")
+    return installed_from_labels(dict(facts.labels))
+

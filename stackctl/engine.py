@@ -1,0 +1,200 @@
+"""The Docker engine edge: build, inspect, push, pull, remove, behind a small Protocol.
+
+`DockerEngine` is the one real adapter (the docker SDK, engine from `DOCKER_HOST`); nothing else in
+stackctl imports docker. Every SDK and API error is wrapped here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from stackctl.errors import CheckFailed, InputError, ServiceError
+
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    id: str
+    labels: tuple[tuple[str, str], ...]
+    repo_digests: tuple[str, ...]
+    size: int
+    layers: tuple[str, ...] = ()
+
+    def label(self, key: str) -> str | None:
+        return dict(self.labels).get(key)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    image_id: str
+    log: tuple[str, ...]
+    steps: int
+    cached_steps: int
+
+    @property
+    def gate_lines(self) -> tuple[str, ...]:
+        return tuple(line for line in self.log if line.startswith(("PASS ", "FAIL ", "gate ")))
+
+
+class BuildFailed(CheckFailed):
+    """The build ran and a step failed; `lines` are what the user must see (the gate's FAIL lines first)."""
+
+    def __init__(self, message: str, lines: tuple[str, ...], log: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.lines = lines
+        self.log = log
+
+
+Progress = Callable[[int, int, str], None]  # step, of steps, instruction
+
+
+class Engine(Protocol):
+    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+              nocache: bool = False) -> BuildResult: ...
+    def facts(self, ref: str) -> ImageFacts | None: ...
+    def push(self, repository: str, tag: str) -> str: ...
+    def pull(self, ref: str) -> ImageFacts: ...
+    def remove(self, ref: str) -> None: ...
+
+
+def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | None = None) -> BuildResult:
+    """Fold the engine's JSON build stream into a result; raise BuildFailed on an error event."""
+    log: list[str] = []
+    image_id = ""
+    steps = cached = 0
+    partial = ""
+    for ev in events:
+        if "stream" in ev:
+            partial += ev["stream"]
+            *lines, partial = partial.split("\n")
+            for line in lines:
+                line = line.rstrip("\r")
+                log.append(line)
+                m = _STEP.match(line)
+                if m:
+                    steps = int(m.group(2))
+                    if on_step:
+                        on_step(int(m.group(1)), steps, m.group(3))
+                elif line.strip() == "---> Using cache":
+                    cached += 1
+        elif "aux" in ev and isinstance(ev["aux"], dict) and "ID" in ev["aux"]:
+            image_id = ev["aux"]["ID"]
+        elif "error" in ev:
+            if partial:
+                log.append(partial)
+            error = str(ev.get("errorDetail", {}).get("message") or ev["error"]).strip()
+            fails = tuple(line for line in log if line.startswith("FAIL "))
+            if fails:
+                raise BuildFailed(f"the gate failed: {len(fails)} check(s) did not pass", fails, tuple(log))
+            last = tuple(line for line in log[-15:] if line.strip())
+            raise BuildFailed(f"the build failed: {error}", last, tuple(log))
+    if partial:
+        log.append(partial)
+    if not image_id:
+        built = [m.group(1) for x in log if (m := re.match(r"Successfully built ([0-9a-f]+)", x))]
+        image_id = built[-1] if built else ""
+    if not image_id:
+        raise ServiceError("the engine finished the build without naming an image id")
+    return BuildResult(image_id, tuple(log), steps, cached)
+
+
+class DockerEngine:
+    def __init__(self) -> None:
+        import docker
+        import docker.errors
+
+        try:
+            self._client = docker.from_env(version="auto", timeout=600)
+            self._client.ping()
+        except docker.errors.DockerException as exc:
+            raise ServiceError(f"cannot reach the Docker engine (DOCKER_HOST or /var/run/docker.sock): {exc}",
+                               hint="start the engine (`bash .ci/services.sh`) or set DOCKER_HOST") from exc
+        self._errors = docker.errors
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+              nocache: bool = False) -> BuildResult:
+        try:
+            events = self._client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
+                                            pull=False, nocache=nocache)
+            return parse_build_stream(events, on_step)
+        except self._errors.APIError as exc:
+            raise ServiceError(f"the engine refused the build of {tag}: {exc.explanation or exc}") from exc
+        except self._errors.DockerException as exc:
+            raise ServiceError(f"build of {tag} failed talking to the engine: {exc}") from exc
+
+    def facts(self, ref: str) -> ImageFacts | None:
+        try:
+            attrs = self._client.api.inspect_image(ref)
+        except self._errors.ImageNotFound:
+            return None
+        except self._errors.APIError as exc:
+            raise ServiceError(f"cannot inspect {ref}: {exc.explanation or exc}") from exc
+        config = attrs.get("Config") or {}
+        return ImageFacts(
+            id=attrs["Id"],
+            labels=tuple(sorted((config.get("Labels") or {}).items())),
+            repo_digests=tuple(attrs.get("RepoDigests") or ()),
+            size=int(attrs.get("Size") or 0),
+            layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+        )
+
+    def push(self, repository: str, tag: str) -> str:
+        """Push with the Docker config's credentials (the SDK reads them; nothing here prints them)."""
+        digest = None
+        try:
+            for ev in self._client.api.push(repository, tag=tag, stream=True, decode=True):
+                if "error" in ev:
+                    msg = str(ev.get("errorDetail", {}).get("message") or ev["error"]).strip()
+                    raise ServiceError(f"push of {repository}:{tag} failed: {msg}")
+                aux = ev.get("aux")
+                if isinstance(aux, dict) and aux.get("Digest"):
+                    digest = str(aux["Digest"])
+        except self._errors.APIError as exc:
+            raise ServiceError(f"push of {repository}:{tag} failed: {exc.explanation or exc}") from exc
+        except self._errors.DockerException as exc:
+            raise ServiceError(f"push of {repository}:{tag} failed: {exc}") from exc
+        if not digest:
+            raise ServiceError(f"push of {repository}:{tag} reported no digest")
+        return digest
+
+    def pull(self, ref: str) -> ImageFacts:
+        repo, _, digest = ref.partition("@")
+        if not digest:
+            raise InputError(f"{ref}: pull back needs a digest reference")
+        try:
+            for ev in self._client.api.pull(repo, tag=digest, stream=True, decode=True):
+                if "error" in ev:
+                    raise ServiceError(f"pull of {ref} failed: {ev['error']}")
+        except self._errors.APIError as exc:
+            raise ServiceError(f"pull of {ref} failed: {exc.explanation or exc}") from exc
+        facts = self.facts(ref)
+        if facts is None:
+            raise ServiceError(f"pull of {ref} finished but the engine has no such image")
+        return facts
+
+    def remove(self, ref: str) -> None:
+        try:
+            self._client.api.remove_image(ref, force=True, noprune=False)
+        except self._errors.ImageNotFound:
+            pass
+        except self._errors.APIError as exc:
+            raise ServiceError(f"cannot remove {ref}: {exc.explanation or exc}") from exc
+
+
+def tag_image(engine: Engine, source: str, repository: str, tag: str) -> None:
+    """Give `source` a second name; only DockerEngine can, the Protocol stays small."""
+    if not isinstance(engine, DockerEngine):
+        raise InputError("this engine cannot tag images")
+    try:
+        engine.client.api.tag(source, repository, tag=tag)
+    except engine._errors.APIError as exc:
+        raise ServiceError(f"cannot tag {source} as {repository}:{tag}: {exc.explanation or exc}") from exc

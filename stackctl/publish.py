@@ -1,0 +1,83 @@
+"""Publication: push, pull back by digest, compare, and only then record.
+
+`publish` takes an `Engine` (the Protocol in engine.py); the checks and the record are values.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from stackctl.engine import Engine, ImageFacts
+from stackctl.errors import CheckFailed, InputError, ServiceError
+from stackctl.fsutil import write_atomic
+from stackctl.image import LABEL_LOCK, OCI, ImageRef
+
+
+@dataclass(frozen=True)
+class Publication:
+    tag: str  # repository:tag
+    digest: str  # sha256:... of the manifest the registry stored
+    image_id: str
+    revision: str
+    lock_digest: str | None
+    stack: str | None
+    time: str  # ISO 8601 UTC
+
+    @property
+    def pinned_ref(self) -> str:
+        return f"{self.tag.rsplit(':', 1)[0]}@{self.digest}"
+
+
+def mismatches(local: ImageFacts, pulled: ImageFacts) -> list[str]:
+    """What differs between the image we built and the one the registry gave back."""
+    out = []
+    if local.id != pulled.id:
+        out.append(f"image id {pulled.id} is not the pushed {local.id}")
+    for key in (f"{OCI}.revision", LABEL_LOCK):
+        if local.label(key) != pulled.label(key):
+            out.append(f"label {key} {pulled.label(key)!r} is not the pushed {local.label(key)!r}")
+    return out
+
+
+def publish(engine: Engine, ref: ImageRef, *, now: datetime | None = None) -> Publication:
+    local = engine.facts(str(ref))
+    if local is None:
+        raise InputError(f"{ref}: no such image in the engine; run `stackctl build` first")
+    revision = local.label(f"{OCI}.revision")
+    if not revision:
+        raise CheckFailed(f"{ref}: has no {OCI}.revision label; only images built by stackctl are published")
+    digest = engine.push(ref.repository, ref.tag)
+    pulled = engine.pull(f"{ref.repository}@{digest}")
+    bad = mismatches(local, pulled)
+    if bad:
+        raise CheckFailed(f"{ref}@{digest} pulled back is not what was pushed: " + "; ".join(bad))
+    when = (now or datetime.now(timezone.utc)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return Publication(str(ref), digest, local.id, revision, local.label(LABEL_LOCK),
+                       local.label("io.stackctl.stack"), when)
+
+
+def append_record(path: Path, pub: Publication) -> None:
+    """JSON lines, one publication each; the whole file is rewritten atomically so a crash leaves the old one."""
+    try:
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+    except OSError as exc:
+        raise ServiceError(f"{path}: cannot read the publication record: {exc}") from None
+    if old and not old.endswith("\n"):
+        old += "\n"
+    write_atomic(path, old + json.dumps(asdict(pub), sort_keys=True) + "\n")
+
+
+def read_records(path: Path) -> list[Publication]:
+    if not path.exists():
+        return []
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(Publication(**json.loads(line)))
+            except (ValueError, TypeError) as exc:
+                raise InputError(f"{path}:{n}: not a publication record ({exc})") from None
+    return out

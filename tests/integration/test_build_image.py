@@ -1,0 +1,161 @@
+"""Build through the real engine: the gate inside the build, labels, layer reuse, no wheelhouse, no secrets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Result
+from tests.support.imagestack import StackRepo, git, make_stack_repo
+from tests.support.imagetest import address, dangling_stage_images, remove_images, remove_new_stage_images, unique
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_stage_images_left(docker_client: Any) -> Iterator[None]:
+    before = dangling_stage_images(docker_client)
+    yield
+    remove_new_stage_images(docker_client, before)
+SECRET = "vendor-s3cr3t-never-in-an-image"
+
+
+def stack(tmp_path: Path, registry: Any, **kw: Any) -> StackRepo:
+    repository = f"{address(registry)}/stackctl-test/{unique('build')}"
+    return make_stack_repo(tmp_path, "e2e", repository, nonce=unique("n"), **kw)
+
+
+def build(cli: Callable[..., Result], repo: StackRepo, tmp_path: Path, *args: str) -> Result:
+    return cli("build", "e2e", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "build"),
+               "--context", str(tmp_path / "ctx"), *args, cwd=repo.root)
+
+
+def test_build_passes_gate_and_labels_carry_the_revision(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKCTL_TEST_VENDOR_USER", "robot")
+    monkeypatch.setenv("STACKCTL_TEST_VENDOR_PASSWORD", SECRET)
+    repo = stack(tmp_path, registry)
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    try:
+        r = build(cli, repo, tmp_path, "--json")
+        assert r.code == 0, r.out + r.err
+        record = json.loads(r.out)
+        assert "PASS import patcher version=1.0.0" in record["gate"]
+        assert "PASS import corelib version=2.0.0+vendor1" in record["gate"]
+        assert "PASS probe corelib data files: 3 files corelib/data/*.json expected=3" in record["gate"]
+        image = docker_client.images.get(record["image"])
+        assert image.id == record["image_id"]
+        labels = image.labels
+        head = git(repo.root, "rev-parse", "HEAD").strip()
+        assert labels["org.opencontainers.image.revision"] == head
+        assert labels["org.opencontainers.image.version"] == "main"
+        assert labels["org.opencontainers.image.source"] == "https://example.invalid/stackctl-e2e"
+        assert labels["com.example.note"] == 'a "quoted" $value'
+        assert labels["io.stackctl.stack"] == "e2e"
+        assert json.loads(labels["io.stackctl.installed"])["helperdep"] == "1.4"
+        assert "org.opencontainers.image.created" not in labels
+        fp = record["fingerprint"]
+        assert fp["head"] == head and fp["branch"] == "main" and fp["dirty"] is False
+        assert fp["base_image_id"] == docker_client.images.get(base_image).id
+        inputs = dict(fp["inputs"])
+        assert {"lock", "context:Dockerfile", "context:gate/gate.py", "context:gate/gate.json"} <= set(inputs)
+        assert any(k.startswith("profile:") for k in inputs)
+        assert json.loads((tmp_path / "build" / "e2e.build.json").read_text())["image_id"] == image.id
+
+        # The stack works in the image, joined across layers by the .pth file, in a fresh interpreter.
+        out = docker_client.containers.run(
+            image.id, ["python", "-c", "import patcher, corelib, toplib; "
+                       "print(corelib.__version__, toplib.__version__)"],
+            remove=True, network_disabled=True).decode()
+        assert out.strip() == "2.0.0+vendor1 0.3.0"
+        # The wheelhouse never reached the final image (the base's own ensurepip wheels aside).
+        found = docker_client.containers.run(image.id, ["sh", "-c", "find / -xdev -name '*.whl' "
+                                                        "-not -path '/usr/share/python-wheels/*' | wc -l"],
+                                             remove=True, network_disabled=True).decode()
+        assert found.strip() == "0"
+        # No credential in any layer, label, build argument or history entry.
+        assert SECRET not in json.dumps(image.attrs) and SECRET not in json.dumps(image.history())
+        blob = b"".join(image.save(named=False))
+        assert SECRET.encode() not in blob and b"STACKCTL_TEST_VENDOR_PASSWORD" not in blob
+    finally:
+        remove_images(docker_client, repository)
+
+
+def test_wrong_pin_and_wrong_order_fail_the_build_with_fail_lines(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+    # corelib gated before patcher (its import fails unless patcher came first), and a gate pin the
+    # resolved closure does not satisfy.
+    extra = '\n[gate.extra.helperdep]\norder = 5\nmodule = "helperdep"\ncheck = "exact"\nexpect = "1.5"\n'
+    repo = stack(tmp_path, registry, orders={"patcher": 2, "corelib": 1}, extra_toml=extra)
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    try:
+        r = build(cli, repo, tmp_path)
+        assert r.code == 1, r.out + r.err
+        lines = r.out.splitlines()
+        assert "FAIL import corelib: ImportError: corelib needs patcher imported first" in lines
+        assert "FAIL import helperdep version=1.4 expected=1.5" in lines
+        assert all(line.startswith("FAIL ") for line in lines), "only the FAIL lines, plainly"
+        assert "error: the gate failed: 2 check(s) did not pass" in r.err
+        assert not (tmp_path / "build" / "e2e.build.json").exists()
+        assert not docker_client.images.list(name=repository)
+        r = build(cli, repo, tmp_path, "--json")
+        error = json.loads(r.out)
+        assert r.code == 1 and error["exit_code"] == 1
+        assert "FAIL import corelib: ImportError: corelib needs patcher imported first" in error["error"]
+    finally:
+        remove_images(docker_client, repository)
+
+
+def test_dirty_tree_is_refused_unless_allowed(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+    repo = stack(tmp_path, registry)
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    repo.profile.write_text(repo.profile.read_text() + "\n# edited\n")
+    try:
+        r = build(cli, repo, tmp_path)
+        assert r.code == 2 and "uncommitted changes" in r.err
+        r = build(cli, repo, tmp_path, "--allow-dirty", "--created", "2026-01-02T03:04:05Z", "--json")
+        assert r.code == 0, r.out + r.err
+        labels = docker_client.images.get(json.loads(r.out)["image"]).labels
+        assert labels["org.opencontainers.image.revision"] == git(repo.root, "rev-parse", "HEAD").strip() + "-dirty"
+        assert labels["org.opencontainers.image.created"] == "2026-01-02T03:04:05Z"
+    finally:
+        remove_images(docker_client, repository)
+
+
+def test_top_pin_change_reuses_the_layers_below(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+    repository, nonce = f"{address(registry)}/stackctl-test/{unique('reuse')}", unique("n")
+    a = make_stack_repo(tmp_path / "a", "e2e", repository, nonce=nonce)
+    b = make_stack_repo(tmp_path / "b", "e2e", repository, {"toplib": "0.4.0"}, nonce=nonce)  # only toplib moves
+    try:
+        ra = build(cli, a, tmp_path / "a", "--json", "--revision", "r1", "--ref", "t")
+        rb = build(cli, b, tmp_path / "b", "--json", "--revision", "r1", "--ref", "t")
+        assert ra.code == 0 and rb.code == 0, ra.err + rb.err
+        la = docker_client.images.get(json.loads(ra.out)["image"]).attrs["RootFS"]["Layers"]
+        lb = docker_client.images.get(json.loads(rb.out)["image"]).attrs["RootFS"]["Layers"]
+        base = len(docker_client.images.get(base_image).attrs["RootFS"]["Layers"])
+        # base, the .pth COPY, the venv, then train-core, deps, patcher: identical; toplib and above differ.
+        same = next(i for i, (x, y) in enumerate(zip(la, lb, strict=False)) if x != y)
+        assert same == base + 5
+        assert json.loads(rb.out)["cached_steps"] >= 10
+    finally:
+        remove_images(docker_client, repository)
+
+
+def test_base_image_with_another_python_fails_plainly(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+    repo = stack(tmp_path, registry, python="3.10")
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    try:
+        r = build(cli, repo, tmp_path, "--no-cache")
+        assert r.code == 1, r.out + r.err
+        assert "the base image has python 3.11, the stack targets 3.10" in r.out
+        assert "error: the build failed:" in r.err
+    finally:
+        remove_images(docker_client, repository)

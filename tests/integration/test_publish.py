@@ -1,0 +1,168 @@
+"""Publish to the real local registry: push, pull back by digest, compare, record; inspect from the registry."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stackctl.cli.image import image_pins
+from stackctl.engine import BuildResult, ImageFacts, Progress
+from stackctl.errors import CheckFailed
+from stackctl.image import ImageRef, diff_installed
+from stackctl.publish import append_record, publish, read_records
+from tests.conftest import Result
+from tests.support.imagestack import git, make_stack_repo
+from tests.support.imagetest import (
+    address,
+    dangling_stage_images,
+    delete_from_registry,
+    remove_images,
+    remove_new_stage_images,
+    unique,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_stage_images_left(docker_client: Any) -> Iterator[None]:
+    before = dangling_stage_images(docker_client)
+    yield
+    remove_new_stage_images(docker_client, before)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def built(tmp_path: Path, cli: Callable[..., Result], registry: Any, versions: dict[str, str] | None = None,
+          repository: str | None = None) -> tuple[Path, str]:
+    repository = repository or f"{address(registry)}/stackctl-test/{unique('pub')}"
+    repo = make_stack_repo(tmp_path, "e2e", repository, versions, nonce=unique("n"))
+    r = cli("build", "e2e", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "build"),
+            "--json", cwd=repo.root)
+    assert r.code == 0, r.out + r.err
+    return repo.root, json.loads(r.out)["image"]
+
+
+def test_publish_pull_back_record_and_inspect(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+    root, image = built(tmp_path, cli, registry)
+    repository = image.rsplit(":", 1)[0]
+    record = tmp_path / "publications.jsonl"
+    digests: list[str] = []
+    try:
+        r = cli("publish", "e2e", "--record", str(record), "--json", cwd=root)
+        assert r.code == 0, r.out + r.err
+        pub = json.loads(r.out)
+        digests.append(pub["digest"])
+        head = git(root, "rev-parse", "HEAD").strip()
+        assert pub["revision"] == head and pub["tag"] == image and pub["digest"].startswith("sha256:")
+        assert [p.digest for p in read_records(record)] == [pub["digest"]]
+
+        # Forget every local name of it, then pull it back by digest: same id, labels carry the revision.
+        image_id = docker_client.images.get(image).id
+        assert pub["image_id"] == image_id
+        remove_images(docker_client, repository)
+        pulled = docker_client.images.pull(f"{repository}@{pub['digest']}")
+        assert pulled.id == image_id
+        assert pulled.labels["org.opencontainers.image.revision"] == head
+
+        # inspect reads manifest + config from the registry, without the engine.
+        r = cli("inspect", image, "--json")
+        assert r.code == 0, r.err
+        data = json.loads(r.out)
+        assert data["source"] == "registry" and data["digest"] == pub["digest"] and data["image_id"] == image_id
+        assert data["labels"]["org.opencontainers.image.revision"] == head
+        assert data["installed"]["corelib"] == "2.0.0+vendor1"
+        r = cli("inspect", f"{repository}@{pub['digest']}")
+        assert r.code == 0 and "org.opencontainers.image.revision" in r.out and "helperdep" in r.out
+
+        # A second publish of the same image appends; the first record stays.
+        pulled.tag(repository, image.rsplit(":", 1)[1])
+        r = cli("publish", "e2e", "--record", str(record), cwd=root)
+        assert r.code == 0 and len(read_records(record)) == 2
+        assert read_records(record)[1].digest == pub["digest"]
+    finally:
+        remove_images(docker_client, repository)
+        for digest in digests:
+            delete_from_registry(registry, repository, digest)
+
+
+def test_image_diff_from_installed_labels(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+    repository = f"{address(registry)}/stackctl-test/{unique('diff')}"
+    _, a = built(tmp_path / "a", cli, registry, repository=repository)
+    root_b, b = built(tmp_path / "b", cli, registry, {"toplib": "0.4.0"}, repository=repository)
+    try:
+        assert cli("publish", "e2e", "--record", str(tmp_path / "p.jsonl"), cwd=root_b).code == 0
+        published = read_records(tmp_path / "p.jsonl")[0].digest
+        rows = diff_installed(image_pins(a), image_pins(b))  # a from the engine, b from the registry
+        assert [(r.package, r.before, r.after, r.change) for r in rows if r.change != "unchanged"] == [
+            ("toplib", "0.3.0", "0.4.0", "changed")]
+        assert len(rows) == 5
+        delete_from_registry(registry, repository, published)
+    finally:
+        remove_images(docker_client, repository)
+
+
+def test_registry_down_fails_publish_and_writes_no_record(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+    root, image = built(tmp_path, cli, registry)
+    down = f"127.0.0.1:{free_port()}/stackctl-test/down"
+    record = tmp_path / "publications.jsonl"
+    try:
+        r = cli("publish", "e2e", "--repository", down, "--record", str(record), cwd=root)
+        assert r.code == 3, r.out + r.err
+        assert "error: push of 127.0.0.1:" in r.err and "failed" in r.err
+        assert not record.exists()
+        r = cli("inspect", f"{down}:x")
+        assert r.code == 3 and "unreachable" in r.err
+    finally:
+        remove_images(docker_client, image.rsplit(":", 1)[0])
+        remove_images(docker_client, down)
+
+
+class LyingRegistryEngine:
+    """Implements the Engine protocol with an engine whose registry hands back another image on pull."""
+
+    def __init__(self, local: ImageFacts, pulled: ImageFacts) -> None:
+        self.local, self.pulled, self.pushed = local, pulled, False
+
+    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+              nocache: bool = False) -> BuildResult:
+        raise NotImplementedError
+
+    def facts(self, ref: str) -> ImageFacts | None:
+        return self.local
+
+    def push(self, repository: str, tag: str) -> str:
+        self.pushed = True
+        return "sha256:" + "a" * 64
+
+    def pull(self, ref: str) -> ImageFacts:
+        return self.pulled
+
+    def remove(self, ref: str) -> None:
+        pass
+
+
+def test_pull_back_mismatch_writes_no_record(tmp_path: Path) -> None:
+    labels = (("io.stackctl.lock-digest", "sha256:1"), ("org.opencontainers.image.revision", "abc"))
+    local = ImageFacts("sha256:" + "1" * 64, labels, (), 1)
+    other = ImageFacts("sha256:" + "2" * 64, (("org.opencontainers.image.revision", "def"),), (), 1)
+    engine = LyingRegistryEngine(local, other)
+    record = tmp_path / "p.jsonl"
+    with pytest.raises(CheckFailed, match=r"pulled back is not what was pushed: image id sha256:2+ is not") as info:
+        pub = publish(engine, ImageRef("127.0.0.1:5000/x", "t"))
+        append_record(record, pub)
+    assert "label org.opencontainers.image.revision 'def' is not the pushed 'abc'" in str(info.value)
+    assert engine.pushed and not record.exists()
+    assert publish(LyingRegistryEngine(local, local), ImageRef("r/x", "t")).revision == "abc"

@@ -1,0 +1,177 @@
+"""A tiny real stack for image tests: pure-python wheels built here, a profile, and a Lock written directly.
+
+`patcher` must be imported before `corelib` (as torchada before torch): corelib's import fails otherwise,
+so a gate that imports in the wrong order fails. The Lock is constructed with the dataclasses and the
+wheelhouse laid down by the test (the resolve/fetch path is exercised elsewhere).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stackctl.loader import load_stack
+from stackctl.lock import ClosureEntry, Lock, LockedFile, LockedPin, write_lock
+from stackctl.profile import Stack
+from tests.support.wheels import build_wheel, sha256_file
+
+TARGET = "cp311-linux_x86_64"
+
+PATCHER = "import sys\nsys.stackctl_patched = True\n"
+CORELIB = ("import sys\nif not getattr(sys, 'stackctl_patched', False):\n"
+           "    raise ImportError('corelib needs patcher imported first')\n__version__ = '{v}'\n")
+
+VERSIONS = {"patcher": "1.0.0", "corelib": "2.0.0+vendor1", "corelib-ext": "2.0.0+vendor1", "toplib": "0.3.0",
+            "helperdep": "1.4"}
+
+
+ORDERS = {"patcher": 1, "corelib": 2, "corelib-ext": 3, "toplib": 4}
+
+
+def profile_text(name: str, repository: str, versions: dict[str, str], python: str = "3.11",
+                 orders: dict[str, int] | None = None, extra_toml: str = "") -> str:
+    o = {**ORDERS, **(orders or {})}
+    return textwrap.dedent(f"""\
+        [stack]
+        name = "{name}"
+        description = "stackctl image test stack"
+
+        [targets]
+        python = ["{python}"]
+        platforms = ["linux_x86_64"]
+
+        [indexes.vendor]
+        url = "http://127.0.0.1:9/simple/"
+        username_env = "STACKCTL_TEST_VENDOR_USER"
+        password_env = "STACKCTL_TEST_VENDOR_PASSWORD"
+
+        [indexes.public]
+        from_pip = true
+
+        [pins.patcher]
+        version = "{versions['patcher']}"
+        index = "public"
+        gate = {{ order = {o['patcher']} }}
+
+        [pins.corelib]
+        version = "{versions['corelib']}"
+        index = "vendor"
+        train = "core"
+        gate = {{ order = {o['corelib']} }}
+
+        [pins.corelib-ext]
+        version = "{versions['corelib-ext']}"
+        index = "vendor"
+        train = "core"
+        gate = {{ order = {o['corelib-ext']}, module = "corelib_ext", mode = "spec" }}
+
+        [pins.toplib]
+        version = "{versions['toplib']}"
+        index = "public"
+        gate = {{ order = {o['toplib']}, check = "exact" }}
+
+        [[gate.probe]]
+        name = "corelib data files"
+        kind = "file-count"
+        package = "corelib"
+        glob = "data/*.json"
+        count = 3
+
+        [[gate.probe]]
+        name = "toplib version attribute"
+        kind = "attr"
+        module = "toplib"
+        attr = "__version__"
+        value = "{versions['toplib']}"
+
+        [image]
+        base = "stackctl-base:bookworm"
+        repository = "{repository}"
+        python = "{python}"
+        tag = "py{{python}}_core_{{pins[corelib]}}_top_{{pins[toplib]}}"
+        vars = {{}}
+
+        [image.labels]
+        "org.opencontainers.image.source" = "https://example.invalid/stackctl-e2e"
+        "com.example.note" = "a \\"quoted\\" $value"
+        """) + extra_toml
+
+
+def build_wheels(dest: Path, versions: dict[str, str], *, toplib_attr: str | None = None,
+                 nonce: str = "") -> dict[str, Path]:
+    """`nonce` goes into patcher: a fresh value makes the engine re-run every step above it, the gate too."""
+    v = versions
+    data = {f"corelib/data/c{i}.json": "{}" for i in range(3)}
+    return {
+        "patcher": build_wheel(dest, "patcher", v["patcher"], files={"patcher/__init__.py": PATCHER,
+                                                                      "patcher/_nonce.py": f"NONCE = {nonce!r}\n"}),
+        "corelib": build_wheel(dest, "corelib", v["corelib"], files={
+            "corelib/__init__.py": CORELIB.format(v=v["corelib"]), **data}),
+        "corelib-ext": build_wheel(dest, "corelib-ext", v["corelib-ext"], files={
+            "corelib_ext/__init__.py": "raise RuntimeError('needs a GPU at import')\n"}),
+        "toplib": build_wheel(dest, "toplib", v["toplib"], files={
+            "toplib/__init__.py": f"import helperdep\n__version__ = '{toplib_attr or v['toplib']}'\n"},
+            requires_dist=["helperdep>=1"]),
+        "helperdep": build_wheel(dest, "helperdep", v["helperdep"], files={"helperdep.py": "X = 1\n"}),
+    }
+
+
+def make_lock(stack: Stack, wheels: dict[str, Path], target: str = TARGET) -> Lock:
+    def lf(name: str) -> LockedFile:
+        w = wheels[name]
+        return LockedFile(target=target, filename=w.name, url=f"http://127.0.0.1:9/files/{w.name}",
+                          sha256=sha256_file(w), size=w.stat().st_size, requires_dist=())
+
+    pins = tuple(LockedPin(p.name, p.version, p.index, (lf(p.name),)) for p in stack.pins)
+    closure = (ClosureEntry(target, "helperdep", VERSIONS["helperdep"], lf("helperdep"),
+                            (f"sha256:{sha256_file(wheels['helperdep'])}",)),)
+    return Lock(stack=stack.name, profile_digest=stack.digest(), pins=pins, closure=closure)
+
+
+@dataclass
+class StackRepo:
+    root: Path  # a git work tree
+    profile: Path
+    lock: Path
+    wheelhouse: Path
+    stack: Stack
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+                               "HOME": str(repo), "PATH": "/usr/bin:/bin:/usr/local/bin"}).stdout
+
+
+def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, str] | None = None,
+                    *, commit: bool = True, toplib_attr: str | None = None, nonce: str = "",
+                    orders: dict[str, int] | None = None, extra_toml: str = "", python: str = "3.11") -> StackRepo:
+    v = {**VERSIONS, **(versions or {})}
+    root = tmp / "repo"
+    (root / "stacks").mkdir(parents=True, exist_ok=True)
+    if not (root / ".git").exists():
+        git(root, "init", "-q", "-b", "main")
+    profile = root / "stacks" / f"{name}.toml"
+    profile.write_text(profile_text(name, repository, v, python, orders=orders, extra_toml=extra_toml),
+                       encoding="utf-8")
+    stack = load_stack(profile)
+    wheelhouse = tmp / "wheelhouse"
+    wheels = build_wheels(wheelhouse, v, toplib_attr=toplib_attr, nonce=nonce)
+    lock = profile.with_suffix(".lock")
+    write_lock(lock, make_lock(stack, wheels, stack.targets[0].label))
+    if commit:
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", f"stack {name}")
+    return StackRepo(root, profile, lock, wheelhouse, stack, v)
+
+
+def refresh_lock(repo: StackRepo) -> None:
+    """Re-write the lock after the test edited the profile (the lock records the profile's digest)."""
+    repo.stack = load_stack(repo.profile)
+    wheels = {name: next(repo.wheelhouse.glob(f"{name.replace('-', '_')}-{repo.versions[name]}-*.whl"))
+              for name in VERSIONS}
+    write_lock(repo.lock, make_lock(repo.stack, wheels))

@@ -1,0 +1,140 @@
+"""gates/gate.py run for real, under real interpreters, against wheels unpacked into a site directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+from tests.support.imagestack import VERSIONS, build_wheels
+
+GATE = REPO / "gates" / "gate.py"
+
+
+def unpack(wheels: dict[str, Path], site: Path) -> Path:
+    """A pure-python wheel installs by unpacking it (its .dist-info included)."""
+    site.mkdir(parents=True, exist_ok=True)
+    for w in wheels.values():
+        with zipfile.ZipFile(w) as zf:
+            zf.extractall(site)
+    return site
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    return unpack(build_wheels(tmp_path / "wh", VERSIONS), tmp_path / "site")
+
+
+def entry(dist: str, module: str | None = None, mode: str = "import", check: str = "exact",
+          expected: str | None = None) -> dict[str, Any]:
+    return {"dist": dist, "module": module or dist.replace("-", "_"), "mode": mode, "check": check,
+            "expected": expected if expected is not None or check != "exact" else VERSIONS[dist], "note": ""}
+
+
+def run_gate(site: Path, spec: dict[str, Any], tmp_path: Path, python: str = sys.executable,
+             *extra: str) -> tuple[int, list[str]]:
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps({"format": 1, "stack": "t", "probes": [], "preserve": [], **spec}))
+    env = {"PYTHONPATH": str(site), "PATH": os.environ["PATH"], "PYTHONNOUSERSITE": "1"}
+    proc = subprocess.run([python, str(GATE), str(path), *extra], capture_output=True, text=True, env=env,
+                          check=False, timeout=60)
+    return proc.returncode, proc.stdout.splitlines()
+
+
+def test_imports_in_order_and_exact_versions_pass(site: Path, tmp_path: Path) -> None:
+    code, out = run_gate(site, {"entries": [entry("patcher"), entry("corelib"), entry("toplib")]}, tmp_path)
+    assert code == 0, out
+    assert "PASS import patcher version=1.0.0" in out
+    assert "PASS import corelib version=2.0.0+vendor1" in out
+    assert out[-1] == "gate ok: 3 passed, 0 failed"
+
+
+def test_wrong_order_fails_the_import(site: Path, tmp_path: Path) -> None:
+    code, out = run_gate(site, {"entries": [entry("corelib"), entry("patcher")]}, tmp_path)
+    assert code == 1
+    assert "FAIL import corelib: ImportError: corelib needs patcher imported first" in out
+    assert "PASS import patcher version=1.0.0" in out
+
+
+def test_failed_import_reports_no_version(site: Path, tmp_path: Path) -> None:
+    # corelib_ext raises at import: in import mode it fails before any version is read ...
+    code, out = run_gate(site, {"entries": [entry("corelib-ext", "corelib_ext")]}, tmp_path)
+    assert code == 1
+    assert out[1] == "FAIL import corelib_ext: RuntimeError: needs a GPU at import"
+    # ... while spec mode finds it without importing, and version mode never touches the module.
+    code, out = run_gate(site, {"entries": [entry("corelib-ext", "corelib_ext", mode="spec"),
+                                            entry("corelib-ext", "corelib_ext", mode="version")]}, tmp_path)
+    assert code == 0, out
+    assert out[1:3] == ["PASS spec corelib_ext version=2.0.0+vendor1", "PASS version corelib-ext version=2.0.0+vendor1"]
+
+
+def test_exact_prefix_present_and_missing(site: Path, tmp_path: Path) -> None:
+    spec = {"entries": [entry("toplib", expected="0.3.1"), entry("helperdep", check="prefix", expected="1."),
+                        entry("helperdep", check="prefix", expected="2."), entry("patcher", check="present"),
+                        entry("absent", check="present", mode="version")]}
+    code, out = run_gate(site, spec, tmp_path)
+    assert code == 1
+    assert "FAIL import toplib version=0.3.0 expected=0.3.1" in out
+    assert "PASS import helperdep version=1.4" in out
+    assert "FAIL import helperdep version=1.4 expected prefix=2." in out
+    assert "PASS import patcher version=1.0.0" in out
+    assert "FAIL version absent: distribution absent not installed" in out
+    assert out[-1] == "gate FAILED: 2 passed, 3 failed"
+
+
+def test_probes_and_preserve(site: Path, tmp_path: Path) -> None:
+    spec = {"entries": [entry("patcher")],
+            "probes": [{"name": "data", "kind": "file-count", "package": "corelib", "glob": "data/*.json", "count": 3},
+                       {"name": "too many", "kind": "file-count", "package": "corelib", "glob": "data/*.json",
+                        "count": 4},
+                       {"name": "v", "kind": "attr", "module": "toplib", "attr": "__version__", "value": "0.3.0"},
+                       {"name": "v2", "kind": "attr", "module": "toplib", "attr": "__version__", "value": "9"}],
+            "preserve": [{"dist": "helperdep", "version": "1.4"}, {"dist": "corelib_ext", "version": "2.0.0+vendor1"},
+                         {"dist": "toplib", "version": "0.2"}]}
+    code, out = run_gate(site, spec, tmp_path)
+    assert code == 1
+    assert "PASS probe data: 3 files corelib/data/*.json expected=3" in out
+    assert "FAIL probe too many: 3 files corelib/data/*.json expected=4" in out
+    assert "PASS probe v: toplib.__version__='0.3.0' expected='0.3.0'" in out
+    assert "FAIL probe v2: toplib.__version__='0.3.0' expected='9'" in out
+    assert "PASS preserve helperdep==1.4" in out
+    assert "PASS preserve corelib_ext==2.0.0+vendor1" in out  # names compare normalized
+    assert "FAIL preserve toplib expected=0.2 found=0.3.0" in out
+
+
+def test_freeze_and_bad_spec(site: Path, tmp_path: Path) -> None:
+    code, _ = run_gate(site, {"entries": []}, tmp_path, sys.executable, "--freeze", str(tmp_path / "f.json"))
+    assert code == 0
+    frozen = json.loads((tmp_path / "f.json").read_text())
+    assert frozen["corelib"] == "2.0.0+vendor1" and frozen["helperdep"] == "1.4"
+    (tmp_path / "bad.json").write_text("{not json")
+    proc = subprocess.run([sys.executable, str(GATE), str(tmp_path / "bad.json")], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 2 and "cannot read spec" in proc.stderr
+
+
+def _other_pythons() -> list[str]:
+    """Real interpreters ≥3.8 on this machine (version-manager shims need their environment; skip them)."""
+    found = []
+    for v in ("3.8", "3.9", "3.10", "3.12", "3.13"):
+        candidates = [f"/usr/bin/python{v}",
+                      *sorted(str(p) for p in Path.home().glob(f".pyenv/versions/{v}*/bin/python{v}"))]
+        exe = next((c for c in candidates if Path(c).is_file()), None) or shutil.which(f"python{v}")
+        if exe and "/shims/" not in exe and subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0:
+            found.append(exe)
+    return found
+
+
+@pytest.mark.parametrize("python", _other_pythons() or [sys.executable])
+def test_runs_under_other_interpreters(site: Path, tmp_path: Path, python: str) -> None:
+    code, out = run_gate(site, {"entries": [entry("patcher"), entry("corelib")]}, tmp_path, python)
+    assert code == 0, out
+    assert out[-1] == "gate ok: 2 passed, 0 failed"

@@ -1,0 +1,53 @@
+"""The engine's build stream folded into a result: the gate's FAIL lines surface, not the whole log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stackctl.engine import BuildFailed, parse_build_stream
+from stackctl.errors import ServiceError
+
+
+def stream(*chunks: str, end: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    return [{"stream": c} for c in chunks] + ([end] if end else [])
+
+
+def test_success_counts_steps_and_cache() -> None:
+    steps: list[tuple[int, int, str]] = []
+    result = parse_build_stream(iter(stream(
+        "Step 1/3 : FROM base\n", " ---> 1a2b\n", "Step 2/3 : COPY x /x\n", " ---> Using cache\n",
+        "Step 3/3 : RUN gate\n", "PASS import a ver", "sion=1\n", "gate ok: 1 passed, 0 failed\n",
+        end={"aux": {"ID": "sha256:abc"}})), lambda n, of, what: steps.append((n, of, what)))
+    assert result.image_id == "sha256:abc"
+    assert (result.steps, result.cached_steps) == (3, 1)
+    assert result.gate_lines == ("PASS import a version=1", "gate ok: 1 passed, 0 failed")
+    assert steps == [(1, 3, "FROM base"), (2, 3, "COPY x /x"), (3, 3, "RUN gate")]
+
+
+def test_gate_failure_raises_with_only_the_fail_lines() -> None:
+    with pytest.raises(BuildFailed) as info:
+        parse_build_stream(iter(stream(
+            "Step 9/9 : RUN gate\n", "PASS import a version=1\n", "FAIL import b version=2 expected=3\n",
+            "gate FAILED: 1 passed, 1 failed\n",
+            end={"error": "The command ... returned a non-zero code: 1",
+                 "errorDetail": {"code": 1, "message": "The command ... returned a non-zero code: 1"}})))
+    assert info.value.lines == ("FAIL import b version=2 expected=3",)
+    assert str(info.value) == "the gate failed: 1 check(s) did not pass"
+    assert info.value.exit_code == 1
+
+
+def test_other_step_failure_shows_the_tail_of_the_log() -> None:
+    with pytest.raises(BuildFailed) as info:
+        parse_build_stream(iter(stream("Step 4/9 : RUN pip install\n",
+                                       "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES\n",
+                                       end={"error": "returned a non-zero code: 1"})))
+    assert "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES" in info.value.lines
+    assert str(info.value) == "the build failed: returned a non-zero code: 1"
+
+
+def test_no_image_id_is_a_service_error() -> None:
+    with pytest.raises(ServiceError):
+        parse_build_stream(iter(stream("Step 1/1 : FROM base\n")))
+    assert parse_build_stream(iter(stream("Successfully built 0123abcd\n"))).image_id == "0123abcd"
