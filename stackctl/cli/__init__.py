@@ -13,6 +13,7 @@ from stackctl.errors import EXIT_INPUT, ProfileError, StackctlError
 
 # Each module registers its commands on `app` when imported.
 from stackctl.cli import profiles, review  # noqa: F401  isort: skip
+from stackctl.cli import resolve  # noqa: F401  isort: skip
 
 __all__ = ["app", "main"]
 

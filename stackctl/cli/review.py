@@ -26,6 +26,12 @@ def diff(
     """Package / before / after / note for two stacks, plus index, target, gate and image changes."""
     from stackctl.diff import diff_stacks
 
+    if before.endswith(".lock") and after.endswith(".lock"):
+        from stackctl.cli.resolve import lock_diff_report
+
+        lock_diff_report(before, after, markdown, as_json)
+        return
+
     d = diff_stacks(load_profile(before), load_profile(after), before, after)
     pins = d.moved if changed_only else d.pins
     rows = [[p.package, p.before or "—", p.after or "—", p.note] for p in pins]
