@@ -190,8 +190,19 @@ class IndexClient:
     def wheel_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
         """METADATA read from the wheel itself: HTTP range requests when served, else the whole file."""
         what = f"file {f.filename}"
+        key = (f.url + "#METADATA", f"sha256={f.sha256}")  # what was read from a wheel of this exact hash
+        stored = self.cache.get("GET", *key) if self.cache and f.sha256 else None
+        if stored is not None:
+            return stored.body
         if self.options.offline:
             raise ServiceError(f"index {ep.name}, {what}: metadata not in the cache, and --offline is set")
+        body = self._wheel_metadata(ep, f)
+        if self.cache is not None and f.sha256:
+            self.cache.put("GET", *key, Entry(f.url, 200, {}, time.time(), body))
+        return body
+
+    def _wheel_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
+        what = f"file {f.filename}"
         head = self.fetch(ep, f.url, what, method="HEAD", immutable=True)
         size = int(head.headers.get("content-length") or 0)
         if head.headers.get("accept-ranges", "").lower() == "bytes" and size > 0:
