@@ -12,11 +12,10 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from stackctl.fsutil import write_atomic
 
 KEPT_HEADERS = ("content-type", "etag", "last-modified", "cache-control", "accept-ranges", "content-length")
 
@@ -57,6 +56,20 @@ class Entry:
         return out
 
 
+def _write(path: Path, data: bytes) -> None:
+    """Replace atomically but without fsync: a cache entry lost in a crash is only a miss (and a torn
+    one fails its body hash), while an fsync per entry costs more than the request it saves."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 class HttpCache:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -82,7 +95,7 @@ class HttpCache:
         p = self._key(method, url, accept)
         headers = {k: v for k, v in entry.headers.items() if k in KEPT_HEADERS}
         if method == "GET":
-            write_atomic(p.with_suffix(".body"), entry.body)
+            _write(p.with_suffix(".body"), entry.body)
         meta = {"url": entry.url, "status": entry.status, "headers": headers, "stored": entry.stored,
                 "body_sha256": hashlib.sha256(entry.body).hexdigest()}
-        write_atomic(p.with_suffix(".json"), json.dumps(meta, sort_keys=True))
+        _write(p.with_suffix(".json"), json.dumps(meta, sort_keys=True).encode())

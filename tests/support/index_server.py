@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -148,7 +149,7 @@ class Handler(BaseHTTPRequestHandler):
             if self.headers.get("Authorization") != expected:
                 self.send(401, b"unauthorized", headers={"WWW-Authenticate": 'Basic realm="index"'})
                 return
-        path = self.path.split("?", 1)[0]
+        path = unquote(self.path.split("?", 1)[0])  # clients may send "+" of a local label as %2B
         if path in ("/simple/", "/simple"):
             self._root()
         elif m := re.fullmatch(r"/simple/([^/]+)/?", path):
