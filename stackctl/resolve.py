@@ -7,15 +7,14 @@ project pages, then per chosen file its metadata and (HTML-only indexes) its Las
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TypeVar
 
 from packaging.metadata import parse_email
 from packaging.version import Version
 
+from stackctl.concurrency import parallel
 from stackctl.errors import CheckFailed, ServiceError, StackctlError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
@@ -26,8 +25,6 @@ from stackctl.profile import Pin, Stack
 from stackctl.targets import best_wheel
 from stackctl.trains import DEFAULT_WINDOW, train_reports
 
-T = TypeVar("T")
-R = TypeVar("R")
 ClosureFn = Callable[[Stack, Lock], tuple[ClosureEntry, ...]]
 Progress = Callable[[str, int, int], None]
 
@@ -58,25 +55,6 @@ def _first_error(errors: Sequence[StackctlError]) -> StackctlError:
     return type(first)(f"{first} (and {len(errors) - 1} more)", hint=first.hint)
 
 
-def _parallel(jobs: int, fn: Callable[[T], R], items: Iterable[T], progress: Progress | None = None,
-              label: str = "") -> list[R | StackctlError]:
-    items = list(items)
-    out: list[R | StackctlError] = []
-
-    def safe(item: T) -> R | StackctlError:
-        try:
-            return fn(item)
-        except StackctlError as exc:
-            return exc
-
-    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(items) or 1))) as pool:
-        for i, r in enumerate(pool.map(safe, items), 1):
-            out.append(r)
-            if progress:
-                progress(label, i, len(items))
-    return out
-
-
 def requires_dist(metadata: bytes) -> tuple[str, ...]:
     raw, _ = parse_email(metadata)
     return tuple(raw.get("requires_dist", ()))
@@ -89,7 +67,7 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
     keys = list(dict.fromkeys((p.index, p.key) for p in stack.pins))
 
     # 1. project pages, all at once
-    pages = _parallel(jobs, lambda k: client.project(eps[k[0]], k[1]), keys, progress, "pages")
+    pages = parallel(jobs, lambda k: client.project(eps[k[0]], k[1]), keys, progress, "pages")
     errors = [r for r in pages if isinstance(r, StackctlError)]
     if errors:
         raise _first_error(errors)
@@ -143,7 +121,7 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
         lm = client.last_modified(ep, f)
         return FileFacts(rd, lm, "last-modified" if lm else "none")
 
-    results = _parallel(jobs, facts, wanted.values(), progress, "files")
+    results = parallel(jobs, facts, wanted.values(), progress, "files")
     errors = [r for r in results if isinstance(r, StackctlError)]
     if errors:
         raise _first_error(errors)

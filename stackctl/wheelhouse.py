@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from stackctl.concurrency import parallel
 from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.index.client import ClientOptions, IndexClient
 from stackctl.index.config import IndexEndpoint, endpoints, origin
@@ -69,19 +69,7 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
         client.download(_endpoint_for(f, pin_index.get(f.url), eps, stack), f, path)
         return path
 
-    done: list[Path | StackctlError] = []
-
-    def safe(f: LockedFile) -> Path | StackctlError:
-        try:
-            return one(f)
-        except StackctlError as exc:
-            return exc
-
-    with ThreadPoolExecutor(max_workers=min(4, len(wheels))) as pool:
-        for i, r in enumerate(pool.map(safe, wheels), 1):
-            done.append(r)
-            if progress:
-                progress("wheels", i, len(wheels))
+    done = parallel(4, one, wheels, progress, "wheels")
     errors = [r for r in done if isinstance(r, StackctlError)]
     if errors:
         raise errors[0]

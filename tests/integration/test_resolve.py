@@ -237,3 +237,58 @@ def test_lock_diff(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer, p
     md = cli("diff", str(a), str(b), "--markdown")
     assert md.out.startswith("| package | target | field | before | after |")
     assert hashlib.sha256(w.read_bytes()).hexdigest() in md.out
+
+
+def test_fetch_wheelhouse_api(tmp_path: Path, profile: Path, musa: IndexServer, public: IndexServer) -> None:
+    """The interface `build` uses: pins and closure for one target, hash-checked, in lock order."""
+    from stackctl.index import ClientOptions, IndexClient
+    from stackctl.index.config import endpoints
+    from stackctl.loader import load_stack
+    from stackctl.resolve import resolve
+    from stackctl.wheelhouse import fetch_wheelhouse
+
+    stack = load_stack(profile)
+    overrides = {"musa": musa.url, "public": public.url}
+    lock = resolve(stack, IndexClient(ClientOptions()), endpoints(stack, overrides))
+    paths = fetch_wheelhouse(lock, stack, "cp310-linux_x86_64", tmp_path / "wh", overrides=overrides)
+    assert [p.name for p in paths] == [f.filename for f in lock.wheels_for("cp310-linux_x86_64")]
+    assert all(p.is_file() for p in paths)
+
+
+def test_private_index_with_credentials_and_closure(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MUSA_TEST_USER", "builder")
+    monkeypatch.setenv("MUSA_TEST_PASSWORD", "tok-123-secret")
+    private = IndexServer(auth=("builder", "tok-123-secret"))
+    populate_musa(private, tmp_path / "pw")
+    with private:
+        r = cli("resolve", str(profile), *idx(private, public), "--json")
+        assert r.code == 0, r.err
+        data = json.loads(r.out)
+        # uv found the pins on the private index (with the credentials from the environment)
+        assert private.requests_to(r"^/simple/torch/$")
+        assert {c["name"] for c in data["closure"]} == {"filelock"}
+        monkeypatch.delenv("MUSA_TEST_PASSWORD")
+        denied = cli("resolve", str(profile), *idx(private, public), "--no-cache")
+    assert denied.code == 3 and "HTTP 401" in denied.err
+    lock = profile.with_suffix(".lock").read_text()
+    for text in (r.out, r.err, lock, denied.err):
+        assert "tok-123-secret" not in text
+
+
+def test_yanked_pin_resolves_with_a_warning(cli: Cli, tmp_path: Path, musa: IndexServer, public: IndexServer) -> None:
+    profile = musa_profile(tmp_path / "y")
+    profile.write_text(profile.read_text().replace(f'[pins.torch]\nversion = "{TORCH}"',
+                                                   '[pins.torch]\nversion = "2.11.0.post4+musa5.2.0"'))
+    data = resolve_json(cli, profile, musa, public, "--no-closure")
+    t = by(data, "torch", "cp310-linux_x86_64")
+    assert t["yanked"] is True and t["yanked_reason"] == "broken build"
+    assert any("is yanked on index musa" in w for w in data["warnings"])
+
+
+def test_human_output(cli: Cli, profile: Path, musa: IndexServer, public: IndexServer) -> None:
+    r = cli("resolve", str(profile), *idx(musa, public), "--no-closure")
+    assert r.code == 0, r.err
+    assert "musa-stack: 6 pins" in r.out and f"wrote {profile.with_suffix('.lock')}" in r.out
+    assert "train musa-torch: torch, torch_musa, torchaudio, torchvision; spread 180 min, trailing: torchaudio" in r.out
+    assert "warning: deep_ep" in r.err

@@ -197,3 +197,34 @@ def test_bad_index_option(cli: Cli, profile: Path) -> None:
     assert error_line(r) == "error: --index nosuch: musa-stack has no index of that name (it has musa, public)"
     r = cli("resolve", str(profile), "--index", "musa")
     assert r.code == 2 and "expected NAME=URL" in error_line(r)
+
+
+def test_sigint_mid_run_keeps_previous_lock(tmp_path: Path, profile: Path, musa: IndexServer,
+                                            public: IndexServer) -> None:
+    """A real interrupt (Ctrl-C) while the index hangs: the lock on disk is the previous one."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    lock = profile.with_suffix(".lock")
+    lock.write_text("previous lock\n")
+    musa.fault(TORCH_PAGE, hang(20))
+    env = {**os.environ, "STACKCTL_CACHE_DIR": str(tmp_path / "c")}
+    proc = subprocess.Popen([sys.executable, "-m", "stackctl", "resolve", str(profile), "--no-closure",
+                             "--index", f"musa={musa.url}", "--index", f"public={public.url}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 15
+    while not musa.requests_to(f"^{TORCH_PAGE}$") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - start < 5  # Ctrl-C does not wait for the hanging request
+    assert proc.returncode == 130, err
+    assert lock.read_text() == "previous lock\n"
+    assert not list(lock.parent.glob(".*.tmp"))
