@@ -113,6 +113,7 @@ class IndexServer:
 
 
 class _QuietServer(ThreadingHTTPServer):
+    request_queue_size = 128  # the default backlog of 5 drops concurrent connects: a 1 s SYN retry each
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hung up (a timeout test, Ctrl-C) is expected here, not a server bug
 
