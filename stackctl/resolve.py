@@ -174,7 +174,10 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
     if opts.closure is not None:
         if progress:
             progress("closure", 0, 1)
-        lock = replace(lock, closure=opts.closure(stack, lock))
+        closure = opts.closure(stack, lock)
+        sdist_only = [f"closure: {c.name} {c.version} has no wheel for {c.target}; a wheelhouse cannot hold it"
+                      for c in closure if c.file is None]
+        lock = replace(lock, closure=closure, warnings=lock.warnings + tuple(sdist_only))
         if progress:
             progress("closure", 1, 1)
     return lock

@@ -268,12 +268,26 @@ def fetch(
          lambda: console.print(f"{len(paths)} wheels for {target} in {dest}"))
 
 
-def lock_diff_report(before: str, after: str, markdown: bool, as_json: bool) -> None:
-    """`stackctl diff A.lock B.lock`: file, hash and upload-time changes per pin and target."""
-    from stackctl.diff import diff_locks
-    from stackctl.lock import read_lock
+def is_lock_ref(spec: str) -> bool:
+    """`x.lock` or `x.lock@REV`: what `stackctl diff` hands to the lock diff."""
+    return spec.endswith(".lock") or spec.rpartition("@")[0].endswith(".lock")
 
-    d = diff_locks(read_lock(before), read_lock(after), before, after)
+
+def read_lock_ref(spec: str) -> Lock:
+    from stackctl.lock import loads, read_lock
+    from stackctl.sources import split_ref
+
+    if spec.endswith(".lock"):
+        return read_lock(spec)
+    source, name = split_ref(spec)
+    return loads(source.read(name), source.display(name))
+
+
+def lock_diff_report(before: str, after: str, markdown: bool, as_json: bool) -> None:
+    """`stackctl diff A.lock B.lock` (either may be PATH@GITREV): file, hash and upload-time changes."""
+    from stackctl.diff import diff_locks
+
+    d = diff_locks(read_lock_ref(before), read_lock_ref(after), before, after)
     cols = ["package", "target", "field", "before", "after"]
     rows = [[c.package, c.target, c.field, c.before or "—", c.after or "—"] for c in d.changes]
 

@@ -24,11 +24,10 @@ def diff(
     verbose: VerboseOpt = False,
 ) -> None:
     """Package / before / after / note for two stacks, plus index, target, gate and image changes."""
+    from stackctl.cli.resolve import is_lock_ref, lock_diff_report
     from stackctl.diff import diff_stacks
 
-    if before.endswith(".lock") and after.endswith(".lock"):
-        from stackctl.cli.resolve import lock_diff_report
-
+    if is_lock_ref(before) and is_lock_ref(after):
         lock_diff_report(before, after, markdown, as_json)
         return
 

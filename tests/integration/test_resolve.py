@@ -98,14 +98,15 @@ def test_resolve_html_only_index(cli: Cli, tmp_path: Path, profile: Path, public
     server = IndexServer(html_only=True)
     populate_musa(server, tmp_path / "html-wheels")
     with server:
-        data = resolve_json(cli, profile, server, public, "--no-closure")
+        data = resolve_json(cli, profile, server, public)
     t = by(data, "torch", "cp310-linux_x86_64")
     assert t["upload_time"] == "2026-03-01T12:00:00Z" and t["upload_time_source"] == "last-modified"
     assert t["sha256"] == server.files[t["filename"]].sha256
     assert any(m == "HEAD" for m, p, _ in server.requests_to(r"/files/torch-"))
     assert by(data, "torchaudio", "cp310-linux_x86_64")["requires_dist"] == [f"torch=={TORCH}"]
     assert data["trains"][0]["trailing"] == ["torchaudio"]
-    assert data["closure"] == []
+    # uv reads the HTML-only vendor index too: the closure still takes the pins from it
+    assert {c["name"] for c in data["closure"]} == {"filelock"}
 
 
 def test_wheel_metadata_without_ranges(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer) -> None:
@@ -292,3 +293,21 @@ def test_human_output(cli: Cli, profile: Path, musa: IndexServer, public: IndexS
     assert "musa-stack: 6 pins" in r.out and f"wrote {profile.with_suffix('.lock')}" in r.out
     assert "train musa-torch: torch, torch_musa, torchaudio, torchvision; spread 180 min, trailing: torchaudio" in r.out
     assert "warning: deep_ep" in r.err
+
+
+def test_lock_diff_against_git_revision(cli: Cli, tmp_path: Path, git_repo: Path, musa: IndexServer,
+                                        public: IndexServer) -> None:
+    from tests.conftest import git
+
+    profile = musa_profile(git_repo / "stacks")
+    lock = profile.with_suffix(".lock")
+    resolve_json(cli, profile, musa, public, "--no-closure")
+    git(git_repo, "add", ".")
+    git(git_repo, "commit", "-qm", "lock")
+    profile.write_text(profile.read_text().replace('version = "1.26.4"', 'version = "2.0.0"'))
+    resolve_json(cli, profile, musa, public, "--no-closure")
+    r = cli("diff", f"{lock}@HEAD", str(lock), "--json")
+    assert r.code == 0, r.err
+    changes = json.loads(r.out)["changes"]
+    assert {"package": "numpy", "target": "", "field": "version", "before": "1.26.4", "after": "2.0.0"} in changes
+    assert cli("diff", f"{lock}@nosuchrev", str(lock)).code == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -67,9 +68,16 @@ def test_endpoint_sources(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (ep.url, ep.url_source, ep.credentials) == ("http://127.0.0.1:2/s/", "option", Credentials("a", "b"))
 
 
-def test_public_index_from_pip_configuration() -> None:
+def test_public_index_from_pip_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert public_index_url({"PIP_INDEX_URL": "http://mirror.test/simple/ http://x"}) == "http://mirror.test/simple/"
-    assert public_index_url({}).startswith("https://")
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = http://conf.test/simple/\nextra-index-url = file:///x\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    assert public_index_url({}) == "http://conf.test/simple/"
+    conf.write_text("[global]\nextra-index-url = http://extra.test/simple/\nfind-links = /opt/wheels\n")
+    from pip._internal.models.index import PyPI
+
+    assert public_index_url({}) == PyPI.simple_url  # extras and find-links are not the index
 
 
 def test_override_syntax() -> None:
