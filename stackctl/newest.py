@@ -24,7 +24,7 @@ from stackctl.targets import installable_everywhere
 class LineReport:
     newest_in_line: Version | None
     newest_files: tuple[IndexedFile, ...]
-    other_lines: tuple[str, ...]  # "VERSION (why)" for newer versions outside the line, newest first
+    other_lines: tuple[str, ...]  # "VERSION (why)": the newest of each newer line, newest first
 
 
 def _series(v: Version) -> tuple[int, ...]:
@@ -43,12 +43,13 @@ def why_other(v: Version, pin: Version, files: Sequence[IndexedFile], targets: S
 
 
 def newest_in_line(pin_version: str, files: Iterable[IndexedFile], targets: Sequence[Target],
-                   max_other: int = 8) -> LineReport:
+                   max_other: int = 5) -> LineReport:
     pin = Version(pin_version)
     by_version = sorted(files, key=lambda f: f.version, reverse=True)
     newest: Version | None = None
     newest_files: tuple[IndexedFile, ...] = ()
     others: list[str] = []
+    seen: set[str] = set()  # one entry per other line: its newest version
     for v, group in groupby(by_version, key=lambda f: f.version):
         if v < pin:
             break
@@ -59,6 +60,7 @@ def newest_in_line(pin_version: str, files: Iterable[IndexedFile], targets: Sequ
         if why is None:
             if newest is None:
                 newest, newest_files = v, tuple(fs)
-        elif v > pin and len(others) < max_other:
+        elif v > pin and why not in seen and len(others) < max_other:
+            seen.add(why)
             others.append(f"{v} ({why})")
     return LineReport(newest, newest_files, tuple(others))
