@@ -311,3 +311,23 @@ def test_lock_diff_against_git_revision(cli: Cli, tmp_path: Path, git_repo: Path
     changes = json.loads(r.out)["changes"]
     assert {"package": "numpy", "target": "", "field": "version", "before": "1.26.4", "after": "2.0.0"} in changes
     assert cli("diff", f"{lock}@nosuchrev", str(lock)).code == 2
+
+
+def test_exported_hashes_satisfy_pip_require_hashes(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
+                                                    public: IndexServer) -> None:
+    """pip itself takes the exported files with --require-hashes, dependencies included."""
+    import subprocess
+    import sys
+
+    resolve_json(cli, profile, musa, public)
+    out = tmp_path / "req"
+    assert cli("export", str(profile), "--lock", str(profile.with_suffix(".lock")), "--out", str(out)).code == 0
+    cmd = [sys.executable, "-m", "pip", "--isolated", "download", "--quiet", "--disable-pip-version-check",
+           "--require-hashes", "--only-binary=:all:", "--python-version", "3.12",
+           "--platform", "manylinux_2_28_x86_64", "--platform", "linux_x86_64",
+           "--index-url", musa.url, "--extra-index-url", public.url, "-d", str(tmp_path / "dl"),
+           "-r", str(out / "musa.txt"), "-r", str(out / "requirements.txt"), "-r", str(out / "stack-closure.txt")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = sorted(p.name for p in (tmp_path / "dl").iterdir())
+    assert f"torch-{TORCH}-cp312-cp312-manylinux_2_28_x86_64.whl" in got and "filelock-3.13.1-py3-none-any.whl" in got
