@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
 
+from stackctl.lock import Lock
 from stackctl.profile import GateEntry, Pin, Stack
 from stackctl.tag import TagTemplateError, render_tag
 from stackctl.versions import classify
@@ -146,3 +147,59 @@ def _abi_changes(a: Stack, b: Stack) -> list[FieldChange]:
     x = {"allow": ", ".join(a.abi.allow), "inventory": a.abi.inventory or ""}
     y = {"allow": ", ".join(b.abi.allow), "inventory": b.abi.inventory or ""}
     return _keyed_changes("abi", x, y)
+
+
+# --- locks ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LockChange:
+    package: str
+    target: str  # "" for a change of the whole pin (added, removed, version)
+    field: str  # "pin" | "version" | "file" | "sha256" | "upload_time" | "yanked" | "size" | "closure"
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True)
+class LockDiff:
+    before: str
+    after: str
+    changes: tuple[LockChange, ...]
+
+
+def diff_locks(a: Lock, b: Lock, before: str | None = None, after: str | None = None) -> LockDiff:
+    """What a reviewer must see between two locks: new files, changed hashes, moved upload times."""
+    out: list[LockChange] = []
+    pins_b = {canonicalize_name(p.name): p for p in b.pins}
+    for p in a.pins:
+        q = pins_b.pop(canonicalize_name(p.name), None)
+        if q is None:
+            out.append(LockChange(p.name, "", "pin", p.version, None))
+            continue
+        if p.version != q.version:
+            out.append(LockChange(q.name, "", "version", p.version, q.version))
+        fa = {f.target: f for f in p.files}
+        fb = {f.target: f for f in q.files}
+        for t in dict.fromkeys([*fa, *fb]):
+            x, y = fa.get(t), fb.get(t)
+            if x is None or y is None:
+                out.append(LockChange(q.name, t, "file", x.filename if x else None, y.filename if y else None))
+                continue
+            for attr in ("filename", "sha256", "size", "upload_time", "yanked"):
+                vx, vy = getattr(x, attr), getattr(y, attr)
+                if vx != vy:
+                    out.append(LockChange(q.name, t, "file" if attr == "filename" else attr,
+                                          None if vx is None else str(vx), None if vy is None else str(vy)))
+    out += [LockChange(q.name, "", "pin", None, q.version) for q in pins_b.values()]
+    ca = {(c.target, c.name): c for c in a.closure}
+    cb = {(c.target, c.name): c for c in b.closure}
+    for key in sorted(set(ca) | set(cb)):
+        x2, y2 = ca.get(key), cb.get(key)
+        va = x2.version if x2 else None
+        vb = y2.version if y2 else None
+        if va != vb:
+            out.append(LockChange(key[1], key[0], "closure", va, vb))
+        elif x2 and y2 and x2.hashes != y2.hashes:
+            out.append(LockChange(key[1], key[0], "closure hashes", ", ".join(x2.hashes)[:80],
+                                  ", ".join(y2.hashes)[:80]))
+    return LockDiff(before or a.stack, after or b.stack, tuple(out))

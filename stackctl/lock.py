@@ -137,7 +137,13 @@ def read_lock(path: str | Path) -> Lock:
 
 
 def write_lock(path: str | Path, lock: Lock) -> None:
+    import os
+
     write_atomic(path, dumps(lock))
+    # the temporary file was private (0600); a lock is meant to be read by builds and reviewers
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
 
 
 def default_lock_path(profile: str | Path) -> Path:

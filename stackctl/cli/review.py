@@ -24,7 +24,12 @@ def diff(
     verbose: VerboseOpt = False,
 ) -> None:
     """Package / before / after / note for two stacks, plus index, target, gate and image changes."""
+    from stackctl.cli.resolve import is_lock_ref, lock_diff_report
     from stackctl.diff import diff_stacks
+
+    if is_lock_ref(before) and is_lock_ref(after):
+        lock_diff_report(before, after, markdown, as_json)
+        return
 
     d = diff_stacks(load_profile(before), load_profile(after), before, after)
     pins = d.moved if changed_only else d.pins

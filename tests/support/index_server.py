@@ -17,10 +17,11 @@ import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -89,7 +90,7 @@ class IndexServer:
         class _Bound(Handler):
             index = server
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Bound)
+        self._httpd = _QuietServer(("127.0.0.1", 0), _Bound)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -109,6 +110,12 @@ class IndexServer:
 
     def requests_to(self, pattern: str) -> list[tuple[str, str, dict[str, str]]]:
         return [r for r in self.log if re.search(pattern, r[1])]
+
+
+class _QuietServer(ThreadingHTTPServer):
+    request_queue_size = 128  # the default backlog of 5 drops concurrent connects: a 1 s SYN retry each
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up (a timeout test, Ctrl-C) is expected here, not a server bug
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -148,7 +155,7 @@ class Handler(BaseHTTPRequestHandler):
             if self.headers.get("Authorization") != expected:
                 self.send(401, b"unauthorized", headers={"WWW-Authenticate": 'Basic realm="index"'})
                 return
-        path = self.path.split("?", 1)[0]
+        path = unquote(self.path.split("?", 1)[0])  # clients may send "+" of a local label as %2B
         if path in ("/simple/", "/simple"):
             self._root()
         elif m := re.fullmatch(r"/simple/([^/]+)/?", path):
@@ -287,3 +294,115 @@ def redirect(location: str) -> Fault:
         return True
 
     return fault
+
+
+# --- a ready-made MUSA-like stack ------------------------------------------------------------------
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+TORCH = "2.11.0.post2+musa5.2.0"
+DEEP_EP = "1.1.0+musa5.2.0torch2.11.0.post2"
+PLATFORMS = ("cp310-cp310-linux_x86_64", "cp312-cp312-manylinux_2_28_x86_64")
+
+
+def populate_musa(server: IndexServer, wheels: Path, *, range_only: str | None = "torchaudio") -> None:
+    """A vendor index: a torch release train with a trailing member, other lines, yanked files.
+
+    - torch, torch_musa, torchvision published within 20 minutes; torchaudio three hours later
+    - torch_musa 2.11.0.post3+musa5.2.0 (newer, same line); torch 2.11.0.post3+musa5.2.1mp22 aarch64 only
+      (another platform line); torch 2.11.0.post4+musa5.2.0 yanked (never an upgrade)
+    - deep_ep built against torch post3 (another line: its label names the torch build); it declares
+      no Requires-Dist
+    - `range_only`'s files have no metadata file: their Requires-Dist must come from the wheel itself
+    """
+    from datetime import timedelta
+
+    from tests.support.wheels import build_wheel
+
+    def add(name: str, version: str, minutes: float, *, tags: tuple[str, ...] = PLATFORMS,
+            requires: tuple[str, ...] = (), yanked: str | bool = False) -> None:
+        for tag in tags:
+            w = build_wheel(wheels, name, version, tag=tag, requires_dist=requires,
+                            files={f"{name}/__init__.py": f"__version__ = {version!r}\n"})
+            server.add(w, upload_time=T0 + timedelta(minutes=minutes), yanked=yanked,
+                       metadata=name != range_only)
+
+    add("torch", TORCH, 0, requires=("numpy", "filelock; python_version >= '3.10'"))
+    add("torch", "2.11.0.post1+musa5.2.0", -60 * 24 * 30, requires=("numpy",))
+    add("torch", "2.11.0.post3+musa5.2.1mp22", 60 * 24, tags=("cp310-cp310-linux_aarch64",))
+    add("torch", "2.11.0.post4+musa5.2.0", 60 * 24 * 2, yanked="broken build")
+    add("torch_musa", TORCH, 10, requires=(f"torch=={TORCH}",))
+    add("torch_musa", "2.11.0.post3+musa5.2.0", 60 * 24 * 3, requires=("torch",))
+    add("torchvision", "0.26.0.post2+musa5.2.0", 20, requires=(f"torch=={TORCH}",))
+    add("torchaudio", TORCH, 180, requires=(f"torch=={TORCH}",))
+    add("deep_ep", DEEP_EP, 30)
+    add("deep_ep", "1.1.0+musa5.2.0torch2.11.0.post3", 60 * 24 * 3)
+
+
+def populate_public(server: IndexServer, wheels: Path) -> None:
+    """A public-like index: numpy and filelock for the closure, and an unrelated project named torch."""
+    from datetime import timedelta
+
+    from tests.support.wheels import build_wheel
+
+    for name, version, minutes in (("numpy", "1.26.4", 0), ("numpy", "2.0.0", 100), ("filelock", "3.13.1", 5),
+                                   ("torch", "9.9.9", 50), ("packaging", "24.0", 0), ("packaging", "24.2", 60)):
+        w = build_wheel(wheels / "public", name, version, files={f"{name}/__init__.py": ""})
+        server.add(w, upload_time=T0 + timedelta(minutes=minutes))
+
+
+def musa_profile(directory: Path, name: str = "musa-stack", extra: str = "") -> Path:
+    """A profile over both indexes; their URLs come from `--index NAME=URL` in the tests."""
+    text = f'''
+[stack]
+name = "{name}"
+
+[targets]
+python = ["3.10", "3.12"]
+platforms = ["linux_x86_64"]
+
+[indexes.musa]
+url = "http://127.0.0.1:9/simple/"
+username_env = "MUSA_TEST_USER"
+password_env = "MUSA_TEST_PASSWORD"
+
+[indexes.public]
+from_pip = true
+
+[pins.torch]
+version = "{TORCH}"
+index = "musa"
+train = "musa-torch"
+file = "musa.txt"
+
+[pins.torch_musa]
+version = "{TORCH}"
+index = "musa"
+train = "musa-torch"
+file = "musa.txt"
+
+[pins.torchvision]
+version = "0.26.0.post2+musa5.2.0"
+index = "musa"
+train = "musa-torch"
+file = "musa.txt"
+
+[pins.torchaudio]
+version = "{TORCH}"
+index = "musa"
+train = "musa-torch"
+file = "musa.txt"
+
+[pins.deep_ep]
+version = "{DEEP_EP}"
+index = "musa"
+file = "musa.txt"
+
+[pins.numpy]
+version = "1.26.4"
+index = "public"
+file = "requirements.txt"
+{extra}'''
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.toml"
+    path.write_text(text)
+    return path

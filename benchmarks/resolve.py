@@ -1,0 +1,130 @@
+"""Resolve a post2-sized stack (20 pins, two targets) against a loopback index with network latency.
+
+    python benchmarks/resolve.py [--latency 0.03] [--repeat 3]
+
+Measures, in the same run and against the same server:
+  stackctl  `stackctl resolve --no-closure` (pins proved per target: file, sha256, upload time, Requires-Dist)
+  uv        `uv pip compile --no-deps --generate-hashes`, once per target
+  pip       `pip install --dry-run --report --no-deps`, once per target
+each cold (empty cache) and warm (the cache of the cold run), and prints the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.index_server import IndexServer  # noqa: E402
+from tests.support.wheels import build_wheel  # noqa: E402
+
+PINS = 20
+TARGETS = (("3.10", "cp310"), ("3.12", "cp312"))
+T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+
+
+def populate(server: IndexServer, wheels: Path) -> list[tuple[str, str]]:
+    """20 projects, 6 versions each, a wheel per target: pages about as long as a vendor index's."""
+    pins = []
+    for i in range(PINS):
+        name = f"pkg{i:02d}"
+        for minor in range(6):
+            version = f"1.{minor}.0+musa5.2.0" if i % 2 else f"1.{minor}.0"
+            for _, abi in TARGETS:
+                w = build_wheel(wheels, name, version, tag=f"{abi}-{abi}-manylinux_2_28_x86_64",
+                                requires_dist=[f"pkg{(i + 1) % PINS:02d}"],
+                                files={f"{name}/__init__.py": "x = 1\n" * 50})
+                server.add(w, upload_time=T0 + timedelta(days=minor, minutes=i))
+        pins.append((name, version))
+    return pins
+
+
+def profile(directory: Path, pins: list[tuple[str, str]]) -> Path:
+    text = '[stack]\nname = "bench"\n\n[targets]\npython = ["3.10", "3.12"]\nplatforms = ["linux_x86_64"]\n\n'
+    text += '[indexes.bench]\nurl = "http://127.0.0.1:9/simple/"\n\n'
+    text += "".join(f'[pins.{n}]\nversion = "{v}"\nindex = "bench"\n\n' for n, v in pins)
+    path = directory / "bench.toml"
+    path.write_text(text)
+    return path
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--latency", type=float, default=0.03, help="seconds added to every request")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    bindir = Path(sys.executable).parent
+    stackctl = str(bindir / "stackctl")
+    uv = shutil.which("uv", path=str(bindir)) or shutil.which("uv") or "uv"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "STACKCTL_"))}
+    env["PIP_CONFIG_FILE"] = os.devnull  # the peer runs with the same (empty) configuration as we do
+
+    with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as tmp_s:
+        tmp = Path(tmp_s)
+        server = IndexServer(latency=args.latency)
+        pins = populate(server, tmp / "wheels")
+        prof = profile(tmp, pins)
+        reqs = tmp / "reqs.txt"
+        reqs.write_text("".join(f"{n}=={v}\n" for n, v in pins))
+        with server:
+            url = server.url
+
+            def ours(cache: Path) -> list[str]:
+                return [stackctl, "resolve", str(prof), "--no-closure", "--index", f"bench={url}",
+                        "--cache-dir", str(cache), "--lock", str(tmp / "bench.lock"), "--json"]
+
+            def uv_runs(cache: Path) -> list[list[str]]:
+                return [[uv, "pip", "compile", str(reqs), "--no-deps", "--generate-hashes", "--no-config", "--quiet",
+                         "--default-index", url, "--python-version", py, "--python-platform",
+                         "x86_64-manylinux_2_35", "--no-python-downloads", "--cache-dir", str(cache),
+                         "-o", str(tmp / f"uv-{py}.txt")] for py, _ in TARGETS]
+
+            def pip_runs(cache: Path) -> list[list[str]]:
+                return [[sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed", "--no-deps",
+                         "--quiet", "--report", str(tmp / f"pip-{py}.json"), "--index-url", url,
+                         "--python-version", py, "--platform", "manylinux_2_28_x86_64", "--only-binary=:all:",
+                         "--disable-pip-version-check", "--target", str(tmp / f"pip-target-{py}"), "--cache-dir", str(cache),
+                         "-r", str(reqs)]
+                        for py, _ in TARGETS]
+
+            tools = {"stackctl": lambda c: [ours(c)], "uv": uv_runs, "pip": pip_runs}
+            results: dict[tuple[str, str], list[float]] = {}
+            for r in range(args.repeat):
+                for name, make in tools.items():
+                    cache = tmp / f"cache-{name}-{r}"
+                    results.setdefault((name, "cold"), []).append(sum(timed(c, env) for c in make(cache)))
+                    results.setdefault((name, "warm"), []).append(sum(timed(c, env) for c in make(cache)))
+            requests = len(server.log)
+
+    med = {k: statistics.median(v) for k, v in results.items()}
+    print(f"{PINS} pins x {len(TARGETS)} targets, {args.latency * 1000:.0f} ms per request, "
+          f"median of {args.repeat}; {requests} requests served")
+    print(f"{'':10}{'cold s':>9}{'warm s':>9}")
+    for name in tools:
+        print(f"{name:10}{med[(name, 'cold')]:9.2f}{med[(name, 'warm')]:9.2f}")
+    for peer in ("uv", "pip"):
+        for phase in ("cold", "warm"):
+            print(f"{peer}/stackctl {phase}: {med[(peer, phase)] / med[('stackctl', phase)]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+"""resolve, lock, outdated, fetch: what the indexes say about a stack."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, console_err, emit, markdown_table, table
+from stackctl.cli.profiles import load_profile, resolve_profile_arg
+from stackctl.errors import CheckFailed, InputError
+
+if TYPE_CHECKING:
+    from stackctl.index import IndexClient
+    from stackctl.lock import Lock
+    from stackctl.profile import Stack
+
+IndexOpt = Annotated[list[str] | None, typer.Option(
+    "--index", help="NAME=URL: use URL for the index NAME in this run (also STACKCTL_INDEX_<NAME>_URL).")]
+OfflineOpt = Annotated[bool, typer.Option("--offline", help="Use the HTTP cache only; never the network.")]
+CacheDirOpt = Annotated[Path | None, typer.Option(
+    "--cache-dir", help="HTTP cache directory (default: $STACKCTL_CACHE_DIR or ~/.cache/stackctl/http).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the HTTP cache.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for an index to answer.")]
+RetriesOpt = Annotated[int, typer.Option("--retries", help="Retries after a 5xx answer or a connection error.")]
+JobsOpt = Annotated[int, typer.Option("--jobs", help="Concurrent requests.")]
+LockOpt = Annotated[Path | None, typer.Option("--lock", help="Lock file (default: the profile's path, .lock).")]
+
+
+def lock_path_for(spec: str, explicit: Path | None) -> Path:
+    if explicit is not None:
+        return explicit
+    from stackctl.lock import default_lock_path
+
+    path = resolve_profile_arg(spec)
+    if "@" in path and not Path(path).exists():
+        path = path.rsplit("@", 1)[0]  # PATH@REV: the lock beside PATH in the working tree
+    return default_lock_path(path)
+
+
+def make_client(offline: bool, cache_dir: Path | None, no_cache: bool, timeout: float, retries: int,
+                jobs: int) -> IndexClient:
+    from stackctl.index import ClientOptions, IndexClient
+    from stackctl.index.httpcache import default_cache_dir
+
+    if offline and no_cache:
+        raise InputError("--offline needs the cache; drop --no-cache")
+    if timeout <= 0 or retries < 0 or jobs < 1:
+        raise InputError("--timeout must be > 0, --retries >= 0, --jobs >= 1")
+    cache = None if no_cache else (cache_dir or default_cache_dir())
+    return IndexClient(ClientOptions(cache_dir=cache, offline=offline, timeout=timeout, retries=retries,
+                                     jobs=jobs))
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    if not enabled or not console_err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console_err, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total)
+            bar.update(tasks[label], completed=done, total=total)
+
+        yield update
+
+
+def run_resolve(stack: Stack, client: IndexClient, overrides: list[str] | None, *, closure: bool,
+                train_window: float, progress: Callable[[str, int, int], None] | None) -> Lock:
+    from stackctl.index.config import endpoints, parse_overrides
+    from stackctl.resolve import ResolveOptions, resolve
+
+    eps = endpoints(stack, parse_overrides(overrides or []))
+    closure_fn = None
+    if closure:
+        from stackctl.closure import compute
+
+        uv_cache = client.options.cache_dir.parent / "uv" if client.options.cache_dir else None
+
+        def closure_fn(s: Stack, lk: Lock) -> Any:
+            return compute(s, lk, eps, offline=client.options.offline, cache_dir=uv_cache)
+
+    return resolve(stack, client, eps, ResolveOptions(train_window=train_window, closure=closure_fn), progress)
+
+
+def lock_json(lock: Lock, path: Path | None) -> dict[str, Any]:
+    files = [{"name": p.name, "version": p.version, "index": p.index, "target": f.target,
+              "filename": f.filename, "url": f.url, "sha256": f.sha256, "size": f.size,
+              "upload_time": f.upload_time, "upload_time_source": f.upload_time_source, "yanked": f.yanked,
+              "yanked_reason": f.yanked_reason, "requires_python": f.requires_python,
+              "requires_dist": f.requires_dist, "newest_in_line": p.newest_in_line,
+              "newest_upload_time": p.newest_upload_time, "other_lines": p.other_lines}
+             for p in lock.pins for f in p.files]
+    return {"stack": lock.stack, "lock": str(path) if path else None, "profile_digest": lock.profile_digest,
+            "files": files, "trains": lock.trains, "warnings": lock.warnings,
+            "closure": [{"target": c.target, "name": c.name, "version": c.version,
+                         "filename": c.file.filename if c.file else None, "hashes": c.hashes}
+                        for c in lock.closure]}
+
+
+def _short_time(t: str | None) -> str:
+    return t[:16].replace("T", " ") if t else "—"
+
+
+def _print_lock(lock: Lock, path: Path | None) -> None:
+    rows = []
+    for p in lock.pins:
+        for f in p.files:
+            rows.append([p.name, p.version, p.index, f.target, f.filename, f.sha256[:12],
+                         _short_time(f.upload_time) + ("" if f.upload_time_source == "index" else
+                                                       f" ({f.upload_time_source})"),
+                         "yanked" if f.yanked else "", p.newest_in_line or "—"])
+    console.print(table(f"{lock.stack}: {len(lock.pins)} pins", ["package", "version", "index", "target", "file",
+                                                                 "sha256", "uploaded", "", "newest in line"],
+                        rows))
+    for t in lock.trains:
+        spread = f"{t.spread_seconds / 60:.0f} min" if t.spread_seconds is not None else "unknown"
+        trail = f", trailing: {', '.join(t.trailing)}" if t.trailing else ""
+        console.print(f"train {t.train}: {', '.join(t.members)}; spread {spread}{trail}")
+    if lock.closure:
+        by_target: dict[str, int] = {}
+        for c in lock.closure:
+            by_target[c.target] = by_target.get(c.target, 0) + 1
+        console.print("closure: " + ", ".join(f"{n} more distributions for {t}" for t, n in by_target.items()))
+    for w in lock.warnings:
+        console_err.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+    if path is not None:
+        console.print(f"wrote {path}")
+
+
+@app.command("resolve")
+def resolve_cmd(
+    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    lock: LockOpt = None,
+    index: IndexOpt = None,
+    no_closure: Annotated[bool, typer.Option("--no-closure", help="Skip the dependency closure (uv).")] = False,
+    train_window: Annotated[float, typer.Option("--train-window", help="Seconds a train member may trail.")] = 3600.0,
+    offline: OfflineOpt = False,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    timeout: TimeoutOpt = 30.0,
+    retries: RetriesOpt = 3,
+    jobs: JobsOpt = 16,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Prove every pin on its index for every target; write the lock (atomically)."""
+    from stackctl.lock import write_lock
+
+    stack = load_profile(profile)
+    path = lock_path_for(profile, lock)
+    client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
+    with progress_bar(not as_json) as progress:
+        result = run_resolve(stack, client, index, closure=not no_closure, train_window=train_window,
+                             progress=progress)
+    write_lock(path, result)
+    emit(lock_json(result, path), as_json, lambda: _print_lock(result, path))
+
+
+@app.command("lock")
+def lock_cmd(
+    profile: Annotated[str, typer.Argument(help="Profile file or stack name.")],
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 when the lock was made from another profile.")]
+    = False,
+    lock: LockOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Show the lock summary; with --check, fail when the profile changed and the lock did not."""
+    from stackctl.lock import read_lock
+
+    stack = load_profile(profile)
+    path = lock_path_for(profile, lock)
+    lk = read_lock(path)
+    current = lk.profile_digest == stack.digest() and lk.stack == stack.name
+    if check and not current:
+        raise CheckFailed(f"{path} was made from another version of {stack.name} "
+                          f"(lock {lk.profile_digest[:19]}, profile {stack.digest()[:19]})",
+                          hint=f"run `stackctl resolve {profile}` and commit the lock")
+    emit({"lock": str(path), "stack": lk.stack, "current": current, "profile_digest": lk.profile_digest,
+          "lock_digest": lk.digest(), "pins": len(lk.pins), "closure": len(lk.closure)}, as_json,
+         lambda: console.print(f"[green]ok[/] {path} matches {stack.name}" if current else
+                               f"{path}: made from another version of {stack.name}; run resolve"))
+
+
+OUTDATED_COLUMNS = ["artifact", "pinned", "newest in line", "published", "other lines"]
+
+
+@app.command()
+def outdated(
+    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    from_lock: Annotated[Path | None, typer.Option("--from-lock", help="Read the lock instead of the indexes.")]
+    = None,
+    index: IndexOpt = None,
+    offline: OfflineOpt = False,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    timeout: TimeoutOpt = 30.0,
+    retries: RetriesOpt = 3,
+    jobs: JobsOpt = 16,
+    markdown: MarkdownOpt = False,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """"Is this the newest?": artifact, pinned, newest in line, published (and newer builds of other lines)."""
+    from stackctl.lock import read_lock
+
+    stack = load_profile(profile)
+    if from_lock is not None:
+        lk = read_lock(from_lock)
+    else:
+        client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
+        with progress_bar(not as_json and not markdown) as progress:
+            lk = run_resolve(stack, client, index, closure=False, train_window=3600.0, progress=progress)
+    rows = []
+    data = []
+    for p in lk.pins:
+        newest = p.newest_in_line or "—"
+        mark = "" if p.newest_in_line in (None, p.version) else " ⬆"
+        rows.append([p.name, p.version, newest + mark, _short_time(p.newest_upload_time), "; ".join(p.other_lines)])
+        data.append({"artifact": p.name, "pinned": p.version, "newest_in_line": p.newest_in_line,
+                     "published": p.newest_upload_time, "is_newest": p.newest_in_line in (None, p.version),
+                     "other_lines": p.other_lines})
+
+    def human() -> None:
+        if markdown:
+            print(markdown_table(OUTDATED_COLUMNS, rows))
+        else:
+            console.print(table(f"{stack.name}: is this the newest?", OUTDATED_COLUMNS, rows))
+
+    emit({"stack": stack.name, "pins": data}, as_json, human)
+
+
+@app.command()
+def fetch(
+    profile: Annotated[str, typer.Argument(help="Profile file or stack name.")],
+    target: Annotated[str, typer.Option("--target", help="Target label, e.g. cp310-linux_x86_64.")],
+    dest: Annotated[Path, typer.Option("--dest", help="Wheelhouse directory.")],
+    lock: LockOpt = None,
+    index: IndexOpt = None,
+    timeout: TimeoutOpt = 30.0,
+    retries: RetriesOpt = 3,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Download every wheel the lock lists for TARGET into DEST, each checked against its sha256."""
+    from stackctl.index import ClientOptions, IndexClient
+    from stackctl.index.config import parse_overrides
+    from stackctl.lock import read_lock
+    from stackctl.wheelhouse import fetch_wheelhouse
+
+    stack = load_profile(profile)
+    lk = read_lock(lock_path_for(profile, lock))
+    client = IndexClient(ClientOptions(timeout=timeout, retries=retries))
+    with progress_bar(not as_json) as progress:
+        paths = fetch_wheelhouse(lk, stack, target, dest, client=client,
+                                 overrides=parse_overrides(index or []), progress=progress)
+    emit({"target": target, "dest": str(dest), "wheels": [str(p) for p in paths]}, as_json,
+         lambda: console.print(f"{len(paths)} wheels for {target} in {dest}"))
+
+
+def is_lock_ref(spec: str) -> bool:
+    """`x.lock` or `x.lock@REV`: what `stackctl diff` hands to the lock diff."""
+    return spec.endswith(".lock") or spec.rpartition("@")[0].endswith(".lock")
+
+
+def read_lock_ref(spec: str) -> Lock:
+    from stackctl.lock import loads, read_lock
+    from stackctl.sources import split_ref
+
+    if spec.endswith(".lock"):
+        return read_lock(spec)
+    source, name = split_ref(spec)
+    return loads(source.read(name), source.display(name))
+
+
+def lock_diff_report(before: str, after: str, markdown: bool, as_json: bool) -> None:
+    """`stackctl diff A.lock B.lock` (either may be PATH@GITREV): file, hash and upload-time changes."""
+    from stackctl.diff import diff_locks
+
+    d = diff_locks(read_lock_ref(before), read_lock_ref(after), before, after)
+    cols = ["package", "target", "field", "before", "after"]
+    rows = [[c.package, c.target, c.field, c.before or "—", c.after or "—"] for c in d.changes]
+
+    def human() -> None:
+        if markdown:
+            print(markdown_table(cols, rows))
+        else:
+            console.print(table(f"{before} → {after}", cols, rows))
+            console.print(f"{len(d.changes)} changes")
+
+    emit(d, as_json, human)

@@ -1,0 +1,53 @@
+"""Run blocking calls (HTTP requests, downloads) on a few threads, results in input order.
+
+Daemon threads, not a ThreadPoolExecutor: an executor joins its workers at exit, so Ctrl-C during a
+request to a hanging index would wait out the timeout. Here the main thread waits on a queue, which
+an interrupt breaks at once.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from stackctl.errors import StackctlError
+
+T = TypeVar("T")
+R = TypeVar("R")
+Progress = Callable[[str, int, int], None]
+
+
+def parallel(jobs: int, fn: Callable[[T], R], items: Iterable[T], progress: Progress | None = None,
+             label: str = "") -> list[R | StackctlError]:
+    """`fn` over `items` on up to `jobs` threads; a StackctlError becomes that item's result, any other
+    exception (a bug) is raised here."""
+    todo = list(items)
+    results: list[R | StackctlError | None] = [None] * len(todo)
+    pending: queue.SimpleQueue[int] = queue.SimpleQueue()
+    finished: queue.SimpleQueue[tuple[int, R | BaseException]] = queue.SimpleQueue()
+    for i in range(len(todo)):
+        pending.put(i)
+
+    def worker() -> None:
+        while True:
+            try:
+                i = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                finished.put((i, fn(todo[i])))
+            except BaseException as exc:  # handed to the main thread, which decides
+                finished.put((i, exc))
+
+    for _ in range(max(1, min(jobs, len(todo)))):
+        threading.Thread(target=worker, daemon=True).start()
+    for n in range(1, len(todo) + 1):
+        i, r = finished.get()
+        if isinstance(r, BaseException) and not isinstance(r, StackctlError):
+            raise r
+        results[i] = r
+        if progress:
+            progress(label, n, len(todo))
+    return results  # type: ignore[return-value]

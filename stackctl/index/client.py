@@ -1,0 +1,322 @@
+"""The only code that talks HTTP to package indexes.
+
+Credentials go only to the index's own origin (scheme, host, port): redirects are followed by hand so a
+hop to another host never carries them, and requests' own netrc lookup is off. Pages, metadata files
+and HEAD answers go through the on-disk cache; 5xx answers and connection errors are retried with
+exponential backoff; every failure becomes one `ServiceError` line naming index, subject and cause.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
+
+from stackctl.errors import CheckFailed, ServiceError
+from stackctl.index.config import IndexEndpoint, origin
+from stackctl.index.httpcache import Entry, HttpCache
+from stackctl.index.pages import ACCEPT, IndexedFile, PageError, ProjectListing, parse_page
+
+if TYPE_CHECKING:
+    import requests
+
+MAX_REDIRECTS = 5
+USER_AGENT = "stackctl (+index client)"
+
+
+class ProjectNotFound(CheckFailed):
+    """The index answered, and the project is not there: the pin does not exist where the profile says."""
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    cache_dir: Path | None = None  # None: no cache
+    offline: bool = False
+    timeout: float = 30.0
+    retries: int = 3
+    backoff: float = 0.25  # seconds before the first retry; doubles each time
+    jobs: int = 16
+
+
+class IndexClient:
+    def __init__(self, options: ClientOptions | None = None) -> None:
+        self.options = options or ClientOptions()
+        self.cache = HttpCache(self.options.cache_dir) if self.options.cache_dir else None
+        self._local = threading.local()
+        self.requests_made = 0  # network requests, for tests and the benchmark
+        self._count_lock = threading.Lock()
+
+    # --- plumbing ------------------------------------------------------------------------------------
+    def _session(self) -> requests.Session:
+        s: requests.Session | None = getattr(self._local, "session", None)
+        if s is None:
+            import requests
+            from requests.adapters import HTTPAdapter
+
+            s = requests.Session()
+            s.trust_env = False  # no netrc from requests: credentials are ours to place
+            s.headers["User-Agent"] = USER_AGENT
+            adapter = HTTPAdapter(pool_connections=8, pool_maxsize=self.options.jobs)
+            s.mount("http://", adapter)
+            s.mount("https://", adapter)
+            self._local.session = s
+        return s
+
+    def _send(self, ep: IndexEndpoint, method: str, url: str, what: str, headers: dict[str, str],
+              stream: bool = False) -> requests.Response:
+        """One logical request: redirects by hand, retries with backoff, errors as ServiceError."""
+        import requests
+
+        if self.options.offline:
+            raise ServiceError(f"index {ep.name}, {what}: not in the cache, and --offline forbids the network")
+        attempt = 0
+        while True:
+            current = url
+            try:
+                for _ in range(MAX_REDIRECTS + 1):
+                    auth = None
+                    if ep.credentials is not None and origin(current) == ep.origin:
+                        auth = (ep.credentials.username, ep.credentials.password)
+                    proxies = requests.utils.get_environ_proxies(current)
+                    with self._count_lock:
+                        self.requests_made += 1
+                    r = self._session().request(method, current, headers=headers, auth=auth,
+                                                timeout=self.options.timeout, allow_redirects=False,
+                                                stream=stream, proxies=proxies)
+                    if r.is_redirect and "location" in r.headers:
+                        current = urljoin(current, r.headers["location"])
+                        r.close()
+                        continue
+                    break
+                else:
+                    raise ServiceError(f"index {ep.name}, {what}: more than {MAX_REDIRECTS} redirects from {url}")
+            except requests.exceptions.Timeout:
+                cause = f"no answer within {self.options.timeout:g}s from {current}"
+                retry = True
+            except requests.exceptions.ConnectionError as exc:
+                text = str(exc).lower()
+                kind = "connection refused" if "refused" in text else "connection failed"
+                cause = f"{kind} ({current})"
+                retry = True
+            except requests.exceptions.RequestException as exc:
+                raise ServiceError(f"index {ep.name}, {what}: {type(exc).__name__} for {current}") from exc
+            else:
+                if r.status_code < 500:
+                    return r
+                cause = f"HTTP {r.status_code} from {current}"
+                r.close()
+                retry = True
+            if not retry or attempt >= self.options.retries:
+                tries = f" after {attempt + 1} attempts" if attempt else ""
+                raise ServiceError(f"index {ep.name}, {what}: {cause}{tries}")
+            time.sleep(self.options.backoff * (2 ** attempt))
+            attempt += 1
+
+    def _check(self, ep: IndexEndpoint, r: requests.Response, what: str) -> None:
+        if r.status_code in (200, 206, 304):
+            return
+        if r.status_code == 404:
+            raise ProjectNotFound(f"index {ep.name}, {what}: not found (HTTP 404 from {r.url})")
+        if r.status_code in (401, 403):
+            how = "credentials were sent" if ep.credentials else "no credentials are configured for it"
+            raise ServiceError(f"index {ep.name}, {what}: HTTP {r.status_code} from {r.url} ({how})")
+        raise ServiceError(f"index {ep.name}, {what}: HTTP {r.status_code} from {r.url}")
+
+    def fetch(self, ep: IndexEndpoint, url: str, what: str, *, method: str = "GET", accept: str = "*/*",
+              immutable: bool = False) -> Entry:
+        """GET (or HEAD) through the cache."""
+        stored = self.cache.get(method, url, accept) if self.cache else None
+        if stored is not None and (self.options.offline or immutable or stored.fresh()):
+            return stored
+        headers = {"Accept": accept, **(stored.validators() if stored else {})}
+        r = self._send(ep, method, url, what, headers)
+        self._check(ep, r, what)
+        now = time.time()
+        if r.status_code == 304 and stored is not None:
+            merged = {**stored.headers, **{k.lower(): v for k, v in r.headers.items()
+                                           if k.lower() in ("etag", "cache-control", "last-modified")}}
+            entry = Entry(stored.url, stored.status, merged, now, stored.body)
+        else:
+            entry = Entry(r.url, r.status_code, {k.lower(): v for k, v in r.headers.items()}, now,
+                          r.content if method == "GET" else b"")
+        if self.cache is not None:
+            self.cache.put(method, url, accept, entry)
+        return entry
+
+    # --- what the resolver asks ----------------------------------------------------------------------
+    def project(self, ep: IndexEndpoint, project: str) -> ProjectListing:
+        from packaging.utils import canonicalize_name
+
+        what = f"project {project}"
+        url = urljoin(ep.url, canonicalize_name(project) + "/")
+        entry = self.fetch(ep, url, what, accept=ACCEPT)
+        try:
+            return parse_page(project, entry.body, entry.headers.get("content-type", "text/html"), entry.url)
+        except PageError as exc:
+            raise ServiceError(f"index {ep.name}, {what}: {exc}") from None
+
+    def metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
+        what = f"file {f.filename}.metadata"
+        entry = self.fetch(ep, f.metadata_url, what, immutable=f.metadata_sha256 is not None)
+        if f.metadata_sha256 is not None:
+            got = hashlib.sha256(entry.body).hexdigest()
+            if got != f.metadata_sha256:
+                raise ServiceError(f"index {ep.name}, {what}: sha256 {got} does not match the index's "
+                                   f"{f.metadata_sha256}")
+        return entry.body
+
+    def last_modified(self, ep: IndexEndpoint, f: IndexedFile) -> datetime | None:
+        """The file's Last-Modified (a HEAD request): the upload-time stand-in on HTML-only indexes."""
+        entry = self.fetch(ep, f.url, f"file {f.filename}", method="HEAD", immutable=True)
+        value = entry.headers.get("last-modified")
+        if not value:
+            return None
+        try:
+            return parsedate_to_datetime(value).astimezone(timezone.utc)
+        except (TypeError, ValueError):
+            return None
+
+    def wheel_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
+        """METADATA read from the wheel itself: HTTP range requests when served, else the whole file."""
+        what = f"file {f.filename}"
+        key = (f.url + "#METADATA", f"sha256={f.sha256}")  # what was read from a wheel of this exact hash
+        stored = self.cache.get("GET", *key) if self.cache and f.sha256 else None
+        if stored is not None:
+            return stored.body
+        if self.options.offline:
+            raise ServiceError(f"index {ep.name}, {what}: metadata not in the cache, and --offline is set")
+        body = self._wheel_metadata(ep, f)
+        if self.cache is not None and f.sha256:
+            self.cache.put("GET", *key, Entry(f.url, 200, {}, time.time(), body))
+        return body
+
+    def _wheel_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
+        what = f"file {f.filename}"
+        head = self.fetch(ep, f.url, what, method="HEAD", immutable=True)
+        size = int(head.headers.get("content-length") or 0)
+        if head.headers.get("accept-ranges", "").lower() == "bytes" and size > 0:
+            try:
+                with zipfile.ZipFile(_RangeReader(lambda a, b: self._range(ep, f, a, b), size)) as zf:
+                    return _read_metadata(zf, f.filename)
+            except _NoRanges:
+                pass
+        with tempfile.TemporaryDirectory(prefix="stackctl-") as tmp:
+            path = Path(tmp) / f.filename
+            self.download(ep, f, path)
+            with zipfile.ZipFile(path) as zf:
+                return _read_metadata(zf, f.filename)
+
+    def _range(self, ep: IndexEndpoint, f: IndexedFile, start: int, end: int) -> bytes:
+        r = self._send(ep, "GET", f.url, f"file {f.filename}", {"Range": f"bytes={start}-{end}"})
+        self._check(ep, r, f"file {f.filename}")
+        if r.status_code != 206:
+            r.close()
+            raise _NoRanges
+        return r.content
+
+    def download(self, ep: IndexEndpoint, f: IndexedFile | Any, dest: Path,
+                 progress: Callable[[int], None] | None = None) -> None:
+        """Stream `f` into `dest`, checking sha256; a partial or wrong file never stays at `dest`."""
+        what = f"file {f.filename}"
+        r = self._send(ep, "GET", f.url, what, {"Accept": "*/*"}, stream=True)
+        self._check(ep, r, what)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        h = hashlib.sha256()
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                for chunk in r.iter_content(1 << 20):
+                    fh.write(chunk)
+                    h.update(chunk)
+                    if progress:
+                        progress(len(chunk))
+            if f.sha256 and h.hexdigest() != f.sha256:
+                raise ServiceError(f"index {ep.name}, {what}: downloaded sha256 {h.hexdigest()} does not match "
+                                   f"the index's {f.sha256}")
+            os.replace(tmp, dest)
+        except BaseException as exc:
+            Path(tmp).unlink(missing_ok=True)
+            if isinstance(exc, OSError) and not isinstance(exc, ServiceError):
+                raise ServiceError(f"index {ep.name}, {what}: download failed ({exc})") from exc
+            if _is_requests_error(exc):
+                raise ServiceError(f"index {ep.name}, {what}: download interrupted ({type(exc).__name__})") from exc
+            raise
+        finally:
+            r.close()
+
+
+def _is_requests_error(exc: BaseException) -> bool:
+    import requests
+
+    return isinstance(exc, requests.exceptions.RequestException)
+
+
+def _read_metadata(zf: zipfile.ZipFile, filename: str) -> bytes:
+    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+    if len(names) != 1:
+        raise ServiceError(f"{filename}: the wheel has {len(names)} .dist-info/METADATA files, not one")
+    return zf.read(names[0])
+
+
+class _NoRanges(Exception):
+    pass
+
+
+class _RangeReader(io.RawIOBase):
+    """A seekable read-only file over HTTP range requests, read in blocks (zipfile seeks a lot)."""
+
+    BLOCK = 256 * 1024
+
+    def __init__(self, fetch: Callable[[int, int], bytes], size: int) -> None:
+        self._fetch = fetch
+        self._size = size
+        self._pos = 0
+        self._blocks: dict[int, bytes] = {}
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def _block(self, i: int) -> bytes:
+        if i not in self._blocks:
+            start = i * self.BLOCK
+            self._blocks[i] = self._fetch(start, min(self._size, start + self.BLOCK) - 1)
+        return self._blocks[i]
+
+    def read(self, n: int = -1) -> bytes:
+        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
+        out = bytearray()
+        while self._pos < end:
+            i, off = divmod(self._pos, self.BLOCK)
+            chunk = self._block(i)[off:off + end - self._pos]
+            if not chunk:
+                break
+            out += chunk
+            self._pos += len(chunk)
+        return bytes(out)
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)

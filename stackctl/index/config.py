@@ -1,0 +1,145 @@
+"""Where each index of a stack lives for this run, and how to log in to it (by reference only)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from stackctl.errors import InputError
+from stackctl.profile import Index, Stack
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str = field(repr=False)
+
+    def __repr__(self) -> str:  # never show the secret, not even in a traceback
+        return f"Credentials(username={self.username!r}, password=***)"
+
+
+@dataclass(frozen=True)
+class IndexEndpoint:
+    """An index of the stack, bound to a URL for this run."""
+
+    name: str
+    url: str  # ends with "/", never carries credentials
+    credentials: Credentials | None = field(default=None, repr=False, compare=False)
+    url_source: str = "profile"  # "profile" | "pip" | "option" | "env"
+
+    @property
+    def origin(self) -> tuple[str, str, int | None]:
+        return origin(self.url)
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    p = urlsplit(url)
+    return (p.scheme, (p.hostname or "").lower(), p.port or {"http": 80, "https": 443}.get(p.scheme))
+
+
+def env_var_for(name: str) -> str:
+    """`STACKCTL_INDEX_<NAME>_URL`, NAME upper-cased with every other character as `_`."""
+    return "STACKCTL_INDEX_" + re.sub(r"[^A-Z0-9]", "_", name.upper()) + "_URL"
+
+
+def public_index_url(environ: Mapping[str, str] | None = None) -> str:
+    """The user's public index: PIP_INDEX_URL, then pip's configuration files, then pip's default.
+
+    `extra-index-url` and `find-links` are deliberately ignored: they are additions, not the index.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("PIP_INDEX_URL"):
+        return env["PIP_INDEX_URL"].split()[0]
+    try:
+        from pip._internal.configuration import Configuration
+
+        conf = Configuration(isolated=False)
+        conf.load()
+        for key in ("global.index-url", "install.index-url", "download.index-url"):
+            try:
+                value = conf.get_value(key)
+            except Exception:  # pip raises ConfigurationError for a missing key
+                continue
+            if isinstance(value, str) and value.strip():
+                return value.split()[0]
+    except Exception:  # a pip too old or too new for this private API: fall back to its default
+        pass
+    from pip._internal.models.index import PyPI
+
+    return str(PyPI.simple_url)
+
+
+def _strip_userinfo(url: str) -> tuple[str, Credentials | None]:
+    p = urlsplit(url)
+    if p.username is None:
+        return url, None
+    from urllib.parse import unquote
+
+    netloc = p.netloc.rsplit("@", 1)[1]
+    creds = Credentials(unquote(p.username), unquote(p.password or ""))
+    return p._replace(netloc=netloc).geturl(), creds
+
+
+def parse_overrides(values: list[str] | tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        name, sep, url = v.partition("=")
+        if not sep or not name or not url:
+            raise InputError(f"--index {v!r}: expected NAME=URL")
+        if urlsplit(url).scheme not in ("http", "https", "file"):
+            raise InputError(f"--index {name}: {url!r} is not an http(s) URL")
+        out[name] = url
+    return out
+
+
+def _netrc_credentials(url: str) -> Credentials | None:
+    import netrc
+
+    try:
+        rc = netrc.netrc(os.environ.get("NETRC") or None)
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        return None
+    entry = rc.authenticators(urlsplit(url).hostname or "")
+    if entry is None:
+        return None
+    login, _, password = entry
+    return Credentials(login or "", password or "")
+
+
+def credentials_for(index: Index, url: str, environ: Mapping[str, str] | None = None) -> Credentials | None:
+    env = os.environ if environ is None else environ
+    if index.username_env or index.password_env:
+        user = env.get(index.username_env or "", "")
+        password = env.get(index.password_env or "", "")
+        if user or password:
+            return Credentials(user, password)
+    return _netrc_credentials(url) if index.netrc else None
+
+
+def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
+             environ: Mapping[str, str] | None = None) -> IndexEndpoint:
+    env = os.environ if environ is None else environ
+    if overrides and index.name in overrides:
+        url, source = overrides[index.name], "option"
+    elif env.get(env_var_for(index.name)):
+        url, source = env[env_var_for(index.name)], "env"
+    elif index.url:
+        url, source = index.url, "profile"
+    else:
+        url, source = public_index_url(env), "pip"
+    url, inline = _strip_userinfo(url)
+    if not url.endswith("/"):
+        url += "/"
+    return IndexEndpoint(index.name, url, inline or credentials_for(index, url, env), source)
+
+
+def endpoints(stack: Stack, overrides: Mapping[str, str] | None = None,
+              environ: Mapping[str, str] | None = None) -> dict[str, IndexEndpoint]:
+    unknown = sorted(set(overrides or {}) - {i.name for i in stack.indexes})
+    if unknown:
+        raise InputError(f"--index {unknown[0]}: {stack.name} has no index of that name "
+                         f"(it has {', '.join(i.name for i in stack.indexes)})")
+    return {i.name: endpoint(i, overrides, environ) for i in stack.indexes}

@@ -1,0 +1,230 @@
+"""Every index fault the resolver must survive: one line naming index, subject and cause; the exit code."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Result
+from tests.support.index_server import (
+    TORCH,
+    IndexServer,
+    body,
+    hang,
+    musa_profile,
+    populate_musa,
+    populate_public,
+    redirect,
+    status,
+)
+
+Cli = Callable[..., Result]
+TORCH_PAGE = "/simple/torch/"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
+    for var in ("PIP_INDEX_URL", "MUSA_TEST_USER", "MUSA_TEST_PASSWORD"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+
+
+@pytest.fixture
+def musa(tmp_path: Path) -> Iterator[IndexServer]:
+    server = IndexServer()
+    populate_musa(server, tmp_path / "wheels")
+    with server:
+        yield server
+
+
+@pytest.fixture
+def public(tmp_path: Path) -> Iterator[IndexServer]:
+    server = IndexServer()
+    populate_public(server, tmp_path / "wheels")
+    with server:
+        yield server
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Path:
+    return musa_profile(tmp_path / "stacks")
+
+
+def run(cli: Cli, profile: Path, musa_url: str, public: IndexServer, *extra: str) -> Result:
+    return cli("resolve", str(profile), "--index", f"musa={musa_url}", "--index", f"public={public.url}",
+               "--no-closure", "--retries", "2", *extra)
+
+
+def error_line(r: Result) -> str:
+    lines = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, r.err
+    return lines[0]
+
+
+def test_project_404_is_a_failed_check(cli: Cli, tmp_path: Path, musa: IndexServer, public: IndexServer) -> None:
+    profile = musa_profile(tmp_path / "s", extra='\n[pins.nosuch]\nversion = "1.0"\nindex = "musa"\n')
+    r = run(cli, profile, musa.url, public)
+    assert r.code == 1
+    assert error_line(r).startswith("error: index musa, project nosuch: not found (HTTP 404 from ")
+
+
+def test_pin_missing_for_a_target(cli: Cli, tmp_path: Path, musa: IndexServer, public: IndexServer) -> None:
+    profile = musa_profile(tmp_path / "s")
+    profile.write_text(profile.read_text().replace('platforms = ["linux_x86_64"]',
+                                                   'platforms = ["linux_x86_64", "linux_aarch64"]'))
+    r = run(cli, profile, musa.url, public)
+    assert r.code == 1
+    assert f"pin torch {TORCH}: no wheel for cp310-linux_aarch64 on index musa" in error_line(r)
+
+
+def test_5xx_then_success(cli: Cli, profile: Path, musa: IndexServer, public: IndexServer) -> None:
+    musa.fault(TORCH_PAGE, status(503), status(502))
+    r = run(cli, profile, musa.url, public, "--json")
+    assert r.code == 0, r.err
+    assert len(musa.requests_to(f"^{TORCH_PAGE}$")) == 3
+
+
+def test_5xx_forever(cli: Cli, profile: Path, musa: IndexServer, public: IndexServer) -> None:
+    musa.fault(TORCH_PAGE, *[status(503)] * 10)
+    r = run(cli, profile, musa.url, public, "--json")
+    assert r.code == 3
+    assert error_line(r) == f"error: index musa, project torch: HTTP 503 from {musa.url}torch/ after 3 attempts"
+    assert json.loads(r.out) == {"error": error_line(r).removeprefix("error: "), "exit_code": 3}
+
+
+def test_connection_refused(cli: Cli, profile: Path, public: IndexServer) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: nobody listens there
+    r = run(cli, profile, f"http://127.0.0.1:{port}/simple/", public)
+    assert r.code == 3
+    line = error_line(r)
+    assert line.startswith("error: index musa, project ") and "connection refused" in line
+    assert "after 3 attempts" in line
+
+
+def test_hanging_server_times_out(cli: Cli, profile: Path, musa: IndexServer, public: IndexServer) -> None:
+    musa.fault(TORCH_PAGE, hang(3))
+    r = run(cli, profile, musa.url, public, "--timeout", "0.5", "--retries", "0")
+    assert r.code == 3
+    assert error_line(r) == f"error: index musa, project torch: no answer within 0.5s from {musa.url}torch/"
+
+
+@pytest.mark.parametrize(("page", "cause"), [
+    (f'<a href="javascript:alert(1)">torch-{TORCH}-cp310-cp310-linux_x86_64.whl</a>', "scheme 'javascript'"),
+    (f'<a href="../../files/evil.whl#sha256={"a" * 64}">torch-{TORCH}-cp310-cp310-linux_x86_64.whl</a>',
+     "points at a different file ('evil.whl')"),
+    (f'<a href="../../files/torch-{TORCH}-cp310-cp310-linux_x86_64.whl#sha256=nothex">torch-{TORCH}-cp310-cp310-'
+     'linux_x86_64.whl</a>', "is not 64 hex digits"),
+])
+def test_hostile_or_malformed_html(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer, page: str,
+                                   cause: str) -> None:
+    server = IndexServer(html_only=True)
+    populate_musa(server, tmp_path / "w2")
+    with server:
+        server.fault(TORCH_PAGE, body(f"<html><body>{page}".encode(), "text/html"))
+        r = run(cli, profile, server.url, public)
+    assert r.code == 3
+    line = error_line(r)
+    assert line.startswith("error: index musa, project torch: ") and cause in line
+
+
+def test_html_junk_links_are_ignored(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer) -> None:
+    server = IndexServer(html_only=True)
+    populate_musa(server, tmp_path / "w3")
+    with server:
+        server.fault(TORCH_PAGE, body(b'<a href="../etc/passwd">../../etc/passwd</a><a>no href</a>', "text/html"))
+        r = run(cli, profile, server.url, public)
+    assert r.code == 1  # nothing usable on the page: the pin is missing, which is a failed check
+    assert "pin torch 2.11.0.post2+musa5.2.0: not on index musa" in error_line(r)
+
+
+@pytest.mark.parametrize("payload", [
+    b'{"meta": {"api-version": "1.1"}, "name": "torch", "files": "nope"}',
+    b'{"meta": {"api-version": "1.1"}, "name": "torch", "files": [{"filename": "x.whl"}]}',
+    b"{not json",
+])
+def test_json_not_pep691(cli: Cli, profile: Path, musa: IndexServer, public: IndexServer, payload: bytes) -> None:
+    musa.fault(TORCH_PAGE, body(payload, "application/vnd.pypi.simple.v1+json"))
+    r = run(cli, profile, musa.url, public)
+    assert r.code == 3
+    assert error_line(r).startswith("error: index musa, project torch: JSON does not match PEP 691 (")
+
+
+def test_redirect_to_another_host_drops_credentials(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MUSA_TEST_USER", "builder")
+    monkeypatch.setenv("MUSA_TEST_PASSWORD", "s3cret-token")
+    private = IndexServer(auth=("builder", "s3cret-token"))
+    mirror = IndexServer()
+    populate_musa(private, tmp_path / "wp")
+    populate_musa(mirror, tmp_path / "wm")
+    with private, mirror:
+        private.fault(TORCH_PAGE, redirect(f"{mirror.url}torch/"))
+        r = run(cli, profile, private.url, public, "--json")
+        lock = profile.with_suffix(".lock").read_text()
+    assert r.code == 0, r.err
+    assert private.requests_to(f"^{TORCH_PAGE}$")[0][2].get("Authorization", "").startswith("Basic ")
+    followed = mirror.requests_to(f"^{TORCH_PAGE}$")
+    assert followed and all("Authorization" not in h for _, _, h in followed)
+    assert not any("Authorization" in h for _, _, h in mirror.log)
+    for text in (r.out, r.err, lock):
+        assert "s3cret-token" not in text and "builder:" not in text
+
+
+def test_interrupted_run_keeps_previous_lock(cli: Cli, profile: Path, musa: IndexServer,
+                                             public: IndexServer) -> None:
+    ok = run(cli, profile, musa.url, public)
+    assert ok.code == 0, ok.err
+    before = profile.with_suffix(".lock").read_bytes()
+    musa.fault("/simple/deep-ep/", *[status(500)] * 10)
+    profile.write_text(profile.read_text().replace('version = "1.26.4"', 'version = "2.0.0"'))
+    r = run(cli, profile, musa.url, public, "--no-cache")
+    assert r.code == 3
+    assert "index musa, project deep_ep: HTTP 500" in error_line(r) or "deep-ep" in error_line(r)
+    assert profile.with_suffix(".lock").read_bytes() == before
+    assert not list(profile.parent.glob(".*.tmp"))
+
+
+def test_bad_index_option(cli: Cli, profile: Path) -> None:
+    r = cli("resolve", str(profile), "--index", "nosuch=http://127.0.0.1:9/simple/")
+    assert r.code == 2
+    assert error_line(r) == "error: --index nosuch: musa-stack has no index of that name (it has musa, public)"
+    r = cli("resolve", str(profile), "--index", "musa")
+    assert r.code == 2 and "expected NAME=URL" in error_line(r)
+
+
+def test_sigint_mid_run_keeps_previous_lock(tmp_path: Path, profile: Path, musa: IndexServer,
+                                            public: IndexServer) -> None:
+    """A real interrupt (Ctrl-C) while the index hangs: the lock on disk is the previous one."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    lock = profile.with_suffix(".lock")
+    lock.write_text("previous lock\n")
+    musa.fault(TORCH_PAGE, hang(20))
+    env = {**os.environ, "STACKCTL_CACHE_DIR": str(tmp_path / "c")}
+    proc = subprocess.Popen([sys.executable, "-m", "stackctl", "resolve", str(profile), "--no-closure",
+                             "--index", f"musa={musa.url}", "--index", f"public={public.url}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 15
+    while not musa.requests_to(f"^{TORCH_PAGE}$") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - start < 5  # Ctrl-C does not wait for the hanging request
+    assert proc.returncode == 130, err
+    assert lock.read_text() == "previous lock\n"
+    assert not list(lock.parent.glob(".*.tmp"))

@@ -1,0 +1,88 @@
+"""Page parsing and index configuration, without a server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stackctl.errors import InputError
+from stackctl.index.config import Credentials, endpoint, env_var_for, parse_overrides, public_index_url
+from stackctl.index.pages import JSON_TYPE, PageError, parse_page
+from stackctl.profile import Index
+
+SHA = "ab" * 32
+WHL = "torch-2.11.0-cp310-cp310-linux_x86_64.whl"
+
+
+def test_json_page_with_pep714_fallback_and_pep700_fields() -> None:
+    page = {"meta": {"api-version": "1.1"}, "name": "torch", "versions": ["2.11.0"], "files": [
+        {"filename": WHL, "url": f"../../f/{WHL}", "hashes": {"sha256": SHA}, "size": 3,
+         "upload-time": "2026-03-01T12:00:00.5Z", "data-dist-info-metadata": {"sha256": SHA},
+         "yanked": "bad build", "requires-python": ">=3.10"},
+        {"filename": "other-1.0-py3-none-any.whl", "url": "x", "hashes": {}},
+    ]}
+    lst = parse_page("torch", json.dumps(page).encode(), JSON_TYPE, "http://i.test/simple/torch/")
+    [f] = lst.files
+    assert f.url == f"http://i.test/f/{WHL}" and f.sha256 == SHA and f.size == 3
+    assert f.upload_time is not None and f.upload_time.isoformat() == "2026-03-01T12:00:00.500000+00:00"
+    assert f.yanked and f.yanked_reason == "bad build" and f.requires_python == ">=3.10"
+    assert f.has_metadata and f.metadata_sha256 == SHA
+    assert lst.source == "json" and lst.ignored == ("other-1.0-py3-none-any.whl",)
+
+
+def test_html_page_with_entities_and_credentials_in_links() -> None:
+    html = (f'<html><body><a href="http://user:pw@i.test/f/{WHL}#sha256={SHA.upper()}" '
+            f'data-requires-python="&gt;=3.10" data-dist-info-metadata="sha256={SHA}" data-yanked="">{WHL}</a>')
+    [f] = parse_page("torch", html.encode(), "text/html; charset=utf-8", "http://i.test/simple/torch/").files
+    assert f.url == f"http://i.test/f/{WHL}"  # userinfo never survives into a URL we record
+    assert f.sha256 == SHA and f.requires_python == ">=3.10" and f.metadata_sha256 == SHA and f.yanked
+
+
+@pytest.mark.parametrize(("href", "cause"), [
+    ("file:///etc/passwd", "local file system"),
+    ("data:text/plain,hi", "scheme 'data'"),
+    ("../../f/other.whl", "points at a different file"),
+])
+def test_hostile_links(href: str, cause: str) -> None:
+    with pytest.raises(PageError, match=cause):
+        parse_page("torch", f'<a href="{href}">{WHL}</a>'.encode(), "text/html", "http://i.test/simple/torch/")
+
+
+def test_unexpected_content_type() -> None:
+    with pytest.raises(PageError, match="unexpected content type 'application/xml'"):
+        parse_page("torch", b"<x/>", "application/xml", "http://i.test/simple/torch/")
+
+
+def test_endpoint_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    idx = Index("musa-mirror", "https://vendor.test/simple", username_env="U", password_env="P", netrc=False)
+    env = {"U": "me", "P": "tok"}
+    ep = endpoint(idx, None, env)
+    assert ep.url == "https://vendor.test/simple/" and ep.url_source == "profile"
+    assert ep.credentials == Credentials("me", "tok") and "tok" not in repr(ep) + repr(ep.credentials)
+    assert env_var_for("musa-mirror") == "STACKCTL_INDEX_MUSA_MIRROR_URL"
+    ep = endpoint(idx, None, {**env, "STACKCTL_INDEX_MUSA_MIRROR_URL": "http://127.0.0.1:1/s/"})
+    assert (ep.url, ep.url_source) == ("http://127.0.0.1:1/s/", "env")
+    ep = endpoint(idx, {"musa-mirror": "http://a:b@127.0.0.1:2/s/"}, {})
+    assert (ep.url, ep.url_source, ep.credentials) == ("http://127.0.0.1:2/s/", "option", Credentials("a", "b"))
+
+
+def test_public_index_from_pip_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert public_index_url({"PIP_INDEX_URL": "http://mirror.test/simple/ http://x"}) == "http://mirror.test/simple/"
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = http://conf.test/simple/\nextra-index-url = file:///x\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    assert public_index_url({}) == "http://conf.test/simple/"
+    conf.write_text("[global]\nextra-index-url = http://extra.test/simple/\nfind-links = /opt/wheels\n")
+    from pip._internal.models.index import PyPI
+
+    assert public_index_url({}) == PyPI.simple_url  # extras and find-links are not the index
+
+
+def test_override_syntax() -> None:
+    assert parse_overrides(["a=http://x/simple/"]) == {"a": "http://x/simple/"}
+    with pytest.raises(InputError, match="expected NAME=URL"):
+        parse_overrides(["a"])
+    with pytest.raises(InputError, match="not an http"):
+        parse_overrides(["a=ftp://x"])
