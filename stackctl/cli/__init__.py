@@ -7,6 +7,7 @@ import traceback
 
 import click
 import typer
+from rich.text import Text
 
 from stackctl.cli.app import app, console_err, output
 from stackctl.errors import EXIT_INPUT, ProfileError, StackctlError
@@ -26,10 +27,11 @@ def _report(exc: StackctlError, as_json: bool) -> None:
             payload["problems"] = [str(p) for p in exc.problems]
         print(json.dumps(payload, indent=2))
     lines = [str(p) for p in exc.problems] if isinstance(exc, ProfileError) else [str(exc)]
+    # Messages quote user input ([image], key paths): never read them as rich markup.
     for line in lines:
-        console_err.print(f"[bold red]error:[/] {line}", highlight=False, markup=True, soft_wrap=True)
+        console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
     if exc.hint:
-        console_err.print(f"[yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+        console_err.print(Text.assemble(("hint:", "yellow"), " ", exc.hint), soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -32,6 +32,8 @@ RefOpt = Annotated[str | None, typer.Option("--ref", help="Source tag or branch 
 CreatedOpt = Annotated[str | None, typer.Option("--created", help="Set org.opencontainers.image.created "
                                                 "(ISO 8601, or `now`); absent by default for reproducibility.")]
 WheelhouseOpt = Annotated[Path | None, typer.Option("--wheelhouse", help="Directory holding the lock's wheels.")]
+IndexOpt = Annotated[list[str] | None, typer.Option(
+    "--index", help="NAME=URL: fetch missing wheels of index NAME from URL (also STACKCTL_INDEX_<NAME>_URL).")]
 
 
 def _lock_path(stack: Stack, lock: Path | None) -> Path:
@@ -119,19 +121,16 @@ def _prepare(profile: str, lock: Path | None, target: str | None, revision: str 
     return _Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref)
 
 
-def _wheelhouse(prep: _Prepared, wheelhouse: Path | None, default: Path) -> Path:
-    """The lock's wheels, sha256-verified. The seam to `stackctl.wheelhouse.fetch_wheelhouse`."""
+def _wheelhouse(prep: _Prepared, wheelhouse: Path | None, default: Path, index: list[str] | None) -> Path:
+    """The lock's wheels: the given wheelhouse when it holds them all, else fetched from the indexes."""
+    from stackctl.index.config import parse_overrides
+    from stackctl.wheelhouse import fetch_wheelhouse
+
     needed = [f.wheel for f in prep.rendered.files if f.wheel]
     where = wheelhouse or default
     if all((where / w).is_file() for w in needed if w):
         return where  # buildctx checks every sha256 against the lock as it copies
-    try:
-        from stackctl.wheelhouse import fetch_wheelhouse  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        missing = [w for w in needed if w and not (where / w).is_file()]
-        raise InputError(f"{where}: {len(missing)} wheel(s) of the lock missing (first: {missing[0]}); "
-                         "fetch them into --wheelhouse") from None
-    fetch_wheelhouse(prep.lock, prep.stack, prep.target, where)
+    fetch_wheelhouse(prep.lock, prep.stack, prep.target, where, overrides=parse_overrides(index or []))
     return where
 
 
@@ -255,6 +254,7 @@ def build(
     lock: LockOpt = None,
     target: TargetOpt = None,
     wheelhouse: WheelhouseOpt = None,
+    index: IndexOpt = None,
     context: Annotated[Path | None, typer.Option("--context", help="Build context dir (default: "
                                                  "build/STACK/context).")] = None,
     repository: RepoOpt = None,
@@ -280,7 +280,7 @@ def build(
     image = image_ref(prep.stack, repository)
     base = record_dir / prep.stack.name
     ctx = context or base / "context"
-    digests = write_context(prep.rendered, _wheelhouse(prep, wheelhouse, base / "wheelhouse"), ctx)
+    digests = write_context(prep.rendered, _wheelhouse(prep, wheelhouse, base / "wheelhouse", index), ctx)
     engine = DockerEngine()
     base_facts = engine.facts(prep.stack.image.base) if prep.stack.image else None
     if base_facts is None:

@@ -23,12 +23,19 @@ def diff(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Package / before / after / note for two stacks, plus index, target, gate and image changes."""
+    """Package / before / after / note for two stacks (profiles, locks, or image references).
+
+    Profiles also show index, target, gate and image changes; locks show file and hash changes; images
+    (`host:port/name:tag`) compare the distributions each image says it has installed.
+    """
     from stackctl.cli.resolve import is_lock_ref, lock_diff_report
     from stackctl.diff import diff_stacks
 
     if is_lock_ref(before) and is_lock_ref(after):
         lock_diff_report(before, after, markdown, as_json)
+        return
+    if _is_image_ref(before) and _is_image_ref(after):
+        _image_diff(before, after, markdown, changed_only, as_json)
         return
 
     d = diff_stacks(load_profile(before), load_profile(after), before, after)
@@ -52,6 +59,44 @@ def diff(
           "pins": [{"package": p.package, "before": p.before, "after": p.after, "change": p.change,
                     "move": p.move, "note": p.note} for p in pins],
           "fields": d.fields}, as_json, human)
+
+
+def _is_image_ref(spec: str) -> bool:
+    """`name:tag`, `host:port/name:tag` or `name@sha256:...`, and not a file, profile or lock."""
+    if Path(spec).exists() or Path(spec.partition("@")[0]).suffix in (".toml", ".lock"):
+        return False
+    return "@sha256:" in spec or ":" in spec.rpartition("/")[2]
+
+
+def _image_diff(before: str, after: str, markdown: bool, changed_only: bool, as_json: bool) -> None:
+    from stackctl.cli.image import image_pins
+    from stackctl.image import diff_installed
+    from stackctl.versions import classify
+
+    rows = [r for r in diff_installed(image_pins(before), image_pins(after))
+            if not changed_only or r.change != "unchanged"]
+
+    def note(before_v: str | None, after_v: str | None, change: str) -> str:
+        if change != "changed" or before_v is None or after_v is None:
+            return change
+        try:
+            return classify(before_v, after_v)
+        except ValueError:  # an installed version that is not PEP 440: say only that it moved
+            return change
+
+    table_rows = [[r.package, r.before or "—", r.after or "—", note(r.before, r.after, r.change)] for r in rows]
+
+    def human() -> None:
+        if markdown:
+            print(markdown_table(_PIN_COLUMNS, table_rows))
+            return
+        console.print(table(f"{before} → {after}", _PIN_COLUMNS, table_rows))
+        moved = sum(1 for r in rows if r.change != "unchanged")
+        console.print(f"{moved} of {len(rows)} installed distributions changed")
+
+    emit({"before": before, "after": after,
+          "pins": [{"package": r.package, "before": r.before, "after": r.after, "change": r.change,
+                    "note": t[3]} for r, t in zip(rows, table_rows, strict=True)]}, as_json, human)
 
 
 @app.command()

@@ -108,6 +108,11 @@ def test_image_diff_from_installed_labels(
         assert [(r.package, r.before, r.after, r.change) for r in rows if r.change != "unchanged"] == [
             ("toplib", "0.3.0", "0.4.0", "changed")]
         assert len(rows) == 5
+        r = cli("diff", a, b, "--markdown", "--changed-only")
+        assert r.code == 0, r.err
+        assert r.out.splitlines()[2:] == ["| toplib | 0.3.0 | 0.4.0 | minor |"]
+        j = json.loads(cli("diff", a, b, "--json").out)
+        assert {p["package"]: p["change"] for p in j["pins"]}["corelib"] == "unchanged"
         delete_from_registry(registry, repository, published)
     finally:
         remove_images(docker_client, repository)
