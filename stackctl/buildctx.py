@@ -7,17 +7,11 @@ import shutil
 from pathlib import Path
 
 from stackctl.errors import CheckFailed, InputError
+from stackctl.fsutil import sha256_file
 from stackctl.render import Rendered
 
 MARKER = ".stackctl-context"
 
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def write_context(rendered: Rendered, wheelhouse: Path, dest: Path) -> dict[str, str]:

@@ -33,6 +33,6 @@ class Fingerprint:
 
 
 def file_inputs(files: Mapping[str, Path]) -> dict[str, str]:
-    from stackctl.buildctx import sha256_file
+    from stackctl.fsutil import sha256_file
 
     return {name: sha256_file(path) for name, path in files.items()}

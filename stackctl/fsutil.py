@@ -1,7 +1,8 @@
-"""Atomic writes: an interrupted run leaves the previous file intact."""
+"""Files: atomic writes (an interrupted run leaves the previous file intact) and content hashes."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -22,3 +23,12 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in chunks (wheels run to gigabytes)."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

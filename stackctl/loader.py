@@ -19,7 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from stackctl.errors import InputError, Problem, ProfileError
+from stackctl.errors import Problem, ProfileError
 from stackctl.profile import (
     AbiPolicy,
     AbiRole,
@@ -432,22 +432,3 @@ def _image(t: dict[str, Any] | None, stack: str, pythons: list[str], pins: list[
         return None
     return Image(t["base"], t["repository"], t["tag"], python, tuple(t.get("vars", {}).items()),
                  tuple(t.get("labels", {}).items()))
-
-
-def load_many(paths: list[str]) -> list[Stack]:
-    """Load several profiles; problems from all of them are reported together."""
-    stacks: list[Stack] = []
-    problems: list[Problem] = []
-    for path in paths:
-        try:
-            stacks.append(load_stack(path))
-        except ProfileError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise ProfileError(tuple(problems))
-    return stacks
-
-
-def must_exist(path: str) -> None:
-    if not Path(path).exists():
-        raise InputError(f"{path}: no such file")

@@ -6,24 +6,16 @@ goes into an image is exactly what `resolve` proved.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from stackctl.concurrency import parallel
 from stackctl.errors import CheckFailed, InputError, StackctlError
+from stackctl.fsutil import sha256_file
 from stackctl.index.client import ClientOptions, IndexClient
 from stackctl.index.config import IndexEndpoint, endpoints, origin
 from stackctl.lock import Lock, LockedFile
 from stackctl.profile import Stack
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _endpoint_for(f: LockedFile, index: str | None, eps: Mapping[str, IndexEndpoint], stack: Stack) -> IndexEndpoint:
@@ -64,7 +56,7 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
 
     def one(f: LockedFile) -> Path:
         path = dest / f.filename
-        if path.is_file() and _sha256(path) == f.sha256:
+        if path.is_file() and sha256_file(path) == f.sha256:
             return path
         client.download(_endpoint_for(f, pin_index.get(f.url), eps, stack), f, path)
         return path
