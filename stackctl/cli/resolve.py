@@ -112,16 +112,19 @@ def _short_time(t: str | None) -> str:
 
 
 def _print_lock(lock: Lock, path: Path | None) -> None:
+    # File names run to 70 characters: on a narrow terminal keep the columns a person scans, and
+    # leave file names and hashes to --json and the lock itself.
+    wide = console.width >= 150
+    columns = ["package", "version", "index", "target", *(["file", "sha256"] if wide else []), "uploaded", "",
+               "newest in line"]
     rows = []
     for p in lock.pins:
         for f in p.files:
-            rows.append([p.name, p.version, p.index, f.target, f.filename, f.sha256[:12],
+            rows.append([p.name, p.version, p.index, f.target, *([f.filename, f.sha256[:12]] if wide else []),
                          _short_time(f.upload_time) + ("" if f.upload_time_source == "index" else
                                                        f" ({f.upload_time_source})"),
                          "yanked" if f.yanked else "", p.newest_in_line or "—"])
-    console.print(table(f"{lock.stack}: {len(lock.pins)} pins", ["package", "version", "index", "target", "file",
-                                                                 "sha256", "uploaded", "", "newest in line"],
-                        rows))
+    console.print(table(f"{lock.stack}: {len(lock.pins)} pins", columns, rows))
     for t in lock.trains:
         spread = f"{t.spread_seconds / 60:.0f} min" if t.spread_seconds is not None else "unknown"
         trail = f", trailing: {', '.join(t.trailing)}" if t.trailing else ""
