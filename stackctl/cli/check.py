@@ -1,0 +1,67 @@
+"""check: the one command CI runs on a pull request, one line per failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit
+from stackctl.cli.profiles import load_profile
+from stackctl.cli.resolve import lock_path_for
+from stackctl.errors import CheckFailed, StackctlError
+
+
+@app.command()
+def check(
+    profile: Annotated[str, typer.Argument(help="Profile file or stack name.")],
+    lock: Annotated[Path | None, typer.Option("--lock", help="The lock (default: beside the profile).")] = None,
+    requirements: Annotated[Path | None, typer.Option(
+        "--requirements", help="Directory whose requirement files must match the profile (and the lock's hashes "
+        "with --hashes).")] = None,
+    hashes: Annotated[bool, typer.Option("--hashes", help="The requirement files carry the lock's --hash lines.")]
+    = False,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Fail (exit 1) when the lock or the requirement files no longer match the profile."""
+    from stackctl.export import drift, render_requirements
+    from stackctl.lock import read_lock
+
+    stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
+    failures: list[str] = []
+    passes: list[str] = []
+    path = lock_path_for(profile, lock)
+    locked = None
+    try:
+        locked = read_lock(path)
+    except StackctlError as exc:
+        failures.append(str(exc))
+    if locked is not None:
+        if locked.profile_digest != stack.digest() or locked.stack != stack.name:
+            failures.append(f"{path}: made from another version of {stack.name}; run `stackctl resolve {profile}`")
+            locked = None
+        else:
+            passes.append(f"{path} matches {stack.name}")
+    if requirements is not None and (locked is not None or not hashes):
+        expected = render_requirements(stack, locked if hashes else None)
+        existing = {n: (requirements / n).read_text(encoding="utf-8") if (requirements / n).is_file() else None
+                    for n in expected}
+        drifted = {d.file for d in drift(expected, existing)}
+        for name in expected:
+            if name in drifted:
+                failures.append(f"{requirements / name}: differs from {stack.name}; "
+                                f"run `stackctl export {profile} --out {requirements}`")
+            else:
+                passes.append(f"{requirements / name} matches {stack.name}")
+
+    def human() -> None:
+        for line in passes:
+            console.print(f"PASS {line}", markup=False)
+        for line in failures:
+            console.print(f"FAIL {line}", markup=False)
+
+    emit({"stack": stack.name, "passed": passes, "failed": failures}, as_json, human)
+    if failures:
+        raise CheckFailed(f"{len(failures)} check(s) failed for {stack.name}")
