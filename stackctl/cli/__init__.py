@@ -12,7 +12,7 @@ from stackctl.cli.app import app, console_err
 from stackctl.errors import EXIT_INPUT, ProfileError, StackctlError
 
 # Each module registers its commands on `app` when imported.
-from stackctl.cli import profiles, review  # noqa: F401  isort: skip
+from stackctl.cli import abi, profiles, review  # noqa: F401  isort: skip
 
 __all__ = ["app", "main"]
 
