@@ -123,11 +123,11 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
     by_name: dict[str, list[_Provider]] = {}
     for w in wheels:
         for e in w.scan.elves:
-            if e.info is None or (arch and e.info.machine != arch):
+            if (e.info is None and not e.unread) or (e.info and arch and e.info.machine != arch):
                 continue  # a library the loader could not use provides nothing
-            p = _Provider(w.scan.filename, e.installed, e.info.soname)
+            p = _Provider(w.scan.filename, e.installed, e.info.soname if e.info else None)
             by_path.setdefault(e.installed, p)
-            for key in {posixpath.basename(e.installed), e.info.soname}:
+            for key in {posixpath.basename(e.installed), p.soname}:
                 if key:
                     by_name.setdefault(key, []).append(p)
 
@@ -140,6 +140,8 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
             continue
         wheel = w.scan.filename
         for e in w.scan.elves:
+            if e.unread:
+                continue
             if e.info is None:
                 not_elf = (e.problem or "").startswith("not an ELF")
                 findings.append(Finding(Severity.WARNING if not_elf else Severity.ERROR,

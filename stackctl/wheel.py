@@ -324,6 +324,7 @@ class ElfMember:
     installed: str  # relative to site-packages (see install_path)
     info: ElfInfo | None
     problem: str | None = None  # why `info` is None: "not an ELF file", "truncated ELF (...)"
+    unread: bool = False  # listed by name only (see scan_wheel's read_elves)
 
 
 @dataclass(frozen=True)
@@ -348,8 +349,12 @@ class WheelScan:
 _ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x", "riscv64", "armv7l", "i686", "i386")
 
 
-def scan_wheel(reader: WheelReader, *, with_metadata: bool = False) -> WheelScan:
-    """Read every library member's dynamic information (only the front of each member is read)."""
+def scan_wheel(reader: WheelReader, *, with_metadata: bool = False, read_elves: bool = True) -> WheelScan:
+    """Read every library member's dynamic information (only the front of each member is read).
+
+    With `read_elves=False` library members are listed by name from the central directory alone: what a
+    wheel that only provides libraries costs to list when it is remote.
+    """
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     from stackctl.elf import NotElf, read_elf
@@ -364,6 +369,9 @@ def scan_wheel(reader: WheelReader, *, with_metadata: bool = False) -> WheelScan
     elves: list[ElfMember] = []
     for m in reader.members:
         if m.is_dir or not is_library_name(m.name):
+            continue
+        if not read_elves:
+            elves.append(ElfMember(m.name, install_path(m.name), None, None, unread=True))
             continue
         try:
             with reader.open(m.name) as fh:

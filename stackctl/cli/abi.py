@@ -22,6 +22,13 @@ _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
 
 
 @dataclass(frozen=True)
+class _Planned:
+    location: str
+    sha256: str | None
+    check: bool
+
+
+@dataclass(frozen=True)
 class Source:
     """Where a scanned wheel came from and what reading it cost."""
 
@@ -31,6 +38,7 @@ class Source:
     fetched: int | None  # bytes received over HTTP; None for a local file
     requests: int | None
     ranged: bool | None  # False: the server ignored range requests and the wheel was downloaded whole
+    libraries_read: bool  # False: its libraries were listed by name from the central directory only
 
 
 def _limits(max_size: int | None) -> Limits:
@@ -54,8 +62,8 @@ def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[str],
         yield lambda desc: progress.update(task, advance=1, description=desc)
 
 
-def scan_location(location: str, limits: Limits, *, sha256: str | None = None,
-                  with_metadata: bool = False) -> tuple[WheelScan, Source]:
+def scan_location(location: str, limits: Limits, *, sha256: str | None = None, with_metadata: bool = False,
+                  read_elves: bool = True) -> tuple[WheelScan, Source]:
     """Scan a wheel given as a local path, a file:// URL or an http(s) URL (read with range requests)."""
     from urllib.parse import unquote, urlparse
 
@@ -68,13 +76,14 @@ def scan_location(location: str, limits: Limits, *, sha256: str | None = None,
         try:
             name = unquote(parsed.path.rsplit("/", 1)[-1])
             with WheelReader(remote, label=name, limits=limits) as reader:
-                scan = scan_wheel(reader, with_metadata=with_metadata)
-            return scan, Source(scan.filename, location, remote.size, remote.fetched, remote.requests, remote.ranged)
+                scan = scan_wheel(reader, with_metadata=with_metadata, read_elves=read_elves)
+            return scan, Source(scan.filename, location, remote.size, remote.fetched, remote.requests, remote.ranged,
+                                read_elves)
         finally:
             remote.close()
     path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(location)
     with WheelReader(path, limits=limits) as reader:
-        scan = scan_wheel(reader, with_metadata=with_metadata)
+        scan = scan_wheel(reader, with_metadata=with_metadata, read_elves=read_elves)
         size = path.stat().st_size
     if sha256 is not None:
         import hashlib
@@ -85,7 +94,7 @@ def scan_location(location: str, limits: Limits, *, sha256: str | None = None,
                 h.update(chunk)
         if h.hexdigest() != sha256.removeprefix("sha256:").lower():
             raise CheckFailed(f"{path}: sha256 differs from the lock's")
-    return scan, Source(scan.filename, str(path), size, None, None, None)
+    return scan, Source(scan.filename, str(path), size, None, None, None, read_elves)
 
 
 def _load_inventory(path: str | None) -> Inventory | None:
@@ -100,11 +109,9 @@ def _arch_of(platform: str) -> str | None:
     return next(("i686" if a == "i386" else a for a in _ARCHES if platform.endswith(a)), None)
 
 
-def _stack_wheels(spec: str, lock_path: Path | None, target: str | None, limits: Limits,
-                  show_progress: bool) -> tuple[list[tuple[str, str | None, list[StackWheel]]], list[Source],
-                                                tuple[str, ...], str | None]:
-    """(target label, arch, wheels) per target, the sources read, the profile's allow list and inventory."""
-    from stackctl.abi import StackWheel
+def _stack_wheels(spec: str, lock_path: Path | None, target: str | None
+                  ) -> tuple[list[tuple[str, str | None, list[_Planned]]], tuple[str, ...], str | None]:
+    """(target label, arch, wheels to read) per target, the profile's allow list and inventory."""
     from stackctl.cli.profiles import load_profile, resolve_profile_arg
     from stackctl.lock import read_lock
     from stackctl.profile import AbiRole
@@ -129,22 +136,15 @@ def _stack_wheels(spec: str, lock_path: Path | None, target: str | None, limits:
         pin = stack.pin(p.name)
         for f in p.files:
             roles[(f.target, f.filename)] = pin.abi if pin else AbiRole.PROVIDE
-    out: list[tuple[str, str | None, list[StackWheel]]] = []
-    sources: list[Source] = []
+    out: list[tuple[str, str | None, list[_Planned]]] = []
     for label in labels:
         files = [f for f in lock.wheels_for(label) if roles.get((label, f.filename)) is not AbiRole.IGNORE]
         if not files:
             raise InputError(f"{lock_path}: no wheels for target {label}")
-        wheels: list[StackWheel] = []
-        with _progress(len(files), f"reading {label}", show_progress) as advance:
-            for f in files:
-                scan, src = scan_location(f.url, limits, sha256=f.sha256)
-                wheels.append(StackWheel(scan, roles.get((label, f.filename)) is AbiRole.CHECK))
-                sources.append(src)
-                advance(f.filename)
+        planned = [_Planned(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK) for f in files]
         platform = label.split("-", 1)[1] if "-" in label else label
-        out.append((label, _arch_of(platform), wheels))
-    return out, sources, stack.abi.allow, stack.abi.inventory
+        out.append((label, _arch_of(platform), planned))
+    return out, stack.abi.allow, stack.abi.inventory
 
 
 def _resolution_rows(report: AbiReport) -> list[list[str]]:
@@ -189,29 +189,44 @@ def abi(
     wheel_mode = all(t.endswith(".whl") for t in targets)
     if not wheel_mode and len(targets) != 1:
         raise InputError("give one profile, or only wheel files (*.whl)")
-    runs: list[tuple[str, str | None, list[StackWheel]]]
+    plans: list[tuple[str, str | None, list[_Planned]]]
     if wheel_mode:
         if lock is not None or target is not None:
             raise InputError("--lock and --target apply to a profile, not to wheel files")
-        wheels: list[StackWheel] = []
-        sources: list[Source] = []
-        with _progress(len(targets), "reading wheels", not as_json) as advance:
-            for t in targets:
-                scan, src = scan_location(t, limits)
-                wheels.append(StackWheel(scan, True))
-                sources.append(src)
-                advance(scan.filename)
-        runs = [("wheels", arch, wheels)]
+        plans = [("wheels", arch, [_Planned(t, None, True) for t in targets])]
         profile_allow: tuple[str, ...] = ()
         profile_inventory = None
     else:
-        runs, sources, profile_allow, profile_inventory = _stack_wheels(targets[0], lock, target, limits,
-                                                                        not as_json)
+        plans, profile_allow, profile_inventory = _stack_wheels(targets[0], lock, target)
         if arch is not None:
-            runs = [(label, arch, w) for label, _, w in runs]
+            plans = [(label, arch, w) for label, _, w in plans]
     inv = _load_inventory(inventory or profile_inventory)
     rules = tuple(profile_allow) + tuple(allow or ())
-    reports = [(label, check_abi(w, inv, rules, a)) for label, a, w in runs]
+
+    sources: list[Source] = []
+    scanned: dict[tuple[str, bool], WheelScan] = {}  # (location, elves read) -> scan; targets share wheels
+
+    def read(items: list[_Planned], label: str, full: bool) -> list[StackWheel]:
+        out = []
+        with _progress(len(items), f"reading {label}", not as_json) as advance:
+            for p in items:
+                # Wheels that only provide are listed by name first: for a remote wheel that is its
+                # central directory. Their libraries are read only if a name is left unresolved.
+                elves = full or p.check
+                key = (p.location, elves)
+                if key not in scanned:
+                    scanned[key], src = scan_location(p.location, limits, sha256=p.sha256, read_elves=elves)
+                    sources.append(src)
+                out.append(StackWheel(scanned[key], p.check))
+                advance(scanned[key].filename)
+        return out
+
+    reports: list[tuple[str, AbiReport]] = []
+    for label, a, items in plans:
+        rep = check_abi(read(items, label, False), inv, rules, a)
+        if rep.unresolved() and any(not p.check for p in items):
+            rep = check_abi(read(items, label, True), inv, rules, a)
+        reports.append((label, rep))
 
     def human() -> None:
         for label, rep in reports:
@@ -245,6 +260,7 @@ def abi(
         for s in sources:
             if s.fetched is not None:
                 how = "range requests" if s.ranged else "full download (server ignores ranges)"
+                how += "" if s.libraries_read else ", libraries listed by name"
                 console.print(f"{s.wheel}: read {_human_size(s.fetched)} of {_human_size(s.size)} "
                               f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}")
 

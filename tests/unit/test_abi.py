@@ -271,6 +271,9 @@ allow = ["libdl.so.*", "librt.so.*", "libc.so.6", "libm.so.6", "libgcc_s.so.1", 
         sources = {s["wheel"]: s for s in data["sources"]}  # type: ignore[attr-defined]
         bigsrc = sources[big.name]
         assert bigsrc["ranged"] is True and bigsrc["fetched"] < bigsrc["size"] / 100
+        # Wheels that only provide were listed by name; the checked wheel's library was read.
+        assert bigsrc["libraries_read"] is False and sources[stack_wheels.core.name]["libraries_read"] is False
+        assert sources[stack_wheels.ext_v2.name]["libraries_read"] is True
 
         # An index that ignores ranges: a full, verified download, and a hash mismatch is a service error.
         server.ranges = False
@@ -292,3 +295,35 @@ def test_cli_lock_missing(cli: Cli, tmp_path: Path) -> None:
         '[indexes.i]\nurl = "http://127.0.0.1:1/simple/"\n[pins.a]\nversion = "1"\nindex = "i"\n')
     r = cli("abi", "s", cwd=tmp_path)
     assert r.code == 2 and "no such lock" in r.err
+
+
+def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, stack_wheels: Wheels, elf_libs: Libs,
+                                                                      tmp_path: Path) -> None:
+    """A provider whose file name is not its SONAME is found on the second, reading pass."""
+    alias = build_wheel(tmp_path / "w", "aliascore", "1.0", tag=TAG,
+                        files={"aliascore/libalias.so": elf_libs.core.read_bytes()})
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "al.toml").write_text(
+        '[stack]\nname = "al"\ndescription = "x"\n[targets]\npython = ["3.10"]\nplatforms = ["linux_x86_64"]\n'
+        '[indexes.i]\nurl = "http://127.0.0.1:1/simple/"\n'
+        '[pins.aliascore]\nversion = "1.0"\nindex = "i"\n'
+        '[pins.deep_ext]\nversion = "1.0.post1"\nindex = "i"\nabi = "check"\n'
+        '[abi]\nallow = ["lib*.so.6", "libgcc_s.so.1", "libfakepython.so.*"]\n')
+    from stackctl.loader import load_stack
+
+    stack = load_stack(tmp_path / "stacks" / "al.toml")
+    with IndexServer() as server:
+        pins = []
+        for name, version, path in (("aliascore", "1.0", alias), ("deep_ext", "1.0.post1", stack_wheels.ext_v1)):
+            server.add(path)
+            pins.append(LockedPin(name, version, "i", (LockedFile("cp310-linux_x86_64", path.name,
+                                                                  f"{server.base}files/{path.name}",
+                                                                  sha256_file(path)),)))
+        write_lock(tmp_path / "stacks" / "al.lock", Lock("al", stack.digest(), tuple(pins)))
+        r = cli("abi", "al", "--json", cwd=tmp_path)
+    assert r.code == 0, r.err
+    data = first_json(r.out)
+    res = next(x for x in data["reports"][0]["resolutions"] if x["needed"] == "libcore.so.1")  # type: ignore[index]
+    assert res["where"] == "wheel" and "aliascore/libalias.so" in res["detail"]
+    reads = [(s["wheel"], s["libraries_read"]) for s in data["sources"]]  # type: ignore[attr-defined]
+    assert (alias.name, False) in reads and (alias.name, True) in reads
