@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import email.parser
 import io
+import os
 import posixpath
 import struct
 import zipfile
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
@@ -107,6 +109,7 @@ class WheelReader:
         self.filename = posixpath.basename(self.label.split("?", 1)[0].split("#", 1)[0])
         self._owned: IO[bytes] | None = None
         self._fh: IO[bytes]
+        self.path = Path(source) if isinstance(source, (str, Path)) else None
         try:
             if isinstance(source, (str, Path)):
                 self._owned = self._fh = open(source, "rb")  # noqa: SIM115  closed in close()
@@ -168,11 +171,15 @@ class WheelReader:
         except KeyError:
             raise WheelError(f"{self.label}: no member {name!r}") from None
 
-    def open(self, name: str) -> IO[bytes]:
-        """A seekable stream over one member's bytes that reads lazily from the archive."""
+    def open(self, name: str, fh: IO[bytes] | None = None) -> IO[bytes]:
+        """A seekable stream over one member's bytes that reads lazily from the archive.
+
+        `fh` is another handle on the same archive file, for reading members from several threads.
+        """
         m = self.member(name)
-        self._fh.seek(m.header_offset)
-        raw = self._fh.read(_LOCAL_HEADER.size)
+        fh = fh or self._fh
+        fh.seek(m.header_offset)
+        raw = fh.read(_LOCAL_HEADER.size)
         if len(raw) != _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
             raise WheelError(f"{self.label}: member {name!r} has no local header (truncated or corrupt zip)")
         fields = _LOCAL_HEADER.unpack(raw)
@@ -180,9 +187,9 @@ class WheelReader:
         if m.compress_type == zipfile.ZIP_STORED:
             if m.compressed_size != m.size:
                 raise WheelError(f"{self.label}: stored member {name!r} has inconsistent sizes (corrupt zip)")
-            return cast(IO[bytes], _Window(self._fh, start, m.size, self.label, name))
+            return cast(IO[bytes], _Window(fh, start, m.size, self.label, name))
         if m.compress_type == zipfile.ZIP_DEFLATED:
-            return cast(IO[bytes], _Inflating(self._fh, start, m.compressed_size, m.size, self.label, name))
+            return cast(IO[bytes], _Inflating(fh, start, m.compressed_size, m.size, self.label, name))
         # bzip2/lzma members are rare in wheels: read them whole through zipfile, under the same cap.
         try:
             with self._zip.open(name) as fh:
@@ -285,35 +292,96 @@ class _Window(_MemberStream):
 
 
 class _Inflating(_MemberStream):
-    """A deflated member, inflated forward only as far as it has been read."""
+    """A deflated member, inflated forward only as far as it has been read.
+
+    The front of the member (where ELF headers, string and version tables live) is kept; beyond it only
+    the most recent output is kept, so reaching a dynamic section behind hundreds of MB of code costs
+    inflating them, not holding them. A read behind what is kept starts inflating again from the top.
+    """
+
+    KEEP_HEAD = 4 << 20
+    KEEP_RECENT = 4 << 20
+    IN_CHUNK = 256 << 10
 
     def __init__(self, fh: IO[bytes], start: int, csize: int, size: int, label: str, name: str) -> None:
         super().__init__(fh, start, size, label, name)
         self._csize = csize
+        self._head = bytearray()
+        self._keep_recent = self.KEEP_RECENT
+        self._restart()
+
+    def _restart(self) -> None:
         self._cpos = 0
         self._z = zlib.decompressobj(-15)
-        self._out = bytearray()
+        self._produced = 0  # bytes of output so far
+        self._recent: list[tuple[int, bytes]] = []  # (offset, data) past the head, newest last
+        self._recent_bytes = 0
+
+    def _more(self, want: int) -> None:
+        """Inflate one step; `want` is how much output the reader is still short of."""
+        if self._cpos >= self._csize or self._z.eof:
+            raise WheelError(f"{self._label}: member {self._name!r} ends before its declared size "
+                             "(truncated or corrupt zip)")
+        n = min(max(_INFLATE_CHUNK, min(want // 2, self.IN_CHUNK)), self._csize - self._cpos)
+        self._fh.seek(self._start + self._cpos)
+        chunk = self._fh.read(n)
+        if not chunk:
+            raise WheelError(f"{self._label}: member {self._name!r} is cut short (truncated zip)")
+        self._cpos += len(chunk)
+        try:
+            out = self._z.decompress(chunk, self._size + 1 - self._produced)
+        except zlib.error as exc:
+            raise WheelError(f"{self._label}: member {self._name!r} does not inflate ({exc}; corrupt zip)") \
+                from None
+        if self._produced + len(out) > self._size:
+            raise WheelError(f"{self._label}: member {self._name!r} inflates past its declared "
+                             f"{_human(self._size)} (zip bomb?)")
+        offset = self._produced
+        self._produced += len(out)
+        if len(self._head) < self.KEEP_HEAD and offset == len(self._head):
+            take = self.KEEP_HEAD - len(self._head)
+            self._head += out[:take]
+            out, offset = out[take:], offset + take
+        if out:
+            self._recent.append((offset, out))
+            self._recent_bytes += len(out)
+            while len(self._recent) > 1 and self._recent_bytes - len(self._recent[0][1]) >= self._keep_recent:
+                self._recent_bytes -= len(self._recent.pop(0)[1])
+
+    def _kept(self, start: int, end: int) -> bytes | None:
+        """Bytes [start, end) if still held (end <= produced), else None."""
+        h = len(self._head)
+        if end <= h:
+            return bytes(self._head[start:end])
+        first = self._recent[0][0] if self._recent else self._produced
+        if start >= first:
+            return self._from_recent(start, end)
+        if first == h:  # head and recent output still follow each other
+            return bytes(self._head[start:]) + self._from_recent(h, end)
+        return None
+
+    def _from_recent(self, start: int, end: int) -> bytes:
+        return b"".join(d[max(0, start - off):end - off] for off, d in self._recent
+                        if off < end and off + len(d) > start)
 
     def _range(self, start: int, end: int) -> bytes:
-        while len(self._out) < end:
-            if self._cpos >= self._csize or self._z.eof:
-                raise WheelError(f"{self._label}: member {self._name!r} ends before its declared size "
-                                 "(truncated or corrupt zip)")
-            want = min(max(_INFLATE_CHUNK, (end - len(self._out)) // 4), self._csize - self._cpos)
-            self._fh.seek(self._start + self._cpos)
-            chunk = self._fh.read(want)
-            if not chunk:
-                raise WheelError(f"{self._label}: member {self._name!r} is cut short (truncated zip)")
-            self._cpos += len(chunk)
+        if start < self._produced and self._kept(start, min(end, self._produced)) is None:
+            self._restart()
+        while self._produced < end:
+            self._more(end - self._produced)
+        kept = self._kept(start, end)
+        if kept is None:
+            # A single read longer than what is kept: inflate again, keeping enough this time.
+            self._restart()
+            self._keep_recent = end - start + (1 << 20)
             try:
-                self._out += self._z.decompress(chunk, self._size + 1 - len(self._out))
-            except zlib.error as exc:
-                raise WheelError(f"{self._label}: member {self._name!r} does not inflate ({exc}; corrupt zip)") \
-                    from None
-            if len(self._out) > self._size:
-                raise WheelError(f"{self._label}: member {self._name!r} inflates past its declared "
-                                 f"{_human(self._size)} (zip bomb?)")
-        return bytes(self._out[start:end])
+                while self._produced < end:
+                    self._more(end - self._produced)
+                kept = self._kept(start, end)
+            finally:
+                self._keep_recent = self.KEEP_RECENT
+        assert kept is not None
+        return kept
 
 
 # --- what a wheel holds, as values ---------------------------------------------------------------
@@ -349,7 +417,8 @@ class WheelScan:
 _ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x", "riscv64", "armv7l", "i686", "i386")
 
 
-def scan_wheel(reader: WheelReader, *, with_metadata: bool = False, read_elves: bool = True) -> WheelScan:
+def scan_wheel(reader: WheelReader, *, with_metadata: bool = False, read_elves: bool = True,
+               workers: int = min(4, os.cpu_count() or 1)) -> WheelScan:
     """Read every library member's dynamic information (only the front of each member is read).
 
     With `read_elves=False` library members are listed by name from the central directory alone: what a
@@ -366,17 +435,28 @@ def scan_wheel(reader: WheelReader, *, with_metadata: bool = False, read_elves: 
     except InvalidWheelFilename:
         meta = meta or reader.metadata()
         dist, ver, platforms = meta.name, meta.version, ()
-    elves: list[ElfMember] = []
-    for m in reader.members:
-        if m.is_dir or not is_library_name(m.name):
-            continue
-        if not read_elves:
-            elves.append(ElfMember(m.name, install_path(m.name), None, None, unread=True))
-            continue
+    libs = [m for m in reader.members if not m.is_dir and is_library_name(m.name)]
+    if not read_elves:
+        elves = [ElfMember(m.name, install_path(m.name), None, None, unread=True) for m in libs]
+        return WheelScan(reader.filename, dist, ver, platforms, reader.members, tuple(elves), meta)
+
+    def one(m: Member, fh: IO[bytes] | None = None) -> ElfMember:
         try:
-            with reader.open(m.name) as fh:
-                info = read_elf(fh)
-            elves.append(ElfMember(m.name, install_path(m.name), info))
+            with reader.open(m.name, fh) as stream:
+                return ElfMember(m.name, install_path(m.name), read_elf(stream))
         except NotElf as exc:
-            elves.append(ElfMember(m.name, install_path(m.name), None, str(exc)))
+            return ElfMember(m.name, install_path(m.name), None, str(exc))
+
+    path = reader.path
+    if path is None or len(libs) < 2 or workers < 2:
+        elves = [one(m) for m in libs]
+    else:
+        # zlib inflates without the GIL: a local wheel's large libraries are read side by side,
+        # each thread with its own handle on the file.
+        def own(m: Member) -> ElfMember:
+            with open(path, "rb") as fh:
+                return one(m, fh)
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            elves = list(pool.map(own, libs))
     return WheelScan(reader.filename, dist, ver, platforms, reader.members, tuple(elves), meta)
