@@ -117,7 +117,7 @@ def remote_costs(wheel: Path) -> tuple[int, int, int, int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib-mb", type=int, default=100, help="incompressible MB inside each of 4 libraries")
+    ap.add_argument("--lib-mb", type=int, default=100, help="MB of padding inside each of 4 libraries")
     ap.add_argument("--data-mb", type=int, default=100, help="MB of the data member")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--padding", choices=("code", "random"), default="code",

@@ -18,7 +18,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 from stackctl.elf import ElfInfo
 from stackctl.errors import InputError
@@ -291,6 +291,23 @@ class _Window(_MemberStream):
         return data
 
 
+def _inflater() -> tuple[Any, tuple[type[Exception], ...]]:
+    """ISA-L's inflate where installed (about twice zlib's speed on library code), else zlib's."""
+    try:
+        from isal import isal_zlib
+
+        return isal_zlib, (zlib.error, cast(type[Exception], isal_zlib.error))
+    except ImportError:  # a platform without isal wheels
+        return zlib, (zlib.error,)
+
+
+_INFLATE_MODULE, _INFLATE_ERRORS = _inflater()
+
+
+def _decompressobj() -> Any:
+    return _INFLATE_MODULE.decompressobj(-15)
+
+
 class _Inflating(_MemberStream):
     """A deflated member, inflated forward only as far as it has been read.
 
@@ -312,7 +329,7 @@ class _Inflating(_MemberStream):
 
     def _restart(self) -> None:
         self._cpos = 0
-        self._z = zlib.decompressobj(-15)
+        self._z = _decompressobj()
         self._produced = 0  # bytes of output so far
         self._recent: list[tuple[int, bytes]] = []  # (offset, data) past the head, newest last
         self._recent_bytes = 0
@@ -330,7 +347,7 @@ class _Inflating(_MemberStream):
         self._cpos += len(chunk)
         try:
             out = self._z.decompress(chunk, self._size + 1 - self._produced)
-        except zlib.error as exc:
+        except _INFLATE_ERRORS as exc:
             raise WheelError(f"{self._label}: member {self._name!r} does not inflate ({exc}; corrupt zip)") \
                 from None
         if self._produced + len(out) > self._size:
