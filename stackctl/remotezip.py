@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 BLOCK = 64 << 10  # one range request fetches at least this much: zip headers are small and scattered
 TAIL = 64 << 10  # the first request: the end of the file, where the central directory lives
 CACHE_BLOCKS = 512  # 32 MiB of blocks kept
+MAX_AHEAD = 128  # 8 MiB: the most fetched past what a sequential read asked for
 TIMEOUT = 60.0
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
@@ -46,6 +47,8 @@ class RemoteFile(io.RawIOBase):
         self.ranged = True
         self._local: IO[bytes] | None = None
         self._tail: tuple[int, bytes] = (0, b"")
+        self._next_block = -1  # the block after the last fetch: reading on from there is sequential
+        self._ahead = 1  # blocks fetched past a sequential miss; doubles while reading on
         self.size = self._open()
 
     # --- the network edge ------------------------------------------------------------------------
@@ -131,6 +134,7 @@ class RemoteFile(io.RawIOBase):
         data = self._body(resp)
         if len(data) != end - start + 1:
             raise ServiceError(f"{_safe(self.url)}: range response is {len(data)} bytes, asked {end - start + 1}")
+        self._next_block = last + 1
         for b in range(first, last + 1):
             self._cache[b] = data[(b - first) * self._block:(b - first + 1) * self._block]
             self._cache.move_to_end(b)
@@ -179,6 +183,16 @@ class RemoteFile(io.RawIOBase):
             return self._ranged(start, tail_start) + tail[:end - tail_start]
         first, last = start // self._block, (end - 1) // self._block
         missing = [b for b in range(first, last + 1) if b not in self._cache]
+        if missing and missing[0] == self._next_block:
+            # Reading on (inflating a member): fetch ahead, more each time, so a long member costs a
+            # few large requests instead of hundreds of small ones.
+            self._ahead = min(self._ahead * 2, MAX_AHEAD)
+            limit = (self.size - 1) // self._block
+            extra = [b for b in range(missing[-1] + 1, min(limit, missing[-1] + self._ahead) + 1)
+                     if b not in self._cache and b * self._block < self._tail[0]]
+            missing += extra
+        else:
+            self._ahead = 1
         # One request per contiguous run of missing blocks.
         run: list[int] = []
         for b in missing:

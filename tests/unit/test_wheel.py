@@ -241,3 +241,25 @@ def test_inflating_windows_with_small_limits(tmp_path: Path, monkeypatch: pytest
             n = rnd.choice([1, 16, 4096, 100_000, 400_000])
             fh.seek(start)
             assert fh.read(n) == data[start:start + n], (start, n)
+
+
+def test_remote_file_random_and_sequential_reads(tmp_path: Path) -> None:
+    import random
+
+    data = os.urandom(5_000_000)
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(data)
+    rnd = random.Random(3)
+    with IndexServer() as server:
+        server.add(blob, project="blob")
+        remote = RemoteFile(f"{server.base}files/{blob.name}")
+        assert remote.size == len(data)
+        for _ in range(100):
+            start, n = rnd.randrange(0, len(data)), rnd.choice([1, 100, 70_000, 300_000])
+            remote.seek(start)
+            assert remote.read(n) == data[start:start + n]
+        before = remote.requests
+        remote.seek(0)
+        got = b"".join(iter(lambda: remote.read(64 << 10), b""))
+        assert got == data
+        assert remote.requests - before < 20  # read-ahead: a sequential pass is a few large requests
