@@ -191,7 +191,7 @@ class RemoteFile(io.RawIOBase):
             extra = [b for b in range(missing[-1] + 1, min(limit, missing[-1] + self._ahead) + 1)
                      if b not in self._cache and b * self._block < self._tail[0]]
             missing += extra
-        else:
+        elif missing:
             self._ahead = 1
         # One request per contiguous run of missing blocks.
         run: list[int] = []
