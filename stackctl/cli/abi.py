@@ -301,9 +301,15 @@ def inventory(
     except docker.errors.DockerException as exc:
         raise ServiceError(f"cannot reach the Docker engine ({exc})",
                            hint="start dockerd or set DOCKER_HOST") from None
+    status = console_err.status(f"reading {image}'s libraries through the engine")
+    show = console_err.is_terminal and not as_json
     try:
+        if show:
+            status.start()
         inv = collect(client, image)
     finally:
+        if show:
+            status.stop()
         client.close()
     write_inventory(out, inv)
 

@@ -308,7 +308,8 @@ def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, s
         '[indexes.i]\nurl = "http://127.0.0.1:1/simple/"\n'
         '[pins.aliascore]\nversion = "1.0"\nindex = "i"\n'
         '[pins.deep_ext]\nversion = "1.0.post1"\nindex = "i"\nabi = "check"\n'
-        '[abi]\nallow = ["lib*.so.6", "libgcc_s.so.1", "libfakepython.so.*"]\n')
+        '[abi]\nallow = ["libfakepython.so.*"]\ninventory = "base.inventory.json"\n')
+    write_inventory(tmp_path / "base.inventory.json", image_inventory(image="base:1"))
     from stackctl.loader import load_stack
 
     stack = load_stack(tmp_path / "stacks" / "al.toml")
@@ -323,7 +324,12 @@ def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, s
         r = cli("abi", "al", "--json", cwd=tmp_path)
     assert r.code == 0, r.err
     data = first_json(r.out)
-    res = next(x for x in data["reports"][0]["resolutions"] if x["needed"] == "libcore.so.1")  # type: ignore[index]
+    rep = data["reports"][0]  # type: ignore[index]
+    res = next(x for x in rep["resolutions"] if x["needed"] == "libcore.so.1")
     assert res["where"] == "wheel" and "aliascore/libalias.so" in res["detail"]
+    # The profile's inventory stands in for the image; its allow list for the rest.
+    assert rep["inventory"] == "base:1"
+    assert {x["where"] for x in rep["resolutions"] if x["needed"] == "libc.so.6"} == {"image"}
+    assert {x["where"] for x in rep["resolutions"] if x["needed"] == "libfakepython.so.1.0"} == {"allow"}
     reads = [(s["wheel"], s["libraries_read"]) for s in data["sources"]]  # type: ignore[attr-defined]
     assert (alias.name, False) in reads and (alias.name, True) in reads

@@ -57,3 +57,10 @@ def test_bad_inventory_files(tmp_path: Path, text: str, msg: str) -> None:
     p.write_text(text)
     with pytest.raises(InputError, match=msg):
         read_inventory(p)
+
+
+def test_inventory_without_an_engine_is_exit_3(cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    r = cli("inventory", "stackctl-base:bookworm", "--out", str(tmp_path / "inv.json"))
+    assert r.code == 3 and "cannot reach the Docker engine" in r.err
+    assert not (tmp_path / "inv.json").exists()
