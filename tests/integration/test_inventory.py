@@ -15,15 +15,24 @@ from tests.support.elf_fixtures import EXT, Libs, Wheels, elf_libs, stack_wheels
 pytestmark = pytest.mark.integration
 
 
-def test_inventory_of_the_base_image_then_abi(cli: Callable[..., Result], docker_client: Any, base_image: str,
+def _reference(base_image: Any) -> str:
+    """The fixture's image as a reference the CLI takes (a tag string, or an SDK image object)."""
+    if isinstance(base_image, str):
+        return base_image
+    tags = getattr(base_image, "tags", None)
+    return str(tags[0] if tags else base_image.id)
+
+
+def test_inventory_of_the_base_image_then_abi(cli: Callable[..., Result], docker_client: Any, base_image: Any,
                                               stack_wheels: Wheels, tmp_path: Path) -> None:
+    image = _reference(base_image)
     out = tmp_path / "base.inventory.json"
-    r = cli("inventory", base_image, "--out", str(out), "--json")
+    r = cli("inventory", image, "--out", str(out), "--json")
     assert r.code == 0, r.err
     summary = json.loads(r.out)
     assert summary["glibc"].startswith("GLIBC_2.") and summary["glibcxx"].startswith("GLIBCXX_3.4.")
     data = json.loads(out.read_text())
-    assert data["image"] == base_image and data["arch"] == "x86_64"
+    assert data["image"] == image and data["arch"] == "x86_64"
     sonames = {lib["soname"]: lib["path"] for lib in data["libraries"]}
     assert sonames["libc.so.6"].endswith("/libc.so.6")
     assert "libstdc++.so.6" in sonames
