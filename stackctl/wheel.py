@@ -94,9 +94,17 @@ def install_path(name: str) -> str:
 
 
 def is_library_name(name: str) -> bool:
-    """Members worth opening as ELF: shared objects by name (`x.so`, `x.so.1.2`, `x.cpython-310-...so`)."""
+    """Shared objects by name (`x.so`, `x.so.1.2`, `x.cpython-310-...so`)."""
     base = posixpath.basename(name)
     return base.endswith(".so") or ".so." in base
+
+
+def may_be_executable(name: str) -> bool:
+    """Extension-less members of script and bin directories (`torch/bin/torch_shm_manager`)."""
+    base = posixpath.basename(name)
+    head, _, rest = name.partition("/")
+    in_scripts = head.endswith(".data") and rest.startswith("scripts/")
+    return bool(base) and "." not in base and (in_scripts or "/bin/" in f"/{name}")
 
 
 class WheelReader:
@@ -456,6 +464,8 @@ def scan_wheel(reader: WheelReader, *, with_metadata: bool = False, read_elves: 
     if not read_elves:
         elves = [ElfMember(m.name, install_path(m.name), None, None, unread=True) for m in libs]
         return WheelScan(reader.filename, dist, ver, platforms, reader.members, tuple(elves), meta)
+    # Executables need their libraries too; a script among them is simply not ELF and is left out.
+    libs += [m for m in reader.members if not m.is_dir and may_be_executable(m.name)]
 
     def one(m: Member, fh: IO[bytes] | None = None) -> ElfMember:
         try:
@@ -476,4 +486,6 @@ def scan_wheel(reader: WheelReader, *, with_metadata: bool = False, read_elves: 
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             elves = list(pool.map(own, libs))
+    elves = [e for e in elves if e.info is not None or is_library_name(e.path)
+             or not (e.problem or "").startswith("not an ELF")]
     return WheelScan(reader.filename, dist, ver, platforms, reader.members, tuple(elves), meta)

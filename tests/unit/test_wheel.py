@@ -263,3 +263,19 @@ def test_remote_file_random_and_sequential_reads(tmp_path: Path) -> None:
         got = b"".join(iter(lambda: remote.read(64 << 10), b""))
         assert got == data
         assert remote.requests - before < 20  # read-ahead: a sequential pass is a few large requests
+
+
+def test_executables_in_bin_and_scripts_are_read(tmp_path: Path, elf_libs: Libs) -> None:
+    import subprocess
+
+    exe = tmp_path / "tool"
+    (tmp_path / "tool.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run(["gcc", "-o", str(exe), str(tmp_path / "tool.c")], check=True)
+    wheel = build_wheel(tmp_path / "w", "t", "1", tag=TAG, files={
+        "t/bin/tool": exe.read_bytes(), "t-1.data/scripts/run": "#!/bin/sh\necho hi\n",
+        "t/bin/README": "text", "t/lib/libk.so": elf_libs.kern.read_bytes()})
+    with WheelReader(wheel) as r:
+        scan = scan_wheel(r)
+    assert sorted(e.path for e in scan.elves) == ["t/bin/tool", "t/lib/libk.so"]
+    tool = next(e for e in scan.elves if e.path == "t/bin/tool")
+    assert tool.info is not None and "libc.so.6" in tool.info.needed
