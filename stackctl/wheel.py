@@ -432,14 +432,16 @@ class WheelScan:
 
     def arch(self) -> str | None:
         """The machine the platform tags name, or None for `any`."""
-        for p in self.platforms:
-            for arch in _ARCHES:
-                if p.endswith(arch):
-                    return "i686" if arch == "i386" else arch
-        return None
+        return next((a for p in self.platforms if (a := platform_arch(p))), None)
 
 
 _ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x", "riscv64", "armv7l", "i686", "i386")
+
+
+def platform_arch(platform: str) -> str | None:
+    """"linux_x86_64", "manylinux_2_28_aarch64" -> the machine name elf.py reports; None for "any"."""
+    arch = next((a for a in _ARCHES if platform.endswith(a)), None)
+    return "i686" if arch == "i386" else arch
 
 
 def scan_wheel(reader: WheelReader, *, with_metadata: bool = False, read_elves: bool = True,

@@ -103,18 +103,13 @@ def _load_inventory(path: str | None) -> Inventory | None:
     return read_inventory(path) if path else None
 
 
-def _arch_of(platform: str) -> str | None:
-    from stackctl.wheel import _ARCHES
-
-    return next(("i686" if a == "i386" else a for a in _ARCHES if platform.endswith(a)), None)
-
-
 def _stack_wheels(spec: str, lock_path: Path | None, target: str | None
                   ) -> tuple[list[tuple[str, str | None, list[_Planned]]], tuple[str, ...], str | None]:
     """(target label, arch, wheels to read) per target, the profile's allow list and inventory."""
     from stackctl.cli.profiles import load_profile, resolve_profile_arg
     from stackctl.lock import read_lock
     from stackctl.profile import AbiRole
+    from stackctl.wheel import platform_arch
 
     stack = load_profile(spec)
     if lock_path is None:
@@ -143,7 +138,7 @@ def _stack_wheels(spec: str, lock_path: Path | None, target: str | None
             raise InputError(f"{lock_path}: no wheels for target {label}")
         planned = [_Planned(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK) for f in files]
         platform = label.split("-", 1)[1] if "-" in label else label
-        out.append((label, _arch_of(platform), planned))
+        out.append((label, platform_arch(platform), planned))
     return out, stack.abi.allow, stack.abi.inventory
 
 
