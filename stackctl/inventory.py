@@ -180,7 +180,15 @@ def merge(image: str, image_id: str, arch: str, cache: tuple[Library, ...], dirs
 
 # --- the Docker edge -------------------------------------------------------------------------------
 
-_SCRIPT = "ldconfig -p; echo @@stackctl@@; ldconfig -v -N -X 2>/dev/null; exit 0"
+# The loader searches LD_LIBRARY_PATH (from the image's ENV) before its cache; those directories are
+# listed in ldconfig's "-v" format so one parser reads both.
+_SCRIPT = r"""ldconfig -p; echo @@stackctl@@
+IFS=:; for d in $LD_LIBRARY_PATH; do
+  [ -d "$d" ] || continue
+  echo "$d: (LD_LIBRARY_PATH)"
+  for f in "$d"/*.so "$d"/*.so.*; do [ -e "$f" ] && printf '\t%s -> %s\n' "${f##*/}" "${f##*/}"; done
+done
+unset IFS; ldconfig -v -N -X 2>/dev/null; exit 0"""
 _MAX_LIB = 64 << 20
 _MAX_LINKS = 8
 

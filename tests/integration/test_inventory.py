@@ -65,3 +65,37 @@ def test_inventory_of_a_missing_image(cli: Callable[..., Result], docker_client:
     r = cli("inventory", "stackctl-no-such-image:never", "--out", str(out))
     assert r.code == 2 and "is not on the engine" in r.err
     assert not out.exists()
+
+
+def test_inventory_sees_ld_library_path_and_ld_so_conf(cli: Callable[..., Result], docker_client: Any,
+                                                       base_image: Any, elf_libs: Libs, stack_wheels: Wheels,
+                                                       tmp_path: Path) -> None:
+    """A vendor runtime outside the default directories: one on LD_LIBRARY_PATH, one in ld.so.conf.d."""
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "libkern.so").write_bytes(elf_libs.kern.read_bytes())
+    (ctx / "libfakepython.so.1.0").write_bytes(elf_libs.fakepython.read_bytes())
+    (ctx / "Dockerfile").write_text(
+        f"FROM {_reference(base_image)}\n"
+        "COPY libkern.so /opt/vendor/lib/libkern.so\n"
+        "COPY libfakepython.so.1.0 /opt/py/lib/libfakepython.so.1.0\n"
+        "RUN echo /opt/py/lib > /etc/ld.so.conf.d/py.conf && ldconfig\n"
+        "ENV LD_LIBRARY_PATH=/opt/vendor/lib\n")
+    tag = "stackctl-test-abi-vendor:latest"
+    docker_client.images.build(path=str(ctx), tag=tag, rm=True, forcerm=True)
+    try:
+        out = tmp_path / "vendor.json"
+        r = cli("inventory", tag, "--out", str(out))
+        assert r.code == 0, r.err
+        data = json.loads(out.read_text())
+        paths = {lib["path"] for lib in data["libraries"]}
+        assert "/opt/vendor/lib/libkern.so" in paths and "/opt/py/lib/libfakepython.so.1.0" in paths
+        assert data["search_dirs"][0] == "/opt/vendor/lib"
+        # deep_ext post1 needs libfakepython.so.1.0: the image has it now.
+        r = cli("abi", str(stack_wheels.core), str(stack_wheels.ext_v1), "--inventory", str(out), "--json")
+        assert r.code == 0, r.err
+        rows = json.JSONDecoder().raw_decode(r.out)[0]["reports"][0]["resolutions"]
+        row = next(x for x in rows if x["needed"] == "libfakepython.so.1.0")
+        assert row["where"] == "image" and row["detail"] == "/opt/py/lib/libfakepython.so.1.0"
+    finally:
+        docker_client.images.remove(tag, force=True)
