@@ -169,12 +169,17 @@ def parse_ldconfig_dirs(text: str) -> tuple[tuple[str, ...], tuple[Library, ...]
 
 
 def merge(image: str, image_id: str, arch: str, cache: tuple[Library, ...], dirs: tuple[str, ...],
-          scanned: tuple[Library, ...], versions: dict[str, tuple[str, ...]]) -> Inventory:
-    """One inventory from the loader cache and the directory scan; the cache wins on duplicates."""
-    seen = {(lib.soname, lib.path) for lib in cache}
-    libs = list(cache) + [Library(lib.soname, lib.path, arch) for lib in scanned
-                          if (lib.soname, lib.path) not in seen]
-    libs.sort(key=lambda lib: (lib.soname, lib.path))
+          scanned: tuple[Library, ...], versions: dict[str, tuple[str, ...]],
+          first: tuple[str, ...] = ()) -> Inventory:
+    """One inventory in the loader's search order: libraries in `first` (LD_LIBRARY_PATH) directories,
+    then the cache's, then the rest of the directory scan. A library is listed once."""
+    ordered = [lib for lib in scanned if posixpath.dirname(lib.path) in first] + list(cache) + list(scanned)
+    seen: set[tuple[str, str]] = set()
+    libs = []
+    for lib in ordered:
+        if (lib.soname, lib.path) not in seen:
+            seen.add((lib.soname, lib.path))
+            libs.append(lib if lib.arch else Library(lib.soname, lib.path, arch))
     return Inventory(image, image_id, arch, dirs, tuple(libs), tuple(sorted(versions.items())))
 
 
@@ -225,7 +230,7 @@ def collect(client: Any, image: str, timeout: float = 300.0) -> Inventory:
         dirs, scanned = parse_ldconfig_dirs(dirs_text)
         if not cache and not scanned:
             raise InputError(f"image {image!r}: ldconfig reports no libraries")
-        probe = Inventory(image, str(img.id), arch, dirs, cache + scanned)
+        probe = merge(image, str(img.id), arch, cache, dirs, scanned, {})
         versions: dict[str, tuple[str, ...]] = {}
         for soname in VERSIONED_LIBRARIES:
             lib = probe.find(soname)
@@ -235,7 +240,8 @@ def collect(client: Any, image: str, timeout: float = 300.0) -> Inventory:
                 versions[soname] = read_elf_bytes(_copy_out(container, lib.path)).version_defs
             except NotElf as exc:
                 raise InputError(f"image {image!r}: {lib.path} is unreadable ({exc})") from None
-        return merge(image, str(img.id), arch, cache, dirs, scanned, versions)
+        first = tuple(line.split(":", 1)[0] for line in dirs_text.splitlines() if line.endswith("(LD_LIBRARY_PATH)"))
+        return merge(image, str(img.id), arch, cache, dirs, scanned, versions, first)
     except docker.errors.APIError as exc:
         raise ServiceError(f"engine failed running {image!r}: {exc.explanation or exc}") from None
     except (requests.RequestException, docker.errors.DockerException) as exc:

@@ -8,6 +8,7 @@ import pytest
 
 from stackctl.errors import InputError
 from stackctl.inventory import (
+    Library,
     merge,
     parse_ldconfig_cache,
     parse_ldconfig_dirs,
@@ -45,6 +46,10 @@ def test_parse_and_round_trip(tmp_path: Path) -> None:
     assert inv.find("libc.so.6").path == "/lib/x86_64-linux-gnu/libc.so.6"  # type: ignore[union-attr]
     assert inv.find("libfoo.so.2") is None  # another machine's library is not found
     assert inv.ceiling("GLIBC") == "GLIBC_2.36" and inv.ceiling("GLIBCXX") is None
+    # LD_LIBRARY_PATH directories come before the cache, as the loader searches them.
+    vendor = merge("img:1", "x", "x86_64", cache, ("/opt/v",), (Library("libz.so.1", "/opt/v/libz.so.1"),), {},
+                   first=("/opt/v",))
+    assert vendor.find("libz.so.1").path == "/opt/v/libz.so.1"  # type: ignore[union-attr]
     write_inventory(tmp_path / "inv.json", inv)
     assert read_inventory(tmp_path / "inv.json") == inv
     assert '"glibc": "2.36"' in (tmp_path / "inv.json").read_text()
