@@ -14,6 +14,8 @@ from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, con
 from stackctl.errors import CheckFailed, InputError
 
 if TYPE_CHECKING:
+    import requests
+
     from stackctl.abi import AbiReport, StackWheel
     from stackctl.inventory import Inventory
     from stackctl.wheel import Limits, WheelScan
@@ -63,8 +65,11 @@ def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[str],
 
 
 def scan_location(location: str, limits: Limits, *, sha256: str | None = None, with_metadata: bool = False,
-                  read_elves: bool = True) -> tuple[WheelScan, Source]:
-    """Scan a wheel given as a local path, a file:// URL or an http(s) URL (read with range requests)."""
+                  read_elves: bool = True, session: requests.Session | None = None) -> tuple[WheelScan, Source]:
+    """Scan a wheel given as a local path, a file:// URL or an http(s) URL (read with range requests).
+
+    `session` carries an index's credentials for remote wheels (the index client builds it).
+    """
     from urllib.parse import unquote, urlparse
 
     from stackctl.remotezip import RemoteFile
@@ -72,7 +77,7 @@ def scan_location(location: str, limits: Limits, *, sha256: str | None = None, w
 
     parsed = urlparse(location)
     if parsed.scheme in ("http", "https"):
-        remote = RemoteFile(location, sha256=sha256)
+        remote = RemoteFile(location, sha256=sha256, session=session)
         try:
             name = unquote(parsed.path.rsplit("/", 1)[-1])
             with WheelReader(remote, label=name, limits=limits) as reader:

@@ -333,3 +333,18 @@ def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, s
     assert {x["where"] for x in rep["resolutions"] if x["needed"] == "libfakepython.so.1.0"} == {"allow"}
     reads = [(s["wheel"], s["libraries_read"]) for s in data["sources"]]  # type: ignore[attr-defined]
     assert (alias.name, False) in reads and (alias.name, True) in reads
+
+
+def test_cli_profile_usage_errors(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "s.toml").write_text(
+        '[stack]\nname = "s"\ndescription = "x"\n[targets]\npython = ["3.10"]\nplatforms = ["linux_x86_64"]\n'
+        '[indexes.i]\nurl = "http://127.0.0.1:1/simple/"\n[pins.a]\nversion = "1"\nindex = "i"\n')
+    write_lock(tmp_path / "stacks" / "s.lock", Lock("s", "sha256:x", ()))
+    r = cli("abi", "s", "--target", "cp399-linux_x86_64", cwd=tmp_path)
+    assert r.code == 2 and "s has targets cp310-linux_x86_64" in r.err
+    r = cli("abi", "s", cwd=tmp_path)
+    assert r.code == 2 and "no wheels for target cp310-linux_x86_64" in r.err
+    write_lock(tmp_path / "other.lock", Lock("other", "sha256:x", ()))
+    r = cli("abi", "s", "--lock", str(tmp_path / "other.lock"), cwd=tmp_path)
+    assert r.code == 2 and "is the lock of stack 'other', not 's'" in r.err
