@@ -22,6 +22,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from stackctl.inventory import Inventory, Library
 from tests.support.wheels import build_wheel
 
 CORE_CPP = r"""
@@ -157,8 +160,6 @@ def build_stack_wheels(libs: Libs, out: Path) -> Wheels:
 
 # --- pytest fixtures (import them into a test module to use them) ------------------------------
 
-import pytest  # noqa: E402
-
 
 @pytest.fixture(scope="session")
 def elf_libs(tmp_path_factory: pytest.TempPathFactory) -> Libs:
@@ -195,5 +196,3 @@ def image_inventory(*, glibc: str = "2.36", glibcxx: str = "3.4.30", cxxabi: str
         ("libstdc++.so.6", (*series("GLIBCXX", (0,), glibcxx), *series("CXXABI", (0,), cxxabi))),
     ))
 
-
-from stackctl.inventory import Inventory, Library  # noqa: E402
