@@ -47,6 +47,7 @@ class Resolution:
     needed: str
     where: Where
     detail: str  # "torch-...whl torch/lib/libc10.so", "/lib/x86_64-linux-gnu/libc.so.6", "libmusa*.so*"
+    image_path: str | None = None  # set when the library found is the image's (directly or by RUNPATH)
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def _resolve(wheel: str, e: ElfMember, needed: str, by_path: dict[str, _Provider
         candidate = posixpath.normpath(posixpath.join(d, needed))
         if d.startswith("/"):
             if inventory is not None and inventory.find_path(candidate) is not None:
-                return Resolution(wheel, e.installed, needed, Where.RPATH, f"{entry} → image {candidate}")
+                return Resolution(wheel, e.installed, needed, Where.RPATH, f"{entry} → image {candidate}", candidate)
             continue
         p = by_path.get(candidate)
         if p is not None and p.path != e.installed:
@@ -202,7 +203,7 @@ def _resolve(wheel: str, e: ElfMember, needed: str, by_path: dict[str, _Provider
     if inventory is not None:
         lib = inventory.find(needed)
         if lib is not None:
-            return Resolution(wheel, e.installed, needed, Where.IMAGE, lib.path)
+            return Resolution(wheel, e.installed, needed, Where.IMAGE, lib.path, lib.path)
     for rule in allow:
         if fnmatch.fnmatchcase(needed, rule):
             return Resolution(wheel, e.installed, needed, Where.ALLOW, rule)
@@ -212,11 +213,9 @@ def _resolve(wheel: str, e: ElfMember, needed: str, by_path: dict[str, _Provider
 def _ceiling(wheel: str, e: ElfMember, lib: str, version: str, r: Resolution | None,
              inventory: Inventory | None) -> Finding | None:
     """A required symbol version the image's copy of `lib` does not define."""
-    if inventory is None or r is None or r.where not in (Where.IMAGE, Where.RPATH):
+    if inventory is None or r is None or r.image_path is None:
         return None
-    if r.where is Where.RPATH and "→ image" not in r.detail:
-        return None
-    image_lib = inventory.find(lib)
+    image_lib = inventory.find_path(r.image_path)
     defs = inventory.defs(image_lib.soname) if image_lib else None
     if defs is None or version in defs:
         return None
