@@ -13,7 +13,7 @@ from stackctl.cli.app import app, console_err, output
 from stackctl.errors import EXIT_INPUT, ProfileError, StackctlError
 
 # Each module registers its commands on `app` when imported.
-from stackctl.cli import check, image, profiles, resolve, review  # noqa: F401  isort: skip
+from stackctl.cli import abi, check, image, profiles, resolve, review  # noqa: F401  isort: skip
 
 __all__ = ["app", "main"]
 

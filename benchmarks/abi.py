@@ -1,0 +1,161 @@
+"""`stackctl abi` against `auditwheel show` on one large wheel, and what listing it remotely costs.
+
+    python benchmarks/abi.py [--lib-mb 100] [--data-mb 100] [--repeat 3] [--padding code|random]
+
+Builds, with gcc, a wheel of several hundred MB: four shared libraries each carrying LIB_MB of padding
+(two in .rodata, which sits before the dynamic section, two in .data, which sits after it). The padding
+is machine code taken from the system's libraries, so it compresses like a library; `--padding random`
+uses random bytes instead. Also an extension module linked against all four through RUNPATH `$ORIGIN/lib`, and a DATA_MB
+data member. Then, in the same run:
+
+1. wall time of `stackctl abi WHEEL` and of `auditwheel show WHEEL` (best of --repeat each, run as the
+   commands a user types), and their ratio;
+2. bytes fetched over the loopback index (HTTP range requests) to list the wheel's libraries, as
+   `stackctl abi PROFILE` does for a wheel that provides libraries, and to read every library's
+   dynamic section, against the wheel's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.index_server import IndexServer  # noqa: E402
+from tests.support.wheels import build_wheel  # noqa: E402
+
+TAG = "cp310-cp310-linux_x86_64"
+SYSTEM_ALLOW = ["libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6"]
+
+
+def sh(*cmd: str, cwd: Path | None = None) -> None:
+    subprocess.run(cmd, check=True, cwd=cwd, capture_output=True)
+
+
+def machine_code(n: int) -> bytes:
+    """n bytes of real machine code and tables, taken from the system's own shared libraries.
+
+    Padding a library with it makes the wheel compress (and inflate) the way a real library does;
+    random padding would be stored, not compressed, and cost almost nothing to unpack.
+    """
+    out = bytearray()
+    files = sorted(p for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib") for p in Path(d).glob("*.so*")
+                   if p.is_file() and not p.is_symlink())
+    while len(out) < n:
+        for p in files:
+            out += p.read_bytes()
+            if len(out) >= n:
+                break
+    return bytes(out[:n])
+
+
+def build_libraries(work: Path, lib_mb: int, padding: str) -> dict[str, bytes]:
+    """member path -> bytes of four padded libraries and an extension module that needs them."""
+    members: dict[str, bytes] = {}
+    code = machine_code(4 * lib_mb << 20) if padding == "code" else b""
+    for i in range(4):
+        blob = work / f"blob{i}.bin"
+        size = lib_mb << 20
+        blob.write_bytes(code[i * size:(i + 1) * size] if padding == "code" else os.urandom(size))
+        sh("ld", "-r", "-b", "binary", "-o", f"blob{i}.o", blob.name, cwd=work)
+        if i % 2 == 0:
+            # Read-only data lands before .dynamic: the reader must inflate through it.
+            sh("objcopy", "--rename-section", ".data=.rodata,alloc,load,readonly,data,contents",
+               f"blob{i}.o", cwd=work)
+        lang, src = ("g++", f"pad{i}.cpp") if i == 0 else ("gcc", f"pad{i}.c")
+        body = ('#include <string>\nextern "C" int pad0(const char *s) { return std::string(s).size(); }\n'
+                if i == 0 else f"int pad{i}(const char *s) {{ return s[0] + {i}; }}\n")
+        (work / src).write_text(body)
+        sh(lang, "-shared", "-fPIC", "-O1", f"-Wl,-soname,libpad{i}.so", "-o", f"libpad{i}.so", src,
+           f"blob{i}.o", cwd=work)
+        members[f"bigstack/lib/libpad{i}.so"] = (work / f"libpad{i}.so").read_bytes()
+    (work / "ext.c").write_text("extern int pad0(const char*), pad1(const char*), pad2(const char*), "
+                                "pad3(const char*);\nint ext(void) { return pad0(\"a\") + pad1(\"b\") + "
+                                "pad2(\"c\") + pad3(\"d\"); }\n")
+    sh("gcc", "-shared", "-fPIC", "-o", "ext.so", "ext.c", "-L.", "-Wl,--no-as-needed", "-lpad0", "-lpad1",
+       "-lpad2", "-lpad3", "-Wl,-rpath,$ORIGIN/lib", "-Wl,--enable-new-dtags", cwd=work)
+    members["bigstack/_ext.cpython-310-x86_64-linux-gnu.so"] = (work / "ext.so").read_bytes()
+    return members
+
+
+def best(cmd: list[str], repeat: int) -> tuple[float, int]:
+    times = []
+    code = 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        code = proc.returncode
+        if code not in (0, 1):
+            raise SystemExit(f"{' '.join(cmd)} failed ({code}): {proc.stderr.strip()[-400:]}")
+    return min(times), code
+
+
+def remote_costs(wheel: Path) -> tuple[int, int, int, int, int]:
+    from stackctl.remotezip import RemoteFile
+    from stackctl.wheel import WheelReader, scan_wheel
+
+    with IndexServer() as server:
+        server.add(wheel)
+        url = f"{server.base}files/{wheel.name}"
+        listing = RemoteFile(url)
+        with WheelReader(listing, label=wheel.name) as r:
+            libs = scan_wheel(r, read_elves=False).elves
+        full = RemoteFile(url)
+        with WheelReader(full, label=wheel.name) as r:
+            scan_wheel(r)
+        return len(libs), listing.fetched, listing.requests, full.fetched, full.requests
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib-mb", type=int, default=100, help="MB of padding inside each of 4 libraries")
+    ap.add_argument("--data-mb", type=int, default=100, help="MB of the data member")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--padding", choices=("code", "random"), default="code",
+                    help="what fills the libraries: real machine code (compresses like a library) or random bytes")
+    ap.add_argument("--keep", type=Path, help="leave the wheel in this directory")
+    args = ap.parse_args()
+
+    auditwheel = shutil.which("auditwheel") or str(Path(sys.executable).with_name("auditwheel"))
+    if not Path(auditwheel).exists():
+        raise SystemExit("auditwheel is not installed: pip install auditwheel")
+    with tempfile.TemporaryDirectory(prefix="stackctl-bench-abi-") as tmp:
+        work = Path(tmp)
+        t0 = time.perf_counter()
+        members = build_libraries(work, args.lib_mb, args.padding)
+        members["bigstack/__init__.py"] = b"from bigstack._ext import *\n"
+        members["bigstack/data/weights.bin"] = os.urandom(args.data_mb << 20)
+        wheel = build_wheel(args.keep or work / "dist", "bigstack", "1.0", tag=TAG, files=members)
+        del members
+        size = wheel.stat().st_size
+        print(f"wheel: {wheel.name}, {size / 2**20:.0f} MiB, 5 ELF members, {args.padding} padding (built in "
+              f"{time.perf_counter() - t0:.0f} s)")
+
+        stackctl = [sys.executable, "-m", "stackctl", "abi", str(wheel), "--json",
+                    *(x for a in SYSTEM_ALLOW for x in ("--allow", a))]
+        ours, code = best(stackctl, args.repeat)
+        if code != 0:
+            raise SystemExit("stackctl abi did not pass on the benchmark wheel")
+        theirs, _ = best([auditwheel, "show", str(wheel)], args.repeat)
+        print(f"stackctl abi     {ours:7.2f} s")
+        print(f"auditwheel show  {theirs:7.2f} s")
+        print(f"ratio            {theirs / ours:7.1f}x faster (target >= 2x)")
+
+        n, list_bytes, list_reqs, full_bytes, full_reqs = remote_costs(wheel)
+        print(f"remote listing of {n} libraries: {list_bytes / 1024:.0f} KiB in {list_reqs} requests = "
+              f"{100 * list_bytes / size:.3f}% of the wheel (target < 1%)")
+        print(f"remote read of every library's dynamic section: {full_bytes / 2**20:.1f} MiB in {full_reqs} "
+              f"requests = {100 * full_bytes / size:.1f}% of the wheel")
+
+
+if __name__ == "__main__":
+    main()

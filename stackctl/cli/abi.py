@@ -1,0 +1,363 @@
+"""abi, inventory, wheel-diff: what the libraries in the stack's wheels need, and where they find it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, console_err, emit, markdown_table, table
+from stackctl.errors import CheckFailed, InputError
+
+if TYPE_CHECKING:
+    import requests
+
+    from stackctl.abi import AbiReport, StackWheel
+    from stackctl.inventory import Inventory
+    from stackctl.wheel import Limits, WheelScan
+
+_RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
+
+
+@dataclass(frozen=True)
+class _Planned:
+    location: str
+    sha256: str | None
+    check: bool
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a scanned wheel came from and what reading it cost."""
+
+    wheel: str
+    location: str
+    size: int
+    fetched: int | None  # bytes received over HTTP; None for a local file
+    requests: int | None
+    ranged: bool | None  # False: the server ignored range requests and the wheel was downloaded whole
+    libraries_read: bool  # False: its libraries were listed by name from the central directory only
+
+
+def _limits(max_size: int | None) -> Limits:
+    from stackctl.wheel import Limits
+
+    if max_size is None:
+        return Limits()
+    if max_size <= 0:
+        raise InputError(f"--max-size must be positive, not {max_size}")
+    return Limits(max_member=max_size, max_total=max(max_size, Limits().max_total))
+
+
+@contextlib.contextmanager
+def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[str], None]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console_err, transient=True,
+                  disable=not enabled or not console_err.is_terminal) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda desc: progress.update(task, advance=1, description=desc)
+
+
+def scan_location(location: str, limits: Limits, *, sha256: str | None = None, with_metadata: bool = False,
+                  read_elves: bool = True, session: requests.Session | None = None) -> tuple[WheelScan, Source]:
+    """Scan a wheel given as a local path, a file:// URL or an http(s) URL (read with range requests).
+
+    `session` carries an index's credentials for remote wheels (the index client builds it).
+    """
+    from urllib.parse import unquote, urlparse
+
+    from stackctl.remotezip import RemoteFile
+    from stackctl.wheel import WheelReader, scan_wheel
+
+    parsed = urlparse(location)
+    if parsed.scheme in ("http", "https"):
+        remote = RemoteFile(location, sha256=sha256, session=session)
+        try:
+            name = unquote(parsed.path.rsplit("/", 1)[-1])
+            with WheelReader(remote, label=name, limits=limits) as reader:
+                scan = scan_wheel(reader, with_metadata=with_metadata, read_elves=read_elves)
+            return scan, Source(scan.filename, location, remote.size, remote.fetched, remote.requests, remote.ranged,
+                                read_elves)
+        finally:
+            remote.close()
+    path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(location)
+    with WheelReader(path, limits=limits) as reader:
+        scan = scan_wheel(reader, with_metadata=with_metadata, read_elves=read_elves)
+        size = path.stat().st_size
+    if sha256 is not None:
+        import hashlib
+
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        if h.hexdigest() != sha256.removeprefix("sha256:").lower():
+            raise CheckFailed(f"{path}: sha256 differs from the lock's")
+    return scan, Source(scan.filename, str(path), size, None, None, None, read_elves)
+
+
+def _load_inventory(path: str | None) -> Inventory | None:
+    from stackctl.inventory import read_inventory
+
+    return read_inventory(path) if path else None
+
+
+def _stack_wheels(spec: str, lock_path: Path | None, target: str | None
+                  ) -> tuple[list[tuple[str, str | None, list[_Planned]]], tuple[str, ...], str | None]:
+    """(target label, arch, wheels to read) per target, the profile's allow list and inventory."""
+    from stackctl.cli.profiles import load_profile, resolve_profile_arg
+    from stackctl.lock import read_lock
+    from stackctl.profile import AbiRole
+    from stackctl.wheel import platform_arch
+
+    stack = load_profile(spec)
+    if lock_path is None:
+        arg = Path(resolve_profile_arg(spec).split("@", 1)[0])
+        lock_path = arg.with_suffix(".lock") if arg.is_file() else Path("stacks") / f"{stack.name}.lock"
+    lock = read_lock(lock_path)
+    if lock.stack != stack.name:
+        raise InputError(f"{lock_path}: is the lock of stack {lock.stack!r}, not {stack.name!r}")
+    if lock.profile_digest != stack.digest():
+        console_err.print(f"[yellow]warning:[/] {lock_path} was resolved from another version of "
+                          f"{stack.name}; re-run `stackctl resolve` to refresh it")
+    labels = [t.label for t in stack.targets]
+    if target is not None:
+        if target not in labels:
+            raise InputError(f"--target {target}: {stack.name} has targets {', '.join(labels)}")
+        labels = [target]
+    roles = {}
+    for p in lock.pins:
+        pin = stack.pin(p.name)
+        for f in p.files:
+            roles[(f.target, f.filename)] = pin.abi if pin else AbiRole.PROVIDE
+    out: list[tuple[str, str | None, list[_Planned]]] = []
+    for label in labels:
+        files = [f for f in lock.wheels_for(label) if roles.get((label, f.filename)) is not AbiRole.IGNORE]
+        if not files:
+            raise InputError(f"{lock_path}: no wheels for target {label}")
+        planned = [_Planned(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK) for f in files]
+        platform = label.split("-", 1)[1] if "-" in label else label
+        out.append((label, platform_arch(platform), planned))
+    return out, stack.abi.allow, stack.abi.inventory
+
+
+def _resolution_rows(report: AbiReport) -> list[list[str]]:
+    rows = []
+    for r in report.resolutions:
+        rows.append([f"{r.wheel}:{r.file}" if len(report.wheels) > 1 else r.file, r.needed,
+                     r.detail, r.where.value.upper() if r.where.value == "unresolved" else r.where.value])
+    return rows
+
+
+def _human_size(n: int) -> str:
+    from stackctl.wheel import _human
+
+    return _human(n)
+
+
+@app.command()
+def abi(
+    targets: Annotated[list[str], typer.Argument(help="A profile (file, PATH@GITREV or stack name), or wheel "
+                                                      "files / URLs to check together.")],
+    lock: Annotated[Path | None, typer.Option("--lock", help="Lock to read (default: the profile's .lock beside "
+                                              "it, or stacks/NAME.lock).")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="Check one target (cp310-linux_x86_64); "
+                                               "default: every target of the stack.")] = None,
+    inventory: Annotated[str | None, typer.Option("--inventory", help="Base image inventory (JSON from "
+                                                  "`stackctl inventory`); overrides the profile's.")] = None,
+    allow: Annotated[list[str] | None, typer.Option("--allow", help="Glob of libraries the host provides "
+                                                    "(libcuda.so.*); adds to the profile's.")] = None,
+    arch: Annotated[str | None, typer.Option("--arch", help="Expected machine (x86_64, aarch64); default from "
+                                             "the target or the wheels' tags.")] = None,
+    max_size: Annotated[int | None, typer.Option("--max-size", help="Largest member size in bytes read from a "
+                                                 "wheel (zip bomb cap).")] = None,
+    markdown: MarkdownOpt = False,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Resolve every DT_NEEDED of the checked wheels; exit 1 naming each unresolved library or exceeded
+    symbol version."""
+    from stackctl.abi import StackWheel, check_abi
+
+    limits = _limits(max_size)
+    wheel_mode = all(t.endswith(".whl") for t in targets)
+    if not wheel_mode and len(targets) != 1:
+        raise InputError("give one profile, or only wheel files (*.whl)")
+    plans: list[tuple[str, str | None, list[_Planned]]]
+    if wheel_mode:
+        if lock is not None or target is not None:
+            raise InputError("--lock and --target apply to a profile, not to wheel files")
+        plans = [("wheels", arch, [_Planned(t, None, True) for t in targets])]
+        profile_allow: tuple[str, ...] = ()
+        profile_inventory = None
+    else:
+        plans, profile_allow, profile_inventory = _stack_wheels(targets[0], lock, target)
+        if arch is not None:
+            plans = [(label, arch, w) for label, _, w in plans]
+    inv = _load_inventory(inventory or profile_inventory)
+    rules = tuple(profile_allow) + tuple(allow or ())
+
+    sources: list[Source] = []
+    scanned: dict[tuple[str, bool], WheelScan] = {}  # (location, elves read) -> scan; targets share wheels
+
+    def read(items: list[_Planned], label: str, full: bool) -> list[StackWheel]:
+        out = []
+        with _progress(len(items), f"reading {label}", not as_json) as advance:
+            for p in items:
+                # Wheels that only provide are listed by name first: for a remote wheel that is its
+                # central directory. Their libraries are read only if a name is left unresolved.
+                elves = full or p.check
+                key = (p.location, elves)
+                if key not in scanned:
+                    scanned[key], src = scan_location(p.location, limits, sha256=p.sha256, read_elves=elves)
+                    sources.append(src)
+                out.append(StackWheel(scanned[key], p.check))
+                advance(scanned[key].filename)
+        return out
+
+    reports: list[tuple[str, AbiReport]] = []
+    for label, a, items in plans:
+        rep = check_abi(read(items, label, False), inv, rules, a)
+        if rep.unresolved() and any(not p.check for p in items):
+            rep = check_abi(read(items, label, True), inv, rules, a)
+        reports.append((label, rep))
+
+    def human() -> None:
+        for label, rep in reports:
+            rows = _resolution_rows(rep)
+            problems = [[f.severity.value, f.kind, f.message] for f in rep.findings if f.kind != "unresolved"]
+            ceil = [[c.family, c.required or "—", c.required_by or "", c.provided or "—"] for c in rep.ceilings
+                    if c.required or c.provided]
+            if markdown:
+                print(f"### ABI: {label}\n")
+                print(markdown_table(_RESOLUTION_COLUMNS, rows))
+                if ceil:
+                    print()
+                    print(markdown_table(["family", "highest required", "by", "image provides"], ceil))
+                if problems:
+                    print()
+                    print(markdown_table(["severity", "kind", "problem"], problems))
+                print()
+                continue
+            title = f"ABI {label}" + (f" against {rep.inventory}" if rep.inventory else " (no image inventory)")
+            console.print(table(title, _RESOLUTION_COLUMNS, rows))
+            if ceil:
+                console.print(table("symbol-version ceilings", ["family", "highest required", "by",
+                                                                "image provides"], ceil))
+            for f in rep.findings:
+                if f.kind != "unresolved":
+                    colour = "red" if f.severity.value == "error" else "yellow"
+                    console.print(f"[{colour}]{f.severity.value}:[/] {f.message}", markup=True)
+            unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
+            console.print(f"{label}: {rep.checked_files} files checked in {len(rep.wheels)} wheels, "
+                          f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
+        for s in sources:
+            if s.fetched is not None:
+                how = "range requests" if s.ranged else "full download (server ignores ranges)"
+                how += "" if s.libraries_read else ", libraries listed by name"
+                console.print(f"{s.wheel}: read {_human_size(s.fetched)} of {_human_size(s.size)} "
+                              f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}")
+
+    emit({"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources},
+         as_json, human)
+    failures = [f"{label}: {msg}" if len(reports) > 1 else msg
+                for label, rep in reports if (msg := rep.failure())]
+    if failures:
+        raise CheckFailed("; ".join(failures))
+
+
+def _report_json(rep: AbiReport) -> dict[str, object]:
+    from stackctl.jsonout import to_jsonable
+
+    d: dict[str, object] = to_jsonable(rep)
+    d["ok"] = rep.ok
+    d["unresolved"] = [{"library": lib, "needed_by": list(files)} for lib, files in rep.unresolved()]
+    return d
+
+
+@app.command()
+def inventory(
+    image: Annotated[str, typer.Argument(help="Image on the Docker engine (DOCKER_HOST or the default socket).")],
+    out: Annotated[Path, typer.Option("--out", help="Inventory file to write (JSON).")],
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Record what the image's dynamic loader finds and the libc/libstdc++ symbol versions it defines."""
+    import docker
+    import docker.errors
+
+    from stackctl.errors import ServiceError
+    from stackctl.inventory import collect, write_inventory
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise ServiceError(f"cannot reach the Docker engine ({exc})",
+                           hint="start dockerd or set DOCKER_HOST") from None
+    status = console_err.status(f"reading {image}'s libraries through the engine")
+    show = console_err.is_terminal and not as_json
+    try:
+        if show:
+            status.start()
+        inv = collect(client, image)
+    finally:
+        if show:
+            status.stop()
+        client.close()
+    write_inventory(out, inv)
+
+    def human() -> None:
+        tops = ", ".join(t for t in (inv.ceiling(f) for f in ("GLIBC", "GLIBCXX", "CXXABI")) if t)
+        console.print(f"{image}: {len(inv.libraries)} libraries in {len(inv.search_dirs)} directories, "
+                      f"{inv.arch}; {tops or 'no versioned libc'} → {out}")
+
+    emit({"image": image, "image_id": inv.image_id, "out": str(out), "libraries": len(inv.libraries),
+          "search_dirs": inv.search_dirs, "glibc": inv.ceiling("GLIBC"), "glibcxx": inv.ceiling("GLIBCXX"),
+          "cxxabi": inv.ceiling("CXXABI")}, as_json, human)
+
+
+@app.command("wheel-diff")
+def wheel_diff(
+    old: Annotated[str, typer.Argument(help="The old wheel: a file or an http(s) URL.")],
+    new: Annotated[str, typer.Argument(help="The new wheel: a file or an http(s) URL.")],
+    max_size: Annotated[int | None, typer.Option("--max-size", help="Largest member size in bytes read from a "
+                                                 "wheel (zip bomb cap).")] = None,
+    markdown: MarkdownOpt = False,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Members added, removed and changed; DT_NEEDED gained and dropped; metadata changes; one summary line."""
+    from stackctl.wheeldiff import diff_wheels
+
+    limits = _limits(max_size)
+    a, _ = scan_location(old, limits, with_metadata=True)
+    b, _ = scan_location(new, limits, with_metadata=True)
+    d = diff_wheels(a, b)
+    rows = [[c.path, str(c.size_before), str(c.size_after), c.crc_before, c.crc_after] for c in d.changed]
+    rows += [[k, "—", "added", "", ""] for k in d.added] + [[k, "removed", "—", "", ""] for k in d.removed]
+    erows = [[e.path, " ".join(e.tokens()) or "(dynamic section unchanged)"] for e in d.elf]
+
+    def human() -> None:
+        if markdown:
+            print(f"**{d.old} → {d.new}**: {d.summary}\n")
+            print(markdown_table(["member", "size before", "size after", "crc before", "crc after"], rows))
+            if erows:
+                print()
+                print(markdown_table(["library", "dynamic section changes"], erows))
+            return
+        console.print(table(f"{d.old} → {d.new}", ["member", "size before", "size after", "crc before",
+                                                   "crc after"], rows))
+        if erows:
+            console.print(table("libraries", ["library", "dynamic section changes"], erows))
+        console.print(f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed, "
+                      f"{d.unchanged} unchanged")
+        console.print(d.summary, markup=False)
+
+    emit(d, as_json, human)

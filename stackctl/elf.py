@@ -1,0 +1,223 @@
+"""What the dynamic loader reads from an ELF file, and nothing more: the one module that calls pyelftools.
+
+Files are read, never executed. The dynamic information is reached through the program headers
+(PT_LOAD, PT_DYNAMIC) rather than the section headers, because the section headers sit at the very end
+of the file: through the program headers a library inside a compressed or remote wheel is understood
+from the front of the file alone, and a stripped library without section headers still reads.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import IO, Any
+
+# A library needs at most a few hundred dynamic entries; a bound keeps a corrupt file from looping.
+_MAX_DYN_ENTRIES = 1 << 16
+_MAX_VERSION_ENTRIES = 1 << 12
+_MAX_STRING = 1 << 16
+
+_MACHINES = {
+    "EM_X86_64": "x86_64",
+    "EM_386": "i686",
+    "EM_AARCH64": "aarch64",
+    "EM_ARM": "armv7l",
+    "EM_PPC64": "ppc64le",
+    "EM_S390": "s390x",
+    "EM_RISCV": "riscv64",
+}
+
+ELF_MAGIC = b"\x7fELF"
+
+
+class NotElf(Exception):
+    """The bytes are not an ELF file, or not one this module can read (the reason says which)."""
+
+
+@dataclass(frozen=True)
+class VersionNeed:
+    """Symbol versions one file requires from one library (`.gnu.version_r`)."""
+
+    library: str
+    versions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    machine: str  # "x86_64", "aarch64", ... or the raw e_machine name when unknown
+    bits: int  # 32 or 64
+    elf_type: str  # "ET_DYN", "ET_EXEC", "ET_REL", ...
+    soname: str | None
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+    version_needs: tuple[VersionNeed, ...]
+    version_defs: tuple[str, ...]  # what the file itself defines (libc.so.6: GLIBC_2.2.5 ... GLIBC_2.36)
+
+    def required_versions(self) -> tuple[tuple[str, str], ...]:
+        """(library, version) for every required symbol version."""
+        return tuple((n.library, v) for n in self.version_needs for v in n.versions)
+
+
+def looks_like_elf(head: bytes) -> bool:
+    return head[:4] == ELF_MAGIC
+
+
+def read_elf(stream: IO[bytes]) -> ElfInfo:
+    """Read the dynamic information of the ELF file in `stream` (seekable, binary).
+
+    Raises NotElf with a one-line reason for anything that is not a readable ELF file: wrong magic,
+    a truncated header, tables pointing outside the file.
+    """
+    from elftools.common.exceptions import ELFError
+
+    try:
+        return _read(stream)
+    except NotElf:
+        raise
+    except ELFError as exc:
+        raise NotElf(_reason(exc)) from None
+    except (EOFError, ValueError, OverflowError, KeyError) as exc:
+        # Construct and the stream wrappers raise these on short or nonsensical data.
+        raise NotElf(f"truncated or corrupt ELF ({type(exc).__name__}: {exc})") from None
+
+
+def read_elf_bytes(data: bytes) -> ElfInfo:
+    return read_elf(io.BytesIO(data))
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc)
+    if "Magic number does not match" in text:
+        return "not an ELF file (no ELF magic)"
+    return f"truncated or corrupt ELF ({text.strip() or type(exc).__name__})"
+
+
+@dataclass(frozen=True)
+class _Load:
+    vaddr: int
+    offset: int
+    filesz: int
+
+
+def _read(stream: IO[bytes]) -> ElfInfo:
+    from elftools.common.utils import struct_parse
+    from elftools.elf.elffile import ELFFile
+
+    stream.seek(0)
+    if not looks_like_elf(stream.read(4)):
+        raise NotElf("not an ELF file (no ELF magic)")
+    stream.seek(0)
+    elf = ELFFile(stream)
+    structs: Any = elf.structs
+    header: Any = elf.header
+    size = elf.stream_len
+    machine = _MACHINES.get(str(header["e_machine"]), str(header["e_machine"]))
+    bits = int(elf.elfclass)
+    elf_type = str(header["e_type"])
+
+    # Sizes are checked against the file length without reading: a cut-off file is caught even where
+    # the part that is missing is never read.
+    shoff, shnum, shentsize = int(header["e_shoff"]), int(header["e_shnum"]), int(header["e_shentsize"])
+    if shoff and shoff + shnum * shentsize > size:
+        raise NotElf("truncated ELF (section headers beyond the end of the file)")
+    loads: list[_Load] = []
+    dynamic: tuple[int, int] | None = None
+    phoff, phnum, phentsize = int(header["e_phoff"]), int(header["e_phnum"]), int(header["e_phentsize"])
+    if phnum and phoff + phnum * phentsize > size:
+        raise NotElf("truncated ELF (program headers beyond the end of the file)")
+    for i in range(phnum):
+        ph: Any = struct_parse(structs.Elf_Phdr, stream, phoff + i * phentsize)
+        if ph["p_type"] == "PT_LOAD":
+            seg = _Load(int(ph["p_vaddr"]), int(ph["p_offset"]), int(ph["p_filesz"]))
+            if seg.offset + seg.filesz > size:
+                raise NotElf("truncated ELF (a loaded segment runs past the end of the file)")
+            loads.append(seg)
+        elif ph["p_type"] == "PT_DYNAMIC":
+            dynamic = (int(ph["p_offset"]), int(ph["p_filesz"]))
+    if dynamic is None:
+        # A static executable or an object file: it needs nothing from the loader.
+        return ElfInfo(machine, bits, elf_type, None, (), (), (), (), ())
+    dyn_off, dyn_size = dynamic
+    if dyn_off + dyn_size > size:
+        raise NotElf("truncated ELF (dynamic segment beyond the end of the file)")
+
+    entries: list[tuple[str, int]] = []
+    entsize = structs.Elf_Dyn.sizeof()
+    for i in range(min(dyn_size // entsize, _MAX_DYN_ENTRIES)):
+        d: Any = struct_parse(structs.Elf_Dyn, stream, dyn_off + i * entsize)
+        tag = str(d["d_tag"])
+        if tag == "DT_NULL":
+            break
+        entries.append((tag, int(d["d_val"])))
+
+    def offset_of(vaddr: int) -> int:
+        for seg in loads:
+            if seg.vaddr <= vaddr < seg.vaddr + seg.filesz:
+                return seg.offset + (vaddr - seg.vaddr)
+        if not loads:  # no PT_LOAD: addresses are file offsets (seen in hand-made files)
+            return vaddr
+        raise NotElf(f"corrupt ELF (address {vaddr:#x} is in no loaded segment)")
+
+    values = dict(entries)
+    if "DT_STRTAB" not in values:
+        raise NotElf("corrupt ELF (dynamic segment without a string table)")
+    strtab = offset_of(values["DT_STRTAB"])
+    strsz = values.get("DT_STRSZ", _MAX_STRING)
+
+    def string(off: int) -> str:
+        if off >= strsz:
+            raise NotElf("corrupt ELF (string offset beyond the string table)")
+        stream.seek(strtab + off)
+        raw = stream.read(min(_MAX_STRING, strsz - off))
+        end = raw.find(b"\0")
+        if end < 0:
+            raise NotElf("truncated ELF (unterminated string in the dynamic string table)")
+        return raw[:end].decode("utf-8", "replace")
+
+    def paths(tag: str) -> tuple[str, ...]:
+        return tuple(p for v in (string(o) for t, o in entries if t == tag) for p in v.split(":") if p)
+
+    needs: list[VersionNeed] = []
+    if "DT_VERNEED" in values:
+        pos = offset_of(values["DT_VERNEED"])
+        for _ in range(min(values.get("DT_VERNEEDNUM", 0), _MAX_VERSION_ENTRIES)):
+            vn: Any = struct_parse(structs.Elf_Verneed, stream, pos)
+            versions: list[str] = []
+            apos = pos + int(vn["vn_aux"])
+            for _ in range(min(int(vn["vn_cnt"]), _MAX_VERSION_ENTRIES)):
+                aux: Any = struct_parse(structs.Elf_Vernaux, stream, apos)
+                versions.append(string(int(aux["vna_name"])))
+                if not aux["vna_next"]:
+                    break
+                apos += int(aux["vna_next"])
+            needs.append(VersionNeed(string(int(vn["vn_file"])), tuple(versions)))
+            if not vn["vn_next"]:
+                break
+            pos += int(vn["vn_next"])
+
+    defs: list[str] = []
+    if "DT_VERDEF" in values:
+        pos = offset_of(values["DT_VERDEF"])
+        for _ in range(min(values.get("DT_VERDEFNUM", 0), _MAX_VERSION_ENTRIES)):
+            vd: Any = struct_parse(structs.Elf_Verdef, stream, pos)
+            # The first auxiliary entry names the version; later ones name its parents.
+            if int(vd["vd_cnt"]) and not int(vd["vd_flags"]) & 0x1:  # VER_FLG_BASE names the file itself
+                da: Any = struct_parse(structs.Elf_Verdaux, stream, pos + int(vd["vd_aux"]))
+                defs.append(string(int(da["vda_name"])))
+            if not vd["vd_next"]:
+                break
+            pos += int(vd["vd_next"])
+
+    sonames = [string(o) for t, o in entries if t == "DT_SONAME"]
+    return ElfInfo(
+        machine=machine,
+        bits=bits,
+        elf_type=elf_type,
+        soname=sonames[0] if sonames else None,
+        needed=tuple(string(o) for t, o in entries if t == "DT_NEEDED"),
+        rpath=paths("DT_RPATH"),
+        runpath=paths("DT_RUNPATH"),
+        version_needs=tuple(needs),
+        version_defs=tuple(defs),
+    )
