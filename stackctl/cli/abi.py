@@ -108,15 +108,20 @@ def _load_inventory(path: str | None) -> Inventory | None:
     return read_inventory(path) if path else None
 
 
-def _stack_wheels(spec: str, lock_path: Path | None, target: str | None
-                  ) -> tuple[list[tuple[str, str | None, list[_Planned]]], tuple[str, ...], str | None]:
-    """(target label, arch, wheels to read) per target, the profile's allow list and inventory."""
+def _stack_wheels(spec: str, lock_path: Path | None, target: str | None, index: list[str] | None
+                  ) -> tuple[list[tuple[str, str | None, list[_Planned]]], tuple[str, ...], str | None,
+                             requests.Session]:
+    """(target label, arch, wheels to read) per target, the profile's allow list and inventory, and a
+    session that carries each index's credentials to that index only."""
     from stackctl.cli.profiles import load_profile, resolve_profile_arg
+    from stackctl.index.client import credentialed_session
+    from stackctl.index.config import endpoints, parse_overrides
     from stackctl.lock import read_lock
     from stackctl.profile import AbiRole
     from stackctl.wheel import platform_arch
 
     stack = load_profile(spec)
+    session = credentialed_session(endpoints(stack, parse_overrides(index or [])))
     if lock_path is None:
         arg = Path(resolve_profile_arg(spec).split("@", 1)[0])
         lock_path = arg.with_suffix(".lock") if arg.is_file() else Path("stacks") / f"{stack.name}.lock"
@@ -144,7 +149,7 @@ def _stack_wheels(spec: str, lock_path: Path | None, target: str | None
         planned = [_Planned(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK) for f in files]
         platform = label.split("-", 1)[1] if "-" in label else label
         out.append((label, platform_arch(platform), planned))
-    return out, stack.abi.allow, stack.abi.inventory
+    return out, stack.abi.allow, stack.abi.inventory, session
 
 
 def _resolution_rows(report: AbiReport) -> list[list[str]]:
@@ -177,6 +182,9 @@ def abi(
                                              "the target or the wheels' tags.")] = None,
     max_size: Annotated[int | None, typer.Option("--max-size", help="Largest member size in bytes read from a "
                                                  "wheel (zip bomb cap).")] = None,
+    index: Annotated[list[str] | None, typer.Option(
+        "--index", help="NAME=URL: the index NAME is at URL for this run (its credentials go to that origin "
+        "only; also STACKCTL_INDEX_<NAME>_URL).")] = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -191,13 +199,14 @@ def abi(
         raise InputError("give one profile, or only wheel files (*.whl)")
     plans: list[tuple[str, str | None, list[_Planned]]]
     if wheel_mode:
-        if lock is not None or target is not None:
-            raise InputError("--lock and --target apply to a profile, not to wheel files")
+        if lock is not None or target is not None or index:
+            raise InputError("--lock, --target and --index apply to a profile, not to wheel files")
         plans = [("wheels", arch, [_Planned(t, None, True) for t in targets])]
         profile_allow: tuple[str, ...] = ()
         profile_inventory = None
+        session = None
     else:
-        plans, profile_allow, profile_inventory = _stack_wheels(targets[0], lock, target)
+        plans, profile_allow, profile_inventory, session = _stack_wheels(targets[0], lock, target, index)
         if arch is not None:
             plans = [(label, arch, w) for label, _, w in plans]
     inv = _load_inventory(inventory or profile_inventory)
@@ -215,7 +224,8 @@ def abi(
                 elves = full or p.check
                 key = (p.location, elves)
                 if key not in scanned:
-                    scanned[key], src = scan_location(p.location, limits, sha256=p.sha256, read_elves=elves)
+                    scanned[key], src = scan_location(p.location, limits, sha256=p.sha256, read_elves=elves,
+                                                      session=session)
                     sources.append(src)
                 out.append(StackWheel(scanned[key], p.check))
                 advance(scanned[key].filename)
@@ -329,6 +339,9 @@ def wheel_diff(
     new: Annotated[str, typer.Argument(help="The new wheel: a file or an http(s) URL.")],
     max_size: Annotated[int | None, typer.Option("--max-size", help="Largest member size in bytes read from a "
                                                  "wheel (zip bomb cap).")] = None,
+    index: Annotated[list[str] | None, typer.Option(
+        "--index", help="NAME=URL: the index NAME is at URL for this run (its credentials go to that origin "
+        "only; also STACKCTL_INDEX_<NAME>_URL).")] = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,

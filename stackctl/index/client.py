@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -320,3 +320,26 @@ class _RangeReader(io.RawIOBase):
         data = self.read(len(b))
         b[:len(data)] = data
         return len(data)
+
+
+def credentialed_session(eps: Mapping[str, IndexEndpoint]) -> requests.Session:
+    """A session for reading locked files directly (range requests): each index's credentials go only
+    to that index's own origin, never to a file host it redirects to."""
+    import requests
+
+    by_origin = {ep.origin: ep.credentials for ep in eps.values() if ep.credentials is not None}
+
+    class _OriginAuth(requests.auth.AuthBase):
+        def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+            creds = by_origin.get(origin(r.url or ""))
+            if creds is not None:
+                requests.auth.HTTPBasicAuth(creds.username, creds.password)(r)
+            else:
+                r.headers.pop("Authorization", None)
+            return r
+
+    s = requests.Session()
+    s.trust_env = False
+    s.headers["User-Agent"] = USER_AGENT
+    s.auth = _OriginAuth()
+    return s

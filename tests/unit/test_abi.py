@@ -348,3 +348,64 @@ def test_cli_profile_usage_errors(cli: Cli, tmp_path: Path) -> None:
     write_lock(tmp_path / "other.lock", Lock("other", "sha256:x", ()))
     r = cli("abi", "s", "--lock", str(tmp_path / "other.lock"), cwd=tmp_path)
     assert r.code == 2 and "is the lock of stack 'other', not 's'" in r.err
+
+
+def test_cli_lock_on_an_index_with_credentials(cli: Cli, stack_wheels: Wheels, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remote wheels of a private index: its credentials reach it, and never a host it redirects to."""
+    from tests.support.index_server import redirect
+
+    profile = tmp_path / "stacks" / "priv.toml"
+    profile.parent.mkdir()
+    profile.write_text("""
+[stack]
+name = "priv"
+
+[targets]
+python = ["3.10"]
+platforms = ["linux_x86_64"]
+
+[indexes.vendor]
+url = "http://127.0.0.1:1/simple/"
+username_env = "ABI_TEST_USER"
+password_env = "ABI_TEST_PASSWORD"
+
+[pins.corelib]
+version = "1.0"
+index = "vendor"
+
+[pins.kernlib]
+version = "1.0"
+index = "vendor"
+abi = "check"
+
+[abi]
+allow = ["libdl.so.*", "librt.so.*", "libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6"]
+""")
+    from stackctl.loader import load_stack
+
+    stack = load_stack(profile)
+    with IndexServer(auth=("robot", "pa55word")) as vendor, IndexServer() as cdn:
+        pins = []
+        for name, path in (("corelib", stack_wheels.core), ("kernlib", stack_wheels.kern)):
+            vendor.add(path)
+            cdn.add(path)
+            pins.append(LockedPin(name, "1.0", "vendor", (LockedFile(
+                "cp310-linux_x86_64", path.name, f"{vendor.base}files/{path.name}", sha256_file(path)),)))
+        # The vendor sends the kernel library's wheel to another host, as indexes do with file CDNs.
+        kern = f"/files/{stack_wheels.kern.name}"
+        for _ in range(20):
+            vendor.fault(kern, redirect(f"{cdn.base}files/{stack_wheels.kern.name}"))
+        write_lock(tmp_path / "stacks" / "priv.lock", Lock("priv", stack.digest(), tuple(pins)))
+
+        at = ("--index", f"vendor={vendor.url}")
+        r = cli("abi", "priv", *at, cwd=tmp_path)
+        assert r.code == 3 and "401" in r.err  # no credentials configured: the index says no
+
+        monkeypatch.setenv("ABI_TEST_USER", "robot")
+        monkeypatch.setenv("ABI_TEST_PASSWORD", "pa55word")
+        r = cli("abi", "priv", *at, cwd=tmp_path)
+        assert r.code == 0, r.out + r.err
+        assert "pa55word" not in r.out + r.err
+        assert any(h.get("Authorization") for _, p, h in vendor.log if "corelib" in p)
+        assert cdn.requests_to("kernlib") and not any(h.get("Authorization") for _, _, h in cdn.log)
