@@ -82,8 +82,7 @@ def show(
         console.print(table("gate", ["#", "distribution", "module", "mode", "check", "expected", "skip import if"],
                             gate))
         for p in s.probes:
-            console.print(f"probe {p.name}: {p.kind} {p.package or p.module} {p.glob or p.attr} = "
-                          f"{p.count if p.count is not None else p.value}")
+            console.print(f"probe {p.name}: {p.describe()}", markup=False)
         if s.image:
             console.print(f"image: {s.image.repository}:{rendered_tag(s)} from {s.image.base}")
 
