@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 
@@ -12,10 +13,32 @@ from rich.text import Text
 from stackctl.cli.app import app, console_err, output
 from stackctl.errors import EXIT_INPUT, ProfileError, StackctlError
 
-# Each module registers its commands on `app` when imported.
-from stackctl.cli import abi, check, image, profiles, resolve, review  # noqa: F401  isort: skip
+# Each module registers its commands on `app` when imported; a run imports only the module of the
+# command it runs (start-up is a visible share of a quick command), `--help` imports them all. The
+# order is the upgrade's workflow, which `stackctl --help` follows.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "profiles": ("validate", "show", "export"),
+    "review": ("diff", "scan"),
+    "resolve": ("resolve", "lock", "outdated", "fetch"),
+    "check": ("check",),
+    "abi": ("abi", "inventory", "wheel-diff"),
+    "image": ("tag", "gate", "render", "build", "publish", "inspect"),
+}
+
+
+def register(args: list[str]) -> None:
+    wanted = next((a for a in args if not a.startswith("-")), None)
+    modules = [m for m, commands in COMMAND_MODULES.items() if wanted in commands] or list(COMMAND_MODULES)
+    for module in modules:
+        importlib.import_module(f"stackctl.cli.{module}")
+
 
 __all__ = ["app", "main"]
+
+# Recent typer releases carry their own copy of click, whose exceptions are not click's own classes.
+_USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
+    {click.exceptions.ClickException, getattr(typer, "TyperException", click.exceptions.ClickException)})
+_ABORTS: tuple[type[BaseException], ...] = tuple({click.exceptions.Abort, typer.Abort})
 
 
 def _report(exc: StackctlError, as_json: bool) -> None:
@@ -37,6 +60,7 @@ def _report(exc: StackctlError, as_json: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     output.json_emitted = False
+    register(args)
     command = typer.main.get_command(app)
     try:
         result = command.main(args=args, prog_name="stackctl", standalone_mode=False)
@@ -46,10 +70,14 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         _report(exc, "--json" in args)
         code = exc.exit_code
-    except click.exceptions.ClickException as exc:
-        exc.show()
-        code = EXIT_INPUT
-    except click.exceptions.Abort:
+    except _USAGE_ERRORS as exc:
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            console_err.print(Text.assemble(("error:", "bold red"), " ", str(exc)))
+        code = int(getattr(exc, "exit_code", EXIT_INPUT) or EXIT_INPUT)
+    except _ABORTS:
         console_err.print("aborted")
         code = 130
     sys.exit(code)

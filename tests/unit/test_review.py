@@ -225,3 +225,20 @@ def test_scan_skips_the_old_profile_itself(cli: Cli, tmp_path: Path) -> None:
     r = cli("scan", str(tmp_path), "--stack", str(tmp_path / "torch-2.11-post2.toml"),
             "--since", str(tmp_path / "torch-2.11-post1.toml"))
     assert r.code == 0, r.out
+
+
+def test_every_command_is_in_the_lazy_registry() -> None:
+    import typer
+
+    from stackctl.cli import COMMAND_MODULES, app, register
+
+    register([])  # all modules
+    registered = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    assert registered == {c for commands in COMMAND_MODULES.values() for c in commands}
+
+
+def test_usage_errors_are_one_message_and_exit_2(cli: Cli) -> None:
+    for args in (["resolve"], ["diff", "--bogus", "a", "b"], ["abi"]):
+        r = cli(*args)
+        assert r.code == 2, (args, r.err)
+        assert "Traceback" not in r.err and "Error:" in r.err
