@@ -22,8 +22,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from stackctl.inventory import Inventory, Library
 from tests.support.wheels import build_wheel
 
@@ -156,21 +154,6 @@ def build_stack_wheels(libs: Libs, out: Path) -> Wheels:
     v2 = build_wheel(out / "v2", "deep_ext", "1.0.post2", tag=TAG, requires_python=">=3.10",
                      requires_dist=["corelib==1.0"], files={**sources, EXT: libs.ext_v2.read_bytes()})
     return Wheels(core, kern, v1, v2)
-
-
-# --- pytest fixtures (import them into a test module to use them) ------------------------------
-
-
-@pytest.fixture(scope="session")
-def elf_libs(tmp_path_factory: pytest.TempPathFactory) -> Libs:
-    if not have_gcc():
-        pytest.fail("gcc and g++ are needed to build the ELF fixtures")
-    return build_libs(tmp_path_factory.mktemp("elf-libs"))
-
-
-@pytest.fixture(scope="session")
-def stack_wheels(elf_libs: Libs, tmp_path_factory: pytest.TempPathFactory) -> Wheels:
-    return build_stack_wheels(elf_libs, tmp_path_factory.mktemp("elf-wheels"))
 
 
 def image_inventory(*, glibc: str = "2.36", glibcxx: str = "3.4.30", cxxabi: str = "1.3.13",

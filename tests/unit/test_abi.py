@@ -14,17 +14,12 @@ from stackctl.inventory import write_inventory
 from stackctl.lock import Lock, LockedFile, LockedPin, write_lock
 from stackctl.wheel import WheelReader, WheelScan, scan_wheel
 from tests.conftest import Result
-from tests.support.elf_fixtures import (  # noqa: F401  (fixtures)
-    EXT,
-    TAG,
-    Libs,
-    Wheels,
-    elf_libs,
-    image_inventory,
-    stack_wheels,
-)
+from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels, image_inventory
 from tests.support.index_server import IndexServer
 from tests.support.wheels import build_wheel, sha256_file
+
+# The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
+pytest_plugins = ("tests.support.elf_plugin",)
 
 Cli = Callable[..., Result]
 SYSTEM = ["libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6", "libdl.so.2", "librt.so.1"]
@@ -103,7 +98,8 @@ def test_ceiling_exceeded_names_file_and_version(stack_wheels: Wheels) -> None:
 
 
 def test_foreign_machine_flagged_and_never_a_provider(elf_libs: Libs, stack_wheels: Wheels, tmp_path: Path) -> None:
-    arm = build_wheel(tmp_path, "armkern", "1.0", tag=TAG, files={"kernlib/lib/libkern.so": elf_libs.kern_aarch64.read_bytes()})
+    arm = build_wheel(tmp_path, "armkern", "1.0", tag=TAG,
+                      files={"kernlib/lib/libkern.so": elf_libs.kern_aarch64.read_bytes()})
     report = check_abi([StackWheel(scan(arm), True), StackWheel(scan(stack_wheels.core), False),
                         StackWheel(scan(stack_wheels.ext_v2), True)], image_inventory())
     assert any(f.kind == "foreign-machine" and "aarch64 ELF in a x86_64 stack" in f.message for f in report.findings)

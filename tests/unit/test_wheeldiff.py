@@ -9,9 +9,12 @@ from pathlib import Path
 from stackctl.wheel import WheelReader, scan_wheel
 from stackctl.wheeldiff import diff_wheels
 from tests.conftest import Result
-from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels, elf_libs, stack_wheels  # noqa: F401
+from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels
 from tests.support.index_server import IndexServer
 from tests.support.wheels import build_wheel
+
+# The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
+pytest_plugins = ("tests.support.elf_plugin",)
 
 SUMMARY = ("Python sources byte-identical; only _cpp.cpython-310-x86_64-linux-gnu.so differs: +libkern.so "
            "+libdl.so.2 +librt.so.1 \u2212libfakepython.so.1.0 RUNPATH $ORIGIN/../corelib/lib\u2192$ORIGIN/..:"
