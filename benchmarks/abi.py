@@ -101,7 +101,8 @@ def best(cmd: list[str], repeat: int) -> tuple[float, int]:
 
 def remote_costs(wheel: Path) -> tuple[int, int, int, int, int]:
     from stackctl.remotezip import RemoteFile
-    from stackctl.wheel import WheelReader, scan_wheel
+    from stackctl.wheel import WheelReader
+    from stackctl.wheelscan import scan_wheel
 
     with IndexServer() as server:
         server.add(wheel)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from stackctl.inventory import Inventory, highest, split_version
-from stackctl.wheel import ElfMember, WheelScan
+from stackctl.wheelscan import ElfMember, WheelScan
 
 
 class Where(str, Enum):

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from stackctl.elf import ElfInfo
 from stackctl.inventory import highest, split_version
-from stackctl.wheel import Member, WheelScan
+from stackctl.wheel import Member
+from stackctl.wheelscan import WheelScan
 
 _FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
 

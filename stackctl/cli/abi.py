@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
     from stackctl.abi import AbiReport, StackWheel
     from stackctl.inventory import Inventory
-    from stackctl.wheel import Limits, WheelScan
+    from stackctl.wheel import Limits
+    from stackctl.wheelscan import WheelScan
 
 _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
 
@@ -73,7 +74,8 @@ def scan_location(location: str, limits: Limits, *, sha256: str | None = None, w
     from urllib.parse import unquote, urlparse
 
     from stackctl.remotezip import RemoteFile
-    from stackctl.wheel import WheelReader, scan_wheel
+    from stackctl.wheel import WheelReader
+    from stackctl.wheelscan import scan_wheel
 
     parsed = urlparse(location)
     if parsed.scheme in ("http", "https"):
@@ -118,7 +120,7 @@ def _stack_wheels(spec: str, lock_path: Path | None, target: str | None, index: 
     from stackctl.index.config import endpoints, parse_overrides
     from stackctl.lock import read_lock
     from stackctl.profile import AbiRole
-    from stackctl.wheel import platform_arch
+    from stackctl.wheelscan import platform_arch
 
     stack = load_profile(spec)
     session = credentialed_session(endpoints(stack, parse_overrides(index or [])))
@@ -158,12 +160,6 @@ def _resolution_rows(report: AbiReport) -> list[list[str]]:
         rows.append([f"{r.wheel}:{r.file}" if len(report.wheels) > 1 else r.file, r.needed,
                      r.detail, r.where.value.upper() if r.where.value == "unresolved" else r.where.value])
     return rows
-
-
-def _human_size(n: int) -> str:
-    from stackctl.wheel import _human
-
-    return _human(n)
 
 
 @app.command()
@@ -239,6 +235,8 @@ def abi(
         reports.append((label, rep))
 
     def human() -> None:
+        from stackctl.wheel import human_size
+
         for label, rep in reports:
             rows = _resolution_rows(rep)
             problems = [[f.severity.value, f.kind, f.message] for f in rep.findings if f.kind != "unresolved"]
@@ -271,7 +269,7 @@ def abi(
             if s.fetched is not None:
                 how = "range requests" if s.ranged else "full download (server ignores ranges)"
                 how += "" if s.libraries_read else ", libraries listed by name"
-                console.print(f"{s.wheel}: read {_human_size(s.fetched)} of {_human_size(s.size)} "
+                console.print(f"{s.wheel}: read {human_size(s.fetched)} of {human_size(s.size)} "
                               f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}")
 
     emit({"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources},

@@ -12,7 +12,8 @@ import pytest
 from stackctl.abi import StackWheel, Where, check_abi, expand_origin
 from stackctl.inventory import write_inventory
 from stackctl.lock import Lock, LockedFile, LockedPin, write_lock
-from stackctl.wheel import WheelReader, WheelScan, scan_wheel
+from stackctl.wheel import WheelReader
+from stackctl.wheelscan import WheelScan, scan_wheel
 from tests.conftest import Result
 from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels, image_inventory
 from tests.support.index_server import IndexServer

@@ -12,7 +12,8 @@ import pytest
 
 from stackctl.errors import ServiceError
 from stackctl.remotezip import RemoteFile
-from stackctl.wheel import Limits, WheelError, WheelReader, install_path, scan_wheel, unsafe_reason
+from stackctl.wheel import Limits, WheelError, WheelReader, install_path, unsafe_reason
+from stackctl.wheelscan import scan_wheel
 from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels
 from tests.support.index_server import IndexServer
 from tests.support.wheels import build_wheel

@@ -6,8 +6,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from stackctl.wheel import WheelReader, scan_wheel
+from stackctl.wheel import WheelReader
 from stackctl.wheeldiff import diff_wheels
+from stackctl.wheelscan import scan_wheel
 from tests.conftest import Result
 from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels
 from tests.support.index_server import IndexServer
