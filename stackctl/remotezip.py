@@ -1,6 +1,9 @@
 """A wheel on an index read as a seekable file: HTTP range requests where the server honours them,
 otherwise one full download verified against the index's sha256.
 
+Range reads never see the whole file, so they cannot be hash-checked; the size the server reports is
+compared with the expected size instead, when one is given.
+
 `RemoteFile` is what `WheelReader` opens, so listing a remote wheel costs its central directory and
 the front of each library, not the wheel. `fetched` counts every body byte received.
 """
@@ -32,7 +35,7 @@ class RemoteFile(RangeStream):
     """Random access to `url`. Pass `session` to carry an index's credentials; none are built here."""
 
     def __init__(self, url: str, *, session: requests.Session | None = None, sha256: str | None = None,
-                 block: int = BLOCK, max_download: int | None = None) -> None:
+                 expected_size: int | None = None, block: int = BLOCK, max_download: int | None = None) -> None:
         import requests
 
         self.url = url
@@ -48,7 +51,12 @@ class RemoteFile(RangeStream):
         self._tail: tuple[int, bytes] = (0, b"")
         self._next_block = -1  # the block after the last fetch: reading on from there is sequential
         self._ahead = 1  # blocks fetched past a sequential miss; doubles while reading on
-        super().__init__(self._open())
+        size = self._open()
+        if expected_size is not None and size != expected_size:
+            self.close()
+            raise ServiceError(f"{_safe(url)}: the server has {size} bytes, the lock says {expected_size}; "
+                               "not the locked file")
+        super().__init__(size)
 
     # --- the network edge ------------------------------------------------------------------------
     def _get(self, headers: dict[str, str]) -> requests.Response:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO
 
 from stackctl.elf import ElfInfo
@@ -34,6 +35,10 @@ class ElfMember:
     info: ElfInfo | None
     problem: str | None = None  # why `info` is None: "not an ELF file", "truncated ELF (...)"
     unread: bool = False  # listed by name only (see scan_wheel's read_elves)
+    machine: str | None = None  # of a member listed by name whose header was read (see read_machines)
+
+    def known_machine(self) -> str | None:
+        return self.info.machine if self.info is not None else self.machine
 
 
 @dataclass(frozen=True)
@@ -107,3 +112,24 @@ def scan_wheel(reader: WheelReader, *, with_metadata: bool = False, read_elves: 
     elves = [e for e in elves if e.info is not None or is_library_name(e.path)
              or not (e.problem or "").startswith("not an ELF")]
     return WheelScan(reader.filename, dist, ver, platforms, reader.members, tuple(elves), meta)
+
+
+def read_machines(reader: WheelReader, scan: WheelScan, paths: Collection[str]) -> WheelScan:
+    """`scan` with the ELF header of each listed-by-name member in `paths` (archive paths) read.
+
+    The header is the member's first 64 bytes: for a remote wheel one small range request per library,
+    so the libraries a checked file resolved to are known to be for the right machine without reading
+    their dynamic sections.
+    """
+    from stackctl.elf import NotElf, read_machine
+
+    def one(e: ElfMember) -> ElfMember:
+        if not e.unread or e.path not in paths:
+            return e
+        try:
+            with reader.open(e.path) as stream:
+                return replace(e, machine=read_machine(stream))
+        except NotElf as exc:
+            return replace(e, problem=str(exc))
+
+    return replace(scan, elves=tuple(one(e) for e in scan.elves))
