@@ -47,7 +47,6 @@ class OpenedWheel:
 
     def __init__(self, location: str, limits: Limits, *, sha256: str | None = None, size: int | None = None,
                  session: requests.Session | None = None) -> None:
-        from stackctl.remotezip import RemoteFile
         from stackctl.wheel import WheelReader
 
         self.location = location
@@ -57,6 +56,8 @@ class OpenedWheel:
         self.reader: WheelReader
         parsed = urlparse(location)
         if parsed.scheme in ("http", "https"):
+            from stackctl.remotezip import RemoteFile
+
             self._remote = RemoteFile(location, sha256=sha256, expected_size=size, session=session)
             try:
                 self.reader = WheelReader(self._remote, label=unquote(parsed.path.rsplit("/", 1)[-1]), limits=limits)

@@ -243,6 +243,9 @@ def abi(
             if ceil:
                 console.print(table("symbol-version ceilings", ["family", "highest required", "by",
                                                                 "image provides"], ceil))
+            if rep.inventory is None:
+                console.print("[yellow]note:[/] no image inventory (--inventory or the profile's \\[abi] "
+                              "inventory): symbol versions were not compared with the image's")
             for f in rep.findings:
                 if f.kind != "unresolved":
                     colour = "red" if f.severity.value == "error" else "yellow"
@@ -332,10 +335,13 @@ def wheel_diff(
     from stackctl.wheelsource import OpenedWheel
 
     limits = _limits(max_size)
-    with OpenedWheel(old, limits) as wa:
-        a = wa.scan(with_metadata=True)
-    with OpenedWheel(new, limits) as wb:
-        b = wb.scan(with_metadata=True)
+    scans = []
+    with _progress(2, "reading wheels", not as_json) as advance:
+        for location in (old, new):
+            with OpenedWheel(location, limits) as w:
+                scans.append(w.scan(with_metadata=True))
+            advance(scans[-1].filename)
+    a, b = scans
     d = diff_wheels(a, b)
     rows = [[c.path, str(c.size_before), str(c.size_after), c.crc_before, c.crc_after] for c in d.changed]
     rows += [[k, "—", "added", "", ""] for k in d.added] + [[k, "removed", "—", "", ""] for k in d.removed]
