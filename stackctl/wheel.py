@@ -200,10 +200,6 @@ class WheelReader:
             raise WheelError(f"{self.label}: member {name!r} fails its CRC check (corrupt zip)")
         return data
 
-    def head(self, name: str, n: int = 4) -> bytes:
-        with self.open(name) as fh:
-            return fh.read(n)
-
     def dist_info(self) -> str:
         dirs = sorted({m.name.split("/", 1)[0] for m in self.members
                        if m.name.split("/", 1)[0].endswith(".dist-info") and "/" in m.name})
