@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from stackctl.inventory import Inventory, highest, split_version
+from stackctl.inventory import FAMILIES, Inventory, highest, split_version
 from stackctl.wheelscan import ElfMember, WheelScan
 
 
@@ -106,9 +106,6 @@ class _Provider:
     wheel: str
     path: str  # install path
     soname: str | None
-
-
-FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
 
 
 def expand_origin(entry: str, installed: str) -> str:

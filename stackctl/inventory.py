@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 INVENTORY_FORMAT = 1
 
+# The symbol-version families a ceiling is kept for: glibc's, libstdc++'s two, libgcc_s's.
+FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
+
 # The libraries whose version definitions set the ceiling a wheel may require.
 VERSIONED_LIBRARIES = ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1")
 

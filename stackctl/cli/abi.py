@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from stackctl.inventory import Inventory
     from stackctl.wheel import Limits
     from stackctl.wheelscan import WheelScan
-    from stackctl.wheelsource import OpenedWheel
+    from stackctl.wheelsource import OpenedWheel, Source
 
 _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
 _VERIFIED = {
@@ -158,6 +158,20 @@ def _check_target(label: str, arch: str | None, items: list[_Planned], inv: Inve
     return rep
 
 
+def _print_sources(sources: list[Source]) -> None:
+    """What reading each remote wheel cost, and how far it was verified."""
+    from stackctl.wheel import human_size
+
+    for s in sources:
+        if s.fetched is not None:
+            how = "range requests" if s.ranged else "full download (server ignores ranges)"
+            how += "" if s.libraries_read else ", libraries listed by name"
+            verified = _VERIFIED[s.verified + ("" if s.ranged or s.verified != "none" else "-download")]
+            console.print(f"{s.wheel}: read {human_size(s.fetched)} of {human_size(s.size)} "
+                          f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}; {verified}",
+                          markup=False)
+
+
 def _resolution_rows(report: AbiReport) -> list[list[str]]:
     rows = []
     for r in report.resolutions:
@@ -220,8 +234,6 @@ def abi(
             w.close()
 
     def human() -> None:
-        from stackctl.wheel import human_size
-
         for label, rep in reports:
             rows = _resolution_rows(rep)
             problems = [[f.severity.value, f.kind, f.message] for f in rep.findings if f.kind != "unresolved"]
@@ -253,14 +265,7 @@ def abi(
             unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
             console.print(f"{label}: {rep.checked_files} files checked in {len(rep.wheels)} wheels, "
                           f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
-        for s in sources:
-            if s.fetched is not None:
-                how = "range requests" if s.ranged else "full download (server ignores ranges)"
-                how += "" if s.libraries_read else ", libraries listed by name"
-                console.print(f"{s.wheel}: read {human_size(s.fetched)} of {human_size(s.size)} "
-                              f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}; "
-                              f"{_VERIFIED[s.verified + ('' if s.ranged or s.verified != 'none' else '-download')]}",
-                              markup=False)
+        _print_sources(sources)
 
     emit({"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources},
          as_json, human)
@@ -335,11 +340,12 @@ def wheel_diff(
     from stackctl.wheelsource import OpenedWheel
 
     limits = _limits(max_size)
-    scans = []
+    scans, sources = [], []
     with _progress(2, "reading wheels", not as_json) as advance:
         for location in (old, new):
             with OpenedWheel(location, limits) as w:
                 scans.append(w.scan(with_metadata=True))
+                sources.append(w.source())
             advance(scans[-1].filename)
     a, b = scans
     d = diff_wheels(a, b)
@@ -362,5 +368,8 @@ def wheel_diff(
         console.print(f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed, "
                       f"{d.unchanged} unchanged")
         console.print(d.summary, markup=False)
+        _print_sources(sources)
 
-    emit(d, as_json, human)
+    from stackctl.jsonout import to_jsonable
+
+    emit({**to_jsonable(d), "sources": sources}, as_json, human)
