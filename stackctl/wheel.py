@@ -8,7 +8,6 @@ and sizes are capped so a zip bomb stops with a message instead of filling memor
 
 from __future__ import annotations
 
-import email.parser
 import io
 import posixpath
 import struct
@@ -210,6 +209,8 @@ class WheelReader:
         return dirs[0]
 
     def metadata(self) -> WheelMetadata:
+        import email.parser  # only here: `abi` on wheel files never reads metadata
+
         name = f"{self.dist_info()}/METADATA"
         msg = email.parser.BytesParser().parsebytes(self.read(name), headersonly=True)
         if msg.get("Name") is None or msg.get("Version") is None:
