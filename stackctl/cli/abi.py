@@ -23,12 +23,6 @@ if TYPE_CHECKING:
     from stackctl.wheelsource import OpenedWheel, Source
 
 _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
-_VERIFIED = {
-    "sha256": "sha256 matches the lock",
-    "size": "NOT hash-checked (range reads never see the whole file); its size matches the lock",
-    "none": "NOT hash-checked (range reads never see the whole file)",
-    "none-download": "not verified (no sha256 to compare with)",
-}
 
 
 MaxSizeOpt = Annotated[int | None, typer.Option("--max-size", help="Largest member size in bytes read from a "
@@ -166,7 +160,11 @@ def _print_sources(sources: list[Source]) -> None:
         if s.fetched is not None:
             how = "range requests" if s.ranged else "full download (server ignores ranges)"
             how += "" if s.libraries_read else ", libraries listed by name"
-            verified = _VERIFIED[s.verified + ("" if s.ranged or s.verified != "none" else "-download")]
+            verified = ("sha256 matches the lock" if s.verified == "sha256" else
+                        "NOT hash-checked (range reads never see the whole file)" if s.ranged else
+                        "not verified (no sha256 to compare with)")
+            if s.verified == "size":
+                verified += "; its size matches the lock"
             console.print(f"{s.wheel}: read {human_size(s.fetched)} of {human_size(s.size)} "
                           f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}; {verified}",
                           markup=False)
@@ -204,7 +202,6 @@ def abi(
 ) -> None:
     """Resolve every DT_NEEDED of the checked wheels; exit 1 naming each unresolved library or exceeded
     symbol version."""
-
     limits = _limits(max_size)
     wheel_mode = all(t.endswith(".whl") for t in targets)
     if not wheel_mode and len(targets) != 1:
