@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from stackctl.inventory import Inventory, highest, split_version
-from stackctl.wheel import ElfMember, WheelScan
+from stackctl.inventory import FAMILIES, Inventory, highest, split_version
+from stackctl.wheelscan import ElfMember, WheelScan
 
 
 class Where(str, Enum):
@@ -48,6 +48,8 @@ class Resolution:
     where: Where
     detail: str  # "torch-...whl torch/lib/libc10.so", "/lib/x86_64-linux-gnu/libc.so.6", "libmusa*.so*"
     image_path: str | None = None  # set when the library found is the image's (directly or by RUNPATH)
+    provider_wheel: str | None = None  # set when the library found is a wheel's file ...
+    provider_path: str | None = None  # ... installed at this path
 
 
 @dataclass(frozen=True)
@@ -106,9 +108,6 @@ class _Provider:
     soname: str | None
 
 
-FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
-
-
 def expand_origin(entry: str, installed: str) -> str:
     """A RUNPATH/RPATH entry with `$ORIGIN` replaced by the directory the file installs into."""
     origin = posixpath.dirname(installed) or "."
@@ -122,18 +121,30 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
         (a for w in wheels if (a := w.scan.arch())), None)
     by_path: dict[str, _Provider] = {}
     by_name: dict[str, list[_Provider]] = {}
+    findings: list[Finding] = []
     for w in wheels:
+        wheel = w.scan.filename
+        tagged = w.scan.arch()
+        if arch and tagged and tagged != arch:
+            findings.append(Finding(Severity.ERROR, "foreign-machine", wheel, "",
+                                    f"{wheel} is tagged for {tagged}, not for this {arch} stack"))
         for e in w.scan.elves:
-            if (e.info is None and not e.unread) or (e.info and arch and e.info.machine != arch):
+            machine = e.known_machine()
+            if e.problem is not None or (e.info is None and not e.unread):
                 continue  # a library the loader could not use provides nothing
-            p = _Provider(w.scan.filename, e.installed, e.info.soname if e.info else None)
+            if arch and machine and machine != arch:
+                if not w.check:  # a checked file of another machine is an error below
+                    findings.append(Finding(Severity.WARNING, "foreign-machine", wheel, e.installed,
+                                            f"{wheel}:{e.path} is a {machine} ELF in a {arch} stack; "
+                                            "it provides nothing"))
+                continue
+            p = _Provider(wheel, e.installed, e.info.soname if e.info else None)
             by_path.setdefault(e.installed, p)
             for key in {posixpath.basename(e.installed), p.soname}:
                 if key:
                     by_name.setdefault(key, []).append(p)
 
     resolutions: list[Resolution] = []
-    findings: list[Finding] = []
     top: dict[str, tuple[str, str]] = {}  # family -> (version, file)
     checked = 0
     for w in wheels:
@@ -194,12 +205,14 @@ def _resolve(wheel: str, e: ElfMember, needed: str, by_path: dict[str, _Provider
             continue
         p = by_path.get(candidate)
         if p is not None and p.path != e.installed:
-            return Resolution(wheel, e.installed, needed, Where.RPATH, f"{entry} → {p.wheel} {p.path}")
+            return Resolution(wheel, e.installed, needed, Where.RPATH, f"{entry} → {p.wheel} {p.path}",
+                              provider_wheel=p.wheel, provider_path=p.path)
     providers = [p for p in by_name.get(needed, ()) if not (p.wheel == wheel and p.path == e.installed)]
     if providers:
         # Prefer the file's own wheel, then the first wheel in stack order.
         p = next((q for q in providers if q.wheel == wheel), providers[0])
-        return Resolution(wheel, e.installed, needed, Where.WHEEL, f"{p.wheel} {p.path}")
+        return Resolution(wheel, e.installed, needed, Where.WHEEL, f"{p.wheel} {p.path}", provider_wheel=p.wheel,
+                          provider_path=p.path)
     if inventory is not None:
         lib = inventory.find(needed)
         if lib is not None:
@@ -212,16 +225,28 @@ def _resolve(wheel: str, e: ElfMember, needed: str, by_path: dict[str, _Provider
 
 def _ceiling(wheel: str, e: ElfMember, lib: str, version: str, r: Resolution | None,
              inventory: Inventory | None) -> Finding | None:
-    """A required symbol version the image's copy of `lib` does not define."""
+    """A required symbol version the image's copy of `lib` does not define.
+
+    Only a library found in the image is compared: a copy a wheel ships brings its own versions, and an
+    allow rule names a library that comes from the host. The inventory holds the version definitions of
+    libc, libm, libstdc++ and libgcc_s; for another image library (libpthread.so.0, libdl.so.2: glibc's
+    too) a version of a known family is compared with the highest the image defines for that family.
+    """
     if inventory is None or r is None or r.image_path is None:
-        return None
-    image_lib = inventory.find_path(r.image_path)
-    defs = inventory.defs(image_lib.soname) if image_lib else None
-    if defs is None or version in defs:
         return None
     sv = split_version(version)
     family = sv[0] if sv else ""
-    top = highest([d for d in defs if (s := split_version(d)) is not None and s[0] == family])
+    image_lib = inventory.find_path(r.image_path)
+    defs = inventory.defs(image_lib.soname) if image_lib else None
+    if defs is not None:
+        if version in defs:
+            return None
+        top = highest([d for d in defs if (s := split_version(d)) is not None and s[0] == family])
+    else:
+        top = inventory.ceiling(family) if sv and family in FAMILIES else None
+        top_v = split_version(top) if top else None
+        if sv is None or top_v is None or sv[1] <= top_v[1]:
+            return None  # not a family the image's versions speak for: nothing to compare with
     return Finding(Severity.ERROR, "ceiling", wheel, e.installed,
                    f"{wheel}:{e.path} requires {version} from {lib}; {inventory.image} provides up to "
                    f"{top or 'none of that family'}")

@@ -9,8 +9,9 @@ from the front of the file alone, and a stripped library without section headers
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 # A library needs at most a few hundred dynamic entries; a bound keeps a corrupt file from looping.
 _MAX_DYN_ENTRIES = 1 << 16
@@ -28,6 +29,8 @@ _MACHINES = {
 }
 
 ELF_MAGIC = b"\x7fELF"
+
+_T = TypeVar("_T")
 
 
 class NotElf(Exception):
@@ -69,10 +72,24 @@ def read_elf(stream: IO[bytes]) -> ElfInfo:
     Raises NotElf with a one-line reason for anything that is not a readable ELF file: wrong magic,
     a truncated header, tables pointing outside the file.
     """
+    return _guarded(_read, stream)
+
+
+def read_machine(stream: IO[bytes]) -> str:
+    """The machine an ELF file is built for, from its header alone (its first 64 bytes): what tells a
+    library listed by name whether the loader could use it, at the cost of one small read."""
+    return _guarded(lambda s: _machine(_open(s)), stream)
+
+
+def read_elf_bytes(data: bytes) -> ElfInfo:
+    return read_elf(io.BytesIO(data))
+
+
+def _guarded(fn: Callable[[IO[bytes]], _T], stream: IO[bytes]) -> _T:
     from elftools.common.exceptions import ELFError
 
     try:
-        return _read(stream)
+        return fn(stream)
     except NotElf:
         raise
     except ELFError as exc:
@@ -82,8 +99,19 @@ def read_elf(stream: IO[bytes]) -> ElfInfo:
         raise NotElf(f"truncated or corrupt ELF ({type(exc).__name__}: {exc})") from None
 
 
-def read_elf_bytes(data: bytes) -> ElfInfo:
-    return read_elf(io.BytesIO(data))
+def _open(stream: IO[bytes]) -> Any:
+    from elftools.elf.elffile import ELFFile
+
+    stream.seek(0)
+    if not looks_like_elf(stream.read(4)):
+        raise NotElf("not an ELF file (no ELF magic)")
+    stream.seek(0)
+    return ELFFile(stream)  # reads the header only; everything else on demand
+
+
+def _machine(elf: Any) -> str:
+    name = str(elf.header["e_machine"])
+    return _MACHINES.get(name, name)
 
 
 def _reason(exc: Exception) -> str:
@@ -102,17 +130,12 @@ class _Load:
 
 def _read(stream: IO[bytes]) -> ElfInfo:
     from elftools.common.utils import struct_parse
-    from elftools.elf.elffile import ELFFile
 
-    stream.seek(0)
-    if not looks_like_elf(stream.read(4)):
-        raise NotElf("not an ELF file (no ELF magic)")
-    stream.seek(0)
-    elf = ELFFile(stream)
+    elf = _open(stream)
     structs: Any = elf.structs
     header: Any = elf.header
     size = elf.stream_len
-    machine = _MACHINES.get(str(header["e_machine"]), str(header["e_machine"]))
+    machine = _machine(elf)
     bits = int(elf.elfclass)
     elf_type = str(header["e_type"])
 

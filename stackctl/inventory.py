@@ -17,7 +17,6 @@ import io
 import json
 import posixpath
 import re
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,9 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
 INVENTORY_FORMAT = 1
+
+# The symbol-version families a ceiling is kept for: glibc's, libstdc++'s two, libgcc_s's.
+FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
 
 # The libraries whose version definitions set the ceiling a wheel may require.
 VERSIONED_LIBRARIES = ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1")
@@ -254,6 +256,8 @@ def collect(client: Any, image: str, timeout: float = 300.0) -> Inventory:
 
 def _copy_out(container: Any, path: str) -> bytes:
     """A file's bytes from a container, following symlinks (libc.so.6 -> libc-2.36.so on older images)."""
+    import tarfile
+
     for _ in range(_MAX_LINKS):
         chunks, _stat = container.get_archive(path)
         buf = io.BytesIO()

@@ -1,6 +1,9 @@
 """A wheel on an index read as a seekable file: HTTP range requests where the server honours them,
 otherwise one full download verified against the index's sha256.
 
+Range reads never see the whole file, so they cannot be hash-checked; the size the server reports is
+compared with the expected size instead, when one is given.
+
 `RemoteFile` is what `WheelReader` opens, so listing a remote wheel costs its central directory and
 the front of each library, not the wheel. `fetched` counts every body byte received.
 """
@@ -8,13 +11,13 @@ the front of each library, not the wheel. `fetched` counts every body byte recei
 from __future__ import annotations
 
 import hashlib
-import io
 import re
 import tempfile
 from collections import OrderedDict
 from typing import IO, TYPE_CHECKING
 
 from stackctl.errors import ServiceError
+from stackctl.rangeio import RangeStream
 
 if TYPE_CHECKING:
     import requests
@@ -28,11 +31,11 @@ TIMEOUT = 60.0
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
 
-class RemoteFile(io.RawIOBase):
+class RemoteFile(RangeStream):
     """Random access to `url`. Pass `session` to carry an index's credentials; none are built here."""
 
     def __init__(self, url: str, *, session: requests.Session | None = None, sha256: str | None = None,
-                 block: int = BLOCK, max_download: int | None = None) -> None:
+                 expected_size: int | None = None, block: int = BLOCK, max_download: int | None = None) -> None:
         import requests
 
         self.url = url
@@ -41,7 +44,6 @@ class RemoteFile(io.RawIOBase):
         self._block = block
         self._max_download = max_download
         self._cache: OrderedDict[int, bytes] = OrderedDict()
-        self._pos = 0
         self.fetched = 0
         self.requests = 0
         self.ranged = True
@@ -49,7 +51,12 @@ class RemoteFile(io.RawIOBase):
         self._tail: tuple[int, bytes] = (0, b"")
         self._next_block = -1  # the block after the last fetch: reading on from there is sequential
         self._ahead = 1  # blocks fetched past a sequential miss; doubles while reading on
-        self.size = self._open()
+        size = self._open()
+        if expected_size is not None and size != expected_size:
+            self.close()
+            raise ServiceError(f"{_safe(url)}: the server has {size} bytes, the lock says {expected_size}; "
+                               "not the locked file")
+        super().__init__(size)
 
     # --- the network edge ------------------------------------------------------------------------
     def _get(self, headers: dict[str, str]) -> requests.Response:
@@ -141,39 +148,12 @@ class RemoteFile(io.RawIOBase):
         while len(self._cache) > CACHE_BLOCKS:
             self._cache.popitem(last=False)
 
-    # --- file object -------------------------------------------------------------------------------
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        if base + offset < 0:
-            raise ValueError("negative seek position")
-        self._pos = base + offset
-        return self._pos
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(buffer))
-        memoryview(buffer)[: len(data)] = data
-        return len(data)
-
-    def read(self, n: int | None = -1) -> bytes:
-        end = self.size if n is None or n < 0 else min(self.size, self._pos + n)
-        if end <= self._pos:
-            return b""
+    # --- the stream ----------------------------------------------------------------------------------
+    def _range(self, start: int, end: int) -> bytes:
         if self._local is not None:
-            self._local.seek(self._pos)
-            data = self._local.read(end - self._pos)
-        else:
-            data = self._ranged(self._pos, end)
-        self._pos += len(data)
-        return data
+            self._local.seek(start)
+            return self._local.read(end - start)
+        return self._ranged(start, end)
 
     def _ranged(self, start: int, end: int) -> bytes:
         tail_start, tail = self._tail

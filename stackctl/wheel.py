@@ -8,20 +8,17 @@ and sizes are capped so a zip bomb stops with a message instead of filling memor
 
 from __future__ import annotations
 
-import email.parser
 import io
-import os
 import posixpath
 import struct
 import zipfile
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-from stackctl.elf import ElfInfo
 from stackctl.errors import InputError
+from stackctl.rangeio import RangeStream
 
 DEFAULT_MAX_MEMBER = 8 << 30  # the largest single library seen in GPU wheels is ~2 GiB; 4x that
 DEFAULT_MAX_TOTAL = 32 << 30
@@ -93,20 +90,6 @@ def install_path(name: str) -> str:
     return name
 
 
-def is_library_name(name: str) -> bool:
-    """Shared objects by name (`x.so`, `x.so.1.2`, `x.cpython-310-...so`)."""
-    base = posixpath.basename(name)
-    return base.endswith(".so") or ".so." in base
-
-
-def may_be_executable(name: str) -> bool:
-    """Extension-less members of script and bin directories (`torch/bin/torch_shm_manager`)."""
-    base = posixpath.basename(name)
-    head, _, rest = name.partition("/")
-    in_scripts = head.endswith(".data") and rest.startswith("scripts/")
-    return bool(base) and "." not in base and (in_scripts or "/bin/" in f"/{name}")
-
-
 class WheelReader:
     """An open wheel. `source` is a path or a seekable binary file object (for example a remote file)."""
 
@@ -159,7 +142,7 @@ class WheelReader:
                              info.compress_size if info.compress_type == zipfile.ZIP_DEFLATED else 0)
             total += info.file_size
             if total > self.limits.max_total:
-                raise WheelError(f"{self.label}: members add up to more than the {_human(self.limits.max_total)} "
+                raise WheelError(f"{self.label}: members add up to more than the {human_size(self.limits.max_total)} "
                                  "cap (zip bomb?); raise --max-size to read it")
             out.append(Member(name, info.file_size, info.compress_size, info.CRC, info.compress_type,
                               info.header_offset))
@@ -167,11 +150,11 @@ class WheelReader:
 
     def _check_size(self, name: str, size: int, compressed: int) -> None:
         if size > self.limits.max_member:
-            raise WheelError(f"{self.label}: member {name!r} declares {_human(size)}, over the "
-                             f"{_human(self.limits.max_member)} cap (zip bomb?); raise --max-size to read it")
+            raise WheelError(f"{self.label}: member {name!r} declares {human_size(size)}, over the "
+                             f"{human_size(self.limits.max_member)} cap (zip bomb?); raise --max-size to read it")
         if compressed and size > 1 << 20 and size / compressed > self.limits.max_ratio:
             raise WheelError(f"{self.label}: member {name!r} inflates {size // compressed}:1 from "
-                             f"{_human(compressed)} to {_human(size)} (zip bomb?)")
+                             f"{human_size(compressed)} to {human_size(size)} (zip bomb?)")
 
     def member(self, name: str) -> Member:
         try:
@@ -216,10 +199,6 @@ class WheelReader:
             raise WheelError(f"{self.label}: member {name!r} fails its CRC check (corrupt zip)")
         return data
 
-    def head(self, name: str, n: int = 4) -> bytes:
-        with self.open(name) as fh:
-            return fh.read(n)
-
     def dist_info(self) -> str:
         dirs = sorted({m.name.split("/", 1)[0] for m in self.members
                        if m.name.split("/", 1)[0].endswith(".dist-info") and "/" in m.name})
@@ -230,6 +209,8 @@ class WheelReader:
         return dirs[0]
 
     def metadata(self) -> WheelMetadata:
+        import email.parser  # only here: `abi` on wheel files never reads metadata
+
         name = f"{self.dist_info()}/METADATA"
         msg = email.parser.BytesParser().parsebytes(self.read(name), headersonly=True)
         if msg.get("Name") is None or msg.get("Version") is None:
@@ -242,7 +223,7 @@ class WheelReader:
         )
 
 
-def _human(n: int) -> str:
+def human_size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -250,42 +231,10 @@ def _human(n: int) -> str:
     return str(n)
 
 
-class _MemberStream(io.RawIOBase):
+class _MemberStream(RangeStream):
     def __init__(self, fh: IO[bytes], start: int, size: int, label: str, name: str) -> None:
-        self._fh, self._start, self._size, self._label, self._name = fh, start, size, label, name
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        if base + offset < 0:
-            raise ValueError("negative seek position")
-        self._pos = base + offset
-        return self._pos
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(buffer))
-        memoryview(buffer)[: len(data)] = data
-        return len(data)
-
-    def read(self, n: int | None = -1) -> bytes:
-        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
-        if end <= self._pos:
-            return b""
-        data = self._range(self._pos, end)
-        self._pos += len(data)
-        return data
-
-    def _range(self, start: int, end: int) -> bytes:
-        raise NotImplementedError
+        super().__init__(size)
+        self._fh, self._start, self._label, self._name = fh, start, label, name
 
 
 class _Window(_MemberStream):
@@ -354,13 +303,13 @@ class _Inflating(_MemberStream):
             raise WheelError(f"{self._label}: member {self._name!r} is cut short (truncated zip)")
         self._cpos += len(chunk)
         try:
-            out = self._z.decompress(chunk, self._size + 1 - self._produced)
+            out = self._z.decompress(chunk, self.size + 1 - self._produced)
         except _INFLATE_ERRORS as exc:
             raise WheelError(f"{self._label}: member {self._name!r} does not inflate ({exc}; corrupt zip)") \
                 from None
-        if self._produced + len(out) > self._size:
+        if self._produced + len(out) > self.size:
             raise WheelError(f"{self._label}: member {self._name!r} inflates past its declared "
-                             f"{_human(self._size)} (zip bomb?)")
+                             f"{human_size(self.size)} (zip bomb?)")
         offset = self._produced
         self._produced += len(out)
         if len(self._head) < self.KEEP_HEAD and offset == len(self._head):
@@ -407,87 +356,3 @@ class _Inflating(_MemberStream):
                 self._keep_recent = self.KEEP_RECENT
         assert kept is not None
         return kept
-
-
-# --- what a wheel holds, as values ---------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ElfMember:
-    path: str  # in the archive
-    installed: str  # relative to site-packages (see install_path)
-    info: ElfInfo | None
-    problem: str | None = None  # why `info` is None: "not an ELF file", "truncated ELF (...)"
-    unread: bool = False  # listed by name only (see scan_wheel's read_elves)
-
-
-@dataclass(frozen=True)
-class WheelScan:
-    filename: str
-    name: str
-    version: str
-    platforms: tuple[str, ...]  # from the filename's tags: ("linux_x86_64",), ("any",)
-    members: tuple[Member, ...]
-    elves: tuple[ElfMember, ...]
-    metadata: WheelMetadata | None = None
-
-    def arch(self) -> str | None:
-        """The machine the platform tags name, or None for `any`."""
-        return next((a for p in self.platforms if (a := platform_arch(p))), None)
-
-
-_ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x", "riscv64", "armv7l", "i686", "i386")
-
-
-def platform_arch(platform: str) -> str | None:
-    """"linux_x86_64", "manylinux_2_28_aarch64" -> the machine name elf.py reports; None for "any"."""
-    arch = next((a for a in _ARCHES if platform.endswith(a)), None)
-    return "i686" if arch == "i386" else arch
-
-
-def scan_wheel(reader: WheelReader, *, with_metadata: bool = False, read_elves: bool = True,
-               workers: int = min(4, os.cpu_count() or 1)) -> WheelScan:
-    """Read every library member's dynamic information (only the front of each member is read).
-
-    With `read_elves=False` library members are listed by name from the central directory alone: what a
-    wheel that only provides libraries costs to list when it is remote.
-    """
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    from stackctl.elf import NotElf, read_elf
-
-    meta = reader.metadata() if with_metadata else None
-    try:
-        name, version, _build, tags = parse_wheel_filename(reader.filename)
-        dist, ver, platforms = str(name), str(version), tuple(sorted({t.platform for t in tags}))
-    except InvalidWheelFilename:
-        meta = meta or reader.metadata()
-        dist, ver, platforms = meta.name, meta.version, ()
-    libs = [m for m in reader.members if not m.is_dir and is_library_name(m.name)]
-    if not read_elves:
-        elves = [ElfMember(m.name, install_path(m.name), None, None, unread=True) for m in libs]
-        return WheelScan(reader.filename, dist, ver, platforms, reader.members, tuple(elves), meta)
-    # Executables need their libraries too; a script among them is simply not ELF and is left out.
-    libs += [m for m in reader.members if not m.is_dir and may_be_executable(m.name)]
-
-    def one(m: Member, fh: IO[bytes] | None = None) -> ElfMember:
-        try:
-            with reader.open(m.name, fh) as stream:
-                return ElfMember(m.name, install_path(m.name), read_elf(stream))
-        except NotElf as exc:
-            return ElfMember(m.name, install_path(m.name), None, str(exc))
-
-    path = reader.path
-    if path is None or len(libs) < 2 or workers < 2:
-        elves = [one(m) for m in libs]
-    else:
-        # zlib inflates without the GIL: a local wheel's large libraries are read side by side,
-        # each thread with its own handle on the file.
-        def own(m: Member) -> ElfMember:
-            with open(path, "rb") as fh:
-                return one(m, fh)
-
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            elves = list(pool.map(own, libs))
-    elves = [e for e in elves if e.info is not None or is_library_name(e.path)
-             or not (e.problem or "").startswith("not an ELF")]
-    return WheelScan(reader.filename, dist, ver, platforms, reader.members, tuple(elves), meta)

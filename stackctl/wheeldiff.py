@@ -8,10 +8,9 @@ import posixpath
 from dataclasses import dataclass
 
 from stackctl.elf import ElfInfo
-from stackctl.inventory import highest, split_version
-from stackctl.wheel import Member, WheelScan
-
-_FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
+from stackctl.inventory import FAMILIES, highest, split_version
+from stackctl.wheel import Member
+from stackctl.wheelscan import WheelScan
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class ElfChange:
                        f"{':'.join(self.runpath_after) or '(none)'}")
         before = {v.split("_", 1)[0]: v for v in self.ceiling_before}
         after = {v.split("_", 1)[0]: v for v in self.ceiling_after}
-        for fam in _FAMILIES:
+        for fam in FAMILIES:
             if before.get(fam) != after.get(fam):
                 out.append(f"{before.get(fam) or '(no ' + fam + ')'}\u2192{after.get(fam) or '(no ' + fam + ')'}")
         if self.machine_before != self.machine_after:
@@ -88,7 +87,7 @@ def _ceiling(info: ElfInfo | None) -> tuple[str, ...]:
         return ()
     versions = [v for _, v in info.required_versions()]
     tops = [highest([v for v in versions if (s := split_version(v)) is not None and s[0] == fam])
-            for fam in _FAMILIES]
+            for fam in FAMILIES]
     return tuple(t for t in tops if t)
 
 

@@ -16,11 +16,17 @@ from stackctl.errors import CheckFailed, InputError
 if TYPE_CHECKING:
     import requests
 
-    from stackctl.abi import AbiReport, StackWheel
+    from stackctl.abi import AbiReport
     from stackctl.inventory import Inventory
-    from stackctl.wheel import Limits, WheelScan
+    from stackctl.wheel import Limits
+    from stackctl.wheelscan import WheelScan
+    from stackctl.wheelsource import OpenedWheel, Source
 
 _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
+
+
+MaxSizeOpt = Annotated[int | None, typer.Option("--max-size", help="Largest member size in bytes read from a "
+                                              "wheel (zip bomb cap).")]
 
 
 @dataclass(frozen=True)
@@ -28,19 +34,7 @@ class _Planned:
     location: str
     sha256: str | None
     check: bool
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a scanned wheel came from and what reading it cost."""
-
-    wheel: str
-    location: str
-    size: int
-    fetched: int | None  # bytes received over HTTP; None for a local file
-    requests: int | None
-    ranged: bool | None  # False: the server ignored range requests and the wheel was downloaded whole
-    libraries_read: bool  # False: its libraries were listed by name from the central directory only
+    size: int | None = None
 
 
 def _limits(max_size: int | None) -> Limits:
@@ -64,44 +58,6 @@ def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[str],
         yield lambda desc: progress.update(task, advance=1, description=desc)
 
 
-def scan_location(location: str, limits: Limits, *, sha256: str | None = None, with_metadata: bool = False,
-                  read_elves: bool = True, session: requests.Session | None = None) -> tuple[WheelScan, Source]:
-    """Scan a wheel given as a local path, a file:// URL or an http(s) URL (read with range requests).
-
-    `session` carries an index's credentials for remote wheels (the index client builds it).
-    """
-    from urllib.parse import unquote, urlparse
-
-    from stackctl.remotezip import RemoteFile
-    from stackctl.wheel import WheelReader, scan_wheel
-
-    parsed = urlparse(location)
-    if parsed.scheme in ("http", "https"):
-        remote = RemoteFile(location, sha256=sha256, session=session)
-        try:
-            name = unquote(parsed.path.rsplit("/", 1)[-1])
-            with WheelReader(remote, label=name, limits=limits) as reader:
-                scan = scan_wheel(reader, with_metadata=with_metadata, read_elves=read_elves)
-            return scan, Source(scan.filename, location, remote.size, remote.fetched, remote.requests, remote.ranged,
-                                read_elves)
-        finally:
-            remote.close()
-    path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(location)
-    with WheelReader(path, limits=limits) as reader:
-        scan = scan_wheel(reader, with_metadata=with_metadata, read_elves=read_elves)
-        size = path.stat().st_size
-    if sha256 is not None:
-        import hashlib
-
-        h = hashlib.sha256()
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        if h.hexdigest() != sha256.removeprefix("sha256:").lower():
-            raise CheckFailed(f"{path}: sha256 differs from the lock's")
-    return scan, Source(scan.filename, str(path), size, None, None, None, read_elves)
-
-
 def _load_inventory(path: str | None) -> Inventory | None:
     from stackctl.inventory import read_inventory
 
@@ -118,7 +74,7 @@ def _stack_wheels(spec: str, lock_path: Path | None, target: str | None, index: 
     from stackctl.index.config import endpoints, parse_overrides
     from stackctl.lock import read_lock
     from stackctl.profile import AbiRole
-    from stackctl.wheel import platform_arch
+    from stackctl.wheelscan import platform_arch
 
     stack = load_profile(spec)
     session = credentialed_session(endpoints(stack, parse_overrides(index or [])))
@@ -146,10 +102,72 @@ def _stack_wheels(spec: str, lock_path: Path | None, target: str | None, index: 
         files = [f for f in lock.wheels_for(label) if roles.get((label, f.filename)) is not AbiRole.IGNORE]
         if not files:
             raise InputError(f"{lock_path}: no wheels for target {label}")
-        planned = [_Planned(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK) for f in files]
+        planned = [_Planned(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK, f.size)
+                   for f in files]
         platform = label.split("-", 1)[1] if "-" in label else label
         out.append((label, platform_arch(platform), planned))
     return out, stack.abi.allow, stack.abi.inventory, session
+
+
+def _check_target(label: str, arch: str | None, items: list[_Planned], inv: Inventory | None,
+                  rules: tuple[str, ...], limits: Limits, session: requests.Session | None,
+                  opened: dict[str, OpenedWheel], progress: bool) -> AbiReport:
+    """One target's check. Wheels that only provide are first listed by name (for a remote wheel: its
+    central directory); the ones a checked file resolved to have their ELF headers read so a library for
+    another machine never counts as found; their libraries are read whole only if a name is left
+    unresolved. `opened` keeps each wheel open across passes and targets."""
+    from stackctl.abi import StackWheel, check_abi
+    from stackctl.wheelsource import OpenedWheel
+
+    scans: dict[tuple[str, bool], WheelScan] = {}  # (location, libraries read) -> scan
+
+    def read(full: bool) -> list[StackWheel]:
+        out = []
+        with _progress(len(items), f"reading {label}", progress) as advance:
+            for p in items:
+                w = opened.get(p.location)
+                if w is None:
+                    w = opened[p.location] = OpenedWheel(p.location, limits, sha256=p.sha256, size=p.size,
+                                                         session=session)
+                key = (p.location, full or p.check)
+                if key not in scans:
+                    scans[key] = w.scan(read_elves=key[1])
+                out.append(StackWheel(scans[key], p.check))
+                advance(scans[key].filename)
+        return out
+
+    wheels = read(False)
+    rep = check_abi(wheels, inv, rules, arch)
+    used = {(r.provider_wheel, r.provider_path) for r in rep.resolutions if r.provider_wheel}
+    headers = False
+    for i, (p, w) in enumerate(zip(items, wheels, strict=True)):
+        paths = {e.path for e in w.scan.elves if e.unread and (w.scan.filename, e.installed) in used}
+        if paths:
+            wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check)
+            headers = True
+    if headers:
+        rep = check_abi(wheels, inv, rules, arch)
+    if rep.unresolved() and any(not p.check for p in items):
+        rep = check_abi(read(True), inv, rules, arch)
+    return rep
+
+
+def _print_sources(sources: list[Source]) -> None:
+    """What reading each remote wheel cost, and how far it was verified."""
+    from stackctl.wheel import human_size
+
+    for s in sources:
+        if s.fetched is not None:
+            how = "range requests" if s.ranged else "full download (server ignores ranges)"
+            how += "" if s.libraries_read else ", libraries listed by name"
+            verified = ("sha256 matches the lock" if s.verified == "sha256" else
+                        "NOT hash-checked (range reads never see the whole file)" if s.ranged else
+                        "not verified (no sha256 to compare with)")
+            if s.verified == "size":
+                verified += "; its size matches the lock"
+            console.print(f"{s.wheel}: read {human_size(s.fetched)} of {human_size(s.size)} "
+                          f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}; {verified}",
+                          markup=False)
 
 
 def _resolution_rows(report: AbiReport) -> list[list[str]]:
@@ -158,12 +176,6 @@ def _resolution_rows(report: AbiReport) -> list[list[str]]:
         rows.append([f"{r.wheel}:{r.file}" if len(report.wheels) > 1 else r.file, r.needed,
                      r.detail, r.where.value.upper() if r.where.value == "unresolved" else r.where.value])
     return rows
-
-
-def _human_size(n: int) -> str:
-    from stackctl.wheel import _human
-
-    return _human(n)
 
 
 @app.command()
@@ -180,8 +192,7 @@ def abi(
                                                     "(libcuda.so.*); adds to the profile's.")] = None,
     arch: Annotated[str | None, typer.Option("--arch", help="Expected machine (x86_64, aarch64); default from "
                                              "the target or the wheels' tags.")] = None,
-    max_size: Annotated[int | None, typer.Option("--max-size", help="Largest member size in bytes read from a "
-                                                 "wheel (zip bomb cap).")] = None,
+    max_size: MaxSizeOpt = None,
     index: Annotated[list[str] | None, typer.Option(
         "--index", help="NAME=URL: the index NAME is at URL for this run (its credentials go to that origin "
         "only; also STACKCTL_INDEX_<NAME>_URL).")] = None,
@@ -191,8 +202,6 @@ def abi(
 ) -> None:
     """Resolve every DT_NEEDED of the checked wheels; exit 1 naming each unresolved library or exceeded
     symbol version."""
-    from stackctl.abi import StackWheel, check_abi
-
     limits = _limits(max_size)
     wheel_mode = all(t.endswith(".whl") for t in targets)
     if not wheel_mode and len(targets) != 1:
@@ -212,31 +221,14 @@ def abi(
     inv = _load_inventory(inventory or profile_inventory)
     rules = tuple(profile_allow) + tuple(allow or ())
 
-    sources: list[Source] = []
-    scanned: dict[tuple[str, bool], WheelScan] = {}  # (location, elves read) -> scan; targets share wheels
-
-    def read(items: list[_Planned], label: str, full: bool) -> list[StackWheel]:
-        out = []
-        with _progress(len(items), f"reading {label}", not as_json) as advance:
-            for p in items:
-                # Wheels that only provide are listed by name first: for a remote wheel that is its
-                # central directory. Their libraries are read only if a name is left unresolved.
-                elves = full or p.check
-                key = (p.location, elves)
-                if key not in scanned:
-                    scanned[key], src = scan_location(p.location, limits, sha256=p.sha256, read_elves=elves,
-                                                      session=session)
-                    sources.append(src)
-                out.append(StackWheel(scanned[key], p.check))
-                advance(scanned[key].filename)
-        return out
-
-    reports: list[tuple[str, AbiReport]] = []
-    for label, a, items in plans:
-        rep = check_abi(read(items, label, False), inv, rules, a)
-        if rep.unresolved() and any(not p.check for p in items):
-            rep = check_abi(read(items, label, True), inv, rules, a)
-        reports.append((label, rep))
+    opened: dict[str, OpenedWheel] = {}
+    try:
+        reports = [(label, _check_target(label, a, items, inv, rules, limits, session, opened, not as_json))
+                   for label, a, items in plans]
+        sources = [w.source() for w in opened.values()]
+    finally:
+        for w in opened.values():
+            w.close()
 
     def human() -> None:
         for label, rep in reports:
@@ -260,6 +252,9 @@ def abi(
             if ceil:
                 console.print(table("symbol-version ceilings", ["family", "highest required", "by",
                                                                 "image provides"], ceil))
+            if rep.inventory is None:
+                console.print("[yellow]note:[/] no image inventory (--inventory or the profile's \\[abi] "
+                              "inventory): symbol versions were not compared with the image's")
             for f in rep.findings:
                 if f.kind != "unresolved":
                     colour = "red" if f.severity.value == "error" else "yellow"
@@ -267,12 +262,7 @@ def abi(
             unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
             console.print(f"{label}: {rep.checked_files} files checked in {len(rep.wheels)} wheels, "
                           f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
-        for s in sources:
-            if s.fetched is not None:
-                how = "range requests" if s.ranged else "full download (server ignores ranges)"
-                how += "" if s.libraries_read else ", libraries listed by name"
-                console.print(f"{s.wheel}: read {_human_size(s.fetched)} of {_human_size(s.size)} "
-                              f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}")
+        _print_sources(sources)
 
     emit({"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources},
          as_json, human)
@@ -337,21 +327,24 @@ def inventory(
 def wheel_diff(
     old: Annotated[str, typer.Argument(help="The old wheel: a file or an http(s) URL.")],
     new: Annotated[str, typer.Argument(help="The new wheel: a file or an http(s) URL.")],
-    max_size: Annotated[int | None, typer.Option("--max-size", help="Largest member size in bytes read from a "
-                                                 "wheel (zip bomb cap).")] = None,
-    index: Annotated[list[str] | None, typer.Option(
-        "--index", help="NAME=URL: the index NAME is at URL for this run (its credentials go to that origin "
-        "only; also STACKCTL_INDEX_<NAME>_URL).")] = None,
+    max_size: MaxSizeOpt = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Members added, removed and changed; DT_NEEDED gained and dropped; metadata changes; one summary line."""
     from stackctl.wheeldiff import diff_wheels
+    from stackctl.wheelsource import OpenedWheel
 
     limits = _limits(max_size)
-    a, _ = scan_location(old, limits, with_metadata=True)
-    b, _ = scan_location(new, limits, with_metadata=True)
+    scans, sources = [], []
+    with _progress(2, "reading wheels", not as_json) as advance:
+        for location in (old, new):
+            with OpenedWheel(location, limits) as w:
+                scans.append(w.scan(with_metadata=True))
+                sources.append(w.source())
+            advance(scans[-1].filename)
+    a, b = scans
     d = diff_wheels(a, b)
     rows = [[c.path, str(c.size_before), str(c.size_after), c.crc_before, c.crc_after] for c in d.changed]
     rows += [[k, "—", "added", "", ""] for k in d.added] + [[k, "removed", "—", "", ""] for k in d.removed]
@@ -372,5 +365,8 @@ def wheel_diff(
         console.print(f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed, "
                       f"{d.unchanged} unchanged")
         console.print(d.summary, markup=False)
+        _print_sources(sources)
 
-    emit(d, as_json, human)
+    from stackctl.jsonout import to_jsonable
+
+    emit({**to_jsonable(d), "sources": sources}, as_json, human)

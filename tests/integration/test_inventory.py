@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import Result
-from tests.support.elf_fixtures import EXT, Libs, Wheels, elf_libs, stack_wheels  # noqa: F401
+from tests.support.elf_fixtures import EXT, Libs, Wheels
+
+# The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
+pytest_plugins = ("tests.support.elf_plugin",)
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from packaging.version import Version
 
 from stackctl.inventory import Inventory, Library
 from tests.support.wheels import build_wheel
@@ -158,21 +158,6 @@ def build_stack_wheels(libs: Libs, out: Path) -> Wheels:
     return Wheels(core, kern, v1, v2)
 
 
-# --- pytest fixtures (import them into a test module to use them) ------------------------------
-
-
-@pytest.fixture(scope="session")
-def elf_libs(tmp_path_factory: pytest.TempPathFactory) -> Libs:
-    if not have_gcc():
-        pytest.fail("gcc and g++ are needed to build the ELF fixtures")
-    return build_libs(tmp_path_factory.mktemp("elf-libs"))
-
-
-@pytest.fixture(scope="session")
-def stack_wheels(elf_libs: Libs, tmp_path_factory: pytest.TempPathFactory) -> Wheels:
-    return build_stack_wheels(elf_libs, tmp_path_factory.mktemp("elf-wheels"))
-
-
 def image_inventory(*, glibc: str = "2.36", glibcxx: str = "3.4.30", cxxabi: str = "1.3.13",
                     image: str = "test-image:1") -> Inventory:
     """An inventory as `stackctl inventory` writes it, for an image whose versions the test chooses."""
@@ -192,7 +177,8 @@ def image_inventory(*, glibc: str = "2.36", glibcxx: str = "3.4.30", cxxabi: str
     return Inventory(image, "sha256:" + "0" * 64, "x86_64", (d,), libs, (
         ("libc.so.6", ("GLIBC_2.2.5", *series("GLIBC", (3,), glibc), "GLIBC_PRIVATE")),
         ("libgcc_s.so.1", ("GCC_3.0", "GCC_3.3", "GCC_4.0.0")),
-        ("libm.so.6", ("GLIBC_2.2.5", "GLIBC_2.29")),
+        # libm's newest version (exp/log/pow@GLIBC_2.29) exists only from glibc 2.29 on, as in real images.
+        ("libm.so.6", ("GLIBC_2.2.5", *(("GLIBC_2.29",) if Version(glibc) >= Version("2.29") else ()))),
         ("libstdc++.so.6", (*series("GLIBCXX", (0,), glibcxx), *series("CXXABI", (0,), cxxabi))),
     ))
 

@@ -5,26 +5,24 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from stackctl.abi import StackWheel, Where, check_abi, expand_origin
-from stackctl.inventory import write_inventory
+from stackctl.abi import Severity, StackWheel, Where, check_abi, expand_origin
+from stackctl.elf import ElfInfo, VersionNeed
+from stackctl.inventory import Inventory, Library, write_inventory
 from stackctl.lock import Lock, LockedFile, LockedPin, write_lock
-from stackctl.wheel import WheelReader, WheelScan, scan_wheel
+from stackctl.wheel import WheelReader
+from stackctl.wheelscan import ElfMember, WheelScan, read_machines, scan_wheel
 from tests.conftest import Result
-from tests.support.elf_fixtures import (  # noqa: F401  (fixtures)
-    EXT,
-    TAG,
-    Libs,
-    Wheels,
-    elf_libs,
-    image_inventory,
-    stack_wheels,
-)
+from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels, image_inventory
 from tests.support.index_server import IndexServer
 from tests.support.wheels import build_wheel, sha256_file
+
+# The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
+pytest_plugins = ("tests.support.elf_plugin",)
 
 Cli = Callable[..., Result]
 SYSTEM = ["libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6", "libdl.so.2", "librt.so.1"]
@@ -103,11 +101,66 @@ def test_ceiling_exceeded_names_file_and_version(stack_wheels: Wheels) -> None:
 
 
 def test_foreign_machine_flagged_and_never_a_provider(elf_libs: Libs, stack_wheels: Wheels, tmp_path: Path) -> None:
-    arm = build_wheel(tmp_path, "armkern", "1.0", tag=TAG, files={"kernlib/lib/libkern.so": elf_libs.kern_aarch64.read_bytes()})
+    arm = build_wheel(tmp_path, "armkern", "1.0", tag=TAG,
+                      files={"kernlib/lib/libkern.so": elf_libs.kern_aarch64.read_bytes()})
     report = check_abi([StackWheel(scan(arm), True), StackWheel(scan(stack_wheels.core), False),
                         StackWheel(scan(stack_wheels.ext_v2), True)], image_inventory())
     assert any(f.kind == "foreign-machine" and "aarch64 ELF in a x86_64 stack" in f.message for f in report.findings)
     assert next(r for r in report.resolutions if r.needed == "libkern.so").where is Where.UNRESOLVED
+
+
+def test_provider_listed_by_name_is_checked_for_its_machine(elf_libs: Libs, stack_wheels: Wheels,
+                                                             tmp_path: Path) -> None:
+    """A provider listed by name only provides once its header says it is for the stack's machine."""
+    arm = build_wheel(tmp_path, "kernlib", "1.0", tag=TAG,
+                      files={"kernlib/lib/libkern.so": elf_libs.kern_aarch64.read_bytes()})
+    with WheelReader(arm) as r:
+        listed = scan_wheel(r, read_elves=False)
+        assert listed.elves[0].unread and listed.elves[0].known_machine() is None
+        headed = read_machines(r, listed, {"kernlib/lib/libkern.so"})
+    assert headed.elves[0].machine == "aarch64" and headed.elves[0].info is None
+    checked = StackWheel(scan(stack_wheels.ext_v2), True)
+    core = StackWheel(scan(stack_wheels.core), False)
+    by_name = check_abi([StackWheel(listed, False), core, checked], image_inventory())
+    assert next(r for r in by_name.resolutions if r.needed == "libkern.so").provider_path == "kernlib/lib/libkern.so"
+    report = check_abi([StackWheel(headed, False), core, checked], image_inventory())
+    assert next(r for r in report.resolutions if r.needed == "libkern.so").where is Where.UNRESOLVED
+    warning = next(f for f in report.findings if f.kind == "foreign-machine")
+    assert warning.severity is Severity.WARNING and "aarch64 ELF in a x86_64 stack; it provides nothing" in \
+        warning.message
+
+
+def test_wheel_tagged_for_another_machine_is_an_error(stack_wheels: Wheels, elf_libs: Libs, tmp_path: Path) -> None:
+    arm = build_wheel(tmp_path, "armonly", "1.0", tag="cp310-cp310-manylinux_2_28_aarch64",
+                      files={"armonly/__init__.py": ""})
+    report = check_abi([StackWheel(scan(stack_wheels.core), True), StackWheel(scan(arm), False)], image_inventory())
+    assert not report.ok
+    assert "armonly-1.0-cp310-cp310-manylinux_2_28_aarch64.whl is tagged for aarch64, not for this x86_64 stack" \
+        in (report.failure() or "")
+
+
+def _synthetic(needed: str, versions: tuple[str, ...]) -> WheelScan:
+    """A scanned wheel whose one library needs `versions` from `needed` (values, as elf.py returns them)."""
+    info = ElfInfo("x86_64", 64, "ET_DYN", "libv.so", (needed,), (), (), (VersionNeed(needed, versions),), ())
+    return WheelScan("v-1.0-cp310-cp310-linux_x86_64.whl", "v", "1.0", ("linux_x86_64",), (),
+                     (ElfMember("v/libv.so", "v/libv.so", info),))
+
+
+def test_ceiling_of_an_image_library_without_recorded_versions() -> None:
+    """libpthread.so.0 is glibc's too: a GLIBC version it is asked for is held to the image's glibc."""
+    def image(glibc: str) -> Inventory:
+        inv = image_inventory(glibc=glibc, image=f"glibc-{glibc}:1")
+        return replace(inv, libraries=(*inv.libraries, Library("libpthread.so.0", "/lib/x86_64-linux-gnu/"
+                                                               "libpthread.so.0", "x86_64")))
+
+    wheel = [StackWheel(_synthetic("libpthread.so.0", ("GLIBC_2.2.5", "GLIBC_2.30", "GLIBC_PRIVATE")), True)]
+    old = check_abi(wheel, image("2.28"))
+    assert [f.message for f in old.findings] == [
+        "v-1.0-cp310-cp310-linux_x86_64.whl:v/libv.so requires GLIBC_2.30 from libpthread.so.0; glibc-2.28:1 "
+        "provides up to GLIBC_2.28"]
+    assert check_abi(wheel, image("2.36")).ok
+    # A library the allow list covers comes from the host: nothing in the image to compare with.
+    assert check_abi(wheel, image_inventory(glibc="2.28"), allow=["libpthread.so.*"]).ok
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -274,12 +327,32 @@ allow = ["libdl.so.*", "librt.so.*", "libc.so.6", "libm.so.6", "libgcc_s.so.1", 
         # Wheels that only provide were listed by name; the checked wheel's library was read.
         assert bigsrc["libraries_read"] is False and sources[stack_wheels.core.name]["libraries_read"] is False
         assert sources[stack_wheels.ext_v2.name]["libraries_read"] is True
+        # The provider the checked file resolved to had its ELF header read (its machine), nothing more.
+        assert sources[stack_wheels.core.name]["headers_read"] == 1
+        assert bigsrc["headers_read"] == 0
+        # Range reads never see the whole file: the size is checked against the lock, and said so.
+        assert {s["verified"] for s in sources.values()} == {"size"}
+        human = cli("abi", "mini", cwd=tmp_path)
+        assert human.code == 0, human.err
+        assert "NOT hash-checked (range reads never see the whole file); its size matches the lock" in \
+            human.out.replace("\n", " ").replace("  ", " ")
 
         # An index that ignores ranges: a full, verified download, and a hash mismatch is a service error.
         server.ranges = False
         r = cli("abi", "mini", "--json", cwd=tmp_path)
         assert r.code == 0, r.err
-        assert all(s["ranged"] is False for s in first_json(r.out)["sources"])  # type: ignore[attr-defined]
+        assert all(s["ranged"] is False and s["verified"] == "sha256"
+                   for s in first_json(r.out)["sources"])  # type: ignore[attr-defined]
+        server.ranges = True
+        # The index serves another file than the one locked (its size differs): exit 3, before any read.
+        other = Lock("mini", stack.digest(), tuple(
+            LockedPin(p.name, p.version, p.index, tuple(
+                LockedFile(f.target, f.filename, f.url, f.sha256, size=(f.size or 0) + 1) for f in p.files))
+            for p in lock.pins))
+        write_lock(tmp_path / "stacks" / "mini.lock", other)
+        r = cli("abi", "mini", cwd=tmp_path)
+        assert r.code == 3 and "not the locked file" in r.err and r.err.count("error:") == 1
+        server.ranges = False
         bad = Lock("mini", stack.digest(), tuple(
             LockedPin(p.name, p.version, p.index, tuple(
                 LockedFile(f.target, f.filename, f.url, "0" * 64) for f in p.files)) for p in lock.pins))
@@ -322,6 +395,7 @@ def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, s
                                                                   sha256_file(path)),)))
         write_lock(tmp_path / "stacks" / "al.lock", Lock("al", stack.digest(), tuple(pins)))
         r = cli("abi", "al", "--json", cwd=tmp_path)
+        alias_log = server.requests_to(alias.name)
     assert r.code == 0, r.err
     data = first_json(r.out)
     rep = data["reports"][0]  # type: ignore[index]
@@ -331,8 +405,42 @@ def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, s
     assert rep["inventory"] == "base:1"
     assert {x["where"] for x in rep["resolutions"] if x["needed"] == "libc.so.6"} == {"image"}
     assert {x["where"] for x in rep["resolutions"] if x["needed"] == "libfakepython.so.1.0"} == {"allow"}
-    reads = [(s["wheel"], s["libraries_read"]) for s in data["sources"]]  # type: ignore[attr-defined]
-    assert (alias.name, False) in reads and (alias.name, True) in reads
+    sources = data["sources"]
+    assert [(s["wheel"], s["libraries_read"]) for s in sources] == [  # type: ignore[attr-defined]
+        (alias.name, True), (stack_wheels.ext_v1.name, True)]
+    # Listed by name, then read: one open wheel, so its central directory was fetched once.
+    assert [h.get("Range") for _, _, h in alias_log].count("bytes=-65536") == 1
+    # The lock has sha256s but no sizes, and range reads cannot be hash-checked: nothing was verified.
+    assert {s["verified"] for s in sources} == {"none"}
+
+
+def test_cli_lock_provider_for_another_machine(cli: Cli, stack_wheels: Wheels, elf_libs: Libs, tmp_path: Path) -> None:
+    """A lock whose provider wheel carries an aarch64 libkern.so: found by name, refused by its header."""
+    armkern = build_wheel(tmp_path / "w", "kernlib", "1.0", tag=TAG,
+                          files={"kernlib/lib/libkern.so": elf_libs.kern_aarch64.read_bytes()})
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "k.toml").write_text(
+        '[stack]\nname = "k"\ndescription = "x"\n[targets]\npython = ["3.10"]\nplatforms = ["linux_x86_64"]\n'
+        '[indexes.i]\nurl = "http://127.0.0.1:1/simple/"\n'
+        '[pins.corelib]\nversion = "1.0"\nindex = "i"\n[pins.kernlib]\nversion = "1.0"\nindex = "i"\n'
+        '[pins.deep_ext]\nversion = "1.0.post2"\nindex = "i"\nabi = "check"\n'
+        '[abi]\nallow = ["lib*.so.6", "lib*.so.2", "librt.so.1", "libgcc_s.so.1"]\n')
+    from stackctl.loader import load_stack
+
+    stack = load_stack(tmp_path / "stacks" / "k.toml")
+    pins = tuple(LockedPin(name, version, "i", (LockedFile("cp310-linux_x86_64", path.name, str(path),
+                                                           sha256_file(path)),))
+                 for name, version, path in (("corelib", "1.0", stack_wheels.core), ("kernlib", "1.0", armkern),
+                                             ("deep_ext", "1.0.post2", stack_wheels.ext_v2)))
+    write_lock(tmp_path / "stacks" / "k.lock", Lock("k", stack.digest(), pins))
+    r = cli("abi", "k", "--json", cwd=tmp_path)
+    assert r.code == 1
+    data = first_json(r.out)
+    rep = data["reports"][0]  # type: ignore[index]
+    assert rep["unresolved"] == [{"library": "libkern.so", "needed_by": [f"{stack_wheels.ext_v2.name}:{EXT}"]}]
+    assert any(f["kind"] == "foreign-machine" and "aarch64 ELF" in f["message"] for f in rep["findings"])
+    assert {s["verified"] for s in data["sources"]} == {"sha256"}  # type: ignore[attr-defined]
+    assert "libkern.so (needed by" in r.err and r.err.count("error:") == 1
 
 
 def test_cli_profile_usage_errors(cli: Cli, tmp_path: Path) -> None:

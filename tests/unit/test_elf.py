@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from stackctl.elf import NotElf, read_elf, read_elf_bytes
-from tests.support.elf_fixtures import Libs, _cc, elf_libs  # noqa: F401  (fixture)
+from tests.support.elf_fixtures import Libs, _cc
+
+# The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
+pytest_plugins = ("tests.support.elf_plugin",)
 
 
 def test_soname_needed_and_glibcxx_versions(elf_libs: Libs) -> None:
@@ -56,7 +59,7 @@ def test_patched_machine_is_reported(elf_libs: Libs) -> None:
 
 @pytest.mark.parametrize("data", [b"", b"hello", b"INPUT(libfoo.so.1)\n", b"\x7fEL"])
 def test_not_elf(data: bytes) -> None:
-    with pytest.raises(NotElf, match="not an ELF|truncated"):
+    with pytest.raises(NotElf, match=r"not an ELF|truncated"):
         read_elf_bytes(data)
 
 
@@ -64,12 +67,12 @@ def test_not_elf(data: bytes) -> None:
 def test_truncated_elf_is_a_clear_error(elf_libs: Libs, keep: float) -> None:
     data = elf_libs.core.read_bytes()
     n = int(len(data) * keep) if isinstance(keep, float) else int(keep)
-    with pytest.raises(NotElf, match="truncated|corrupt"):
+    with pytest.raises(NotElf, match=r"truncated|corrupt"):
         read_elf_bytes(data[:n])
 
 
 def test_corrupt_program_headers(elf_libs: Libs) -> None:
     data = bytearray(elf_libs.kern.read_bytes())
     data[32:40] = (len(data) * 4).to_bytes(8, "little")  # e_phoff far past the end
-    with pytest.raises(NotElf, match="truncated|corrupt"):
+    with pytest.raises(NotElf, match=r"truncated|corrupt"):
         read_elf_bytes(bytes(data))

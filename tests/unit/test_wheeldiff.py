@@ -6,12 +6,16 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from stackctl.wheel import WheelReader, scan_wheel
+from stackctl.wheel import WheelReader
 from stackctl.wheeldiff import diff_wheels
+from stackctl.wheelscan import scan_wheel
 from tests.conftest import Result
-from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels, elf_libs, stack_wheels  # noqa: F401
+from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels
 from tests.support.index_server import IndexServer
 from tests.support.wheels import build_wheel
+
+# The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
+pytest_plugins = ("tests.support.elf_plugin",)
 
 SUMMARY = ("Python sources byte-identical; only _cpp.cpython-310-x86_64-linux-gnu.so differs: +libkern.so "
            "+libdl.so.2 +librt.so.1 \u2212libfakepython.so.1.0 RUNPATH $ORIGIN/../corelib/lib\u2192$ORIGIN/..:"
@@ -54,11 +58,18 @@ def test_cli_wheel_diff_local_and_remote(cli: Callable[..., Result], stack_wheel
     with IndexServer() as server:
         server.add(stack_wheels.ext_v1)
         server.add(stack_wheels.ext_v2)
-        j = cli("wheel-diff", f"{server.base}files/{stack_wheels.ext_v1.name}",
-                f"{server.base}files/{stack_wheels.ext_v2.name}", "--json")
+        urls = (f"{server.base}files/{stack_wheels.ext_v1.name}", f"{server.base}files/{stack_wheels.ext_v2.name}")
+        j = cli("wheel-diff", *urls, "--json")
+        h = cli("wheel-diff", *urls)
     assert j.code == 0, j.err
     data = json.loads(j.out)
     assert data["summary"] == SUMMARY and data["elf"][0]["needed_removed"] == ["libfakepython.so.1.0"]
+    # What reading each remote wheel cost, and that range reads were not hash-checked.
+    sizes = [stack_wheels.ext_v1.stat().st_size, stack_wheels.ext_v2.stat().st_size]
+    assert [(s["size"], s["ranged"], s["verified"]) for s in data["sources"]] == [
+        (sizes[0], True, "none"), (sizes[1], True, "none")]
+    assert all(0 < s["fetched"] <= s["size"] for s in data["sources"])
+    assert h.code == 0 and h.out.count("NOT hash-checked (range reads never see the whole file)") == 2
 
 
 def test_cli_wheel_diff_bad_input(cli: Callable[..., Result], stack_wheels: Wheels, tmp_path: Path) -> None:
