@@ -2,7 +2,7 @@
 """The stack gate: import, version and probe checks, one PASS/FAIL line each, in the spec's order.
 
 Standard library only, Python 3.8 or newer: it runs inside the image as a build step and against any
-interpreter through `stackctl gate PROFILE --python PATH`.
+interpreter through: stackctl gate PROFILE --python PATH
 
     python gate.py SPEC.json [--freeze OUT.json]
 
@@ -11,6 +11,7 @@ Exit status: 0 every check passed, 1 any check failed, 2 the spec could not be r
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import importlib.metadata as metadata
 import importlib.util
@@ -152,6 +153,9 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         print(f"gate: cannot read spec {args[0]}: {exc}", file=sys.stderr)
         return 2
+    # An import that crashes the interpreter (a GPU library without its device) leaves no FAIL line:
+    # the Python stack on stderr names the module it died in.
+    faulthandler.enable()
     gate = Gate()
     print("gate {}: python {}".format(spec.get("stack", "?"), sys.version.split()[0]), flush=True)
     for e in spec.get("entries", []):

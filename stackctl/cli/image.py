@@ -155,12 +155,15 @@ def gate(
     lock: LockOpt = None,
     target: TargetOpt = None,
     spec_out: Annotated[Path | None, typer.Option("--spec-out", help="Also write the gate spec here.")] = None,
+    spec_only: Annotated[bool, typer.Option("--spec-only", help="Render the spec (to --spec-out, else stdout) "
+                                            "and run nothing.")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Run the stack's import/version gate against an interpreter; exit 1 on any FAIL."""
     from stackctl import gatespec
     from stackctl.fsutil import write_atomic
+    from stackctl.gaterun import GateRun, verdict
     from stackctl.render import ROOT
 
     stack = load_profile(profile)
@@ -171,6 +174,10 @@ def gate(
     spec = gatespec.dumps(gatespec.gate_spec(stack, preserve))
     if spec_out:
         write_atomic(spec_out, spec)
+    if spec_only:
+        if not spec_out:
+            sys.stdout.write(spec)
+        return
     script = ROOT / "gates" / "gate.py"
     with tempfile.TemporaryDirectory(prefix="stackctl-gate-") as tmp:
         (Path(tmp) / "gate.json").write_text(spec, encoding="utf-8")
@@ -187,21 +194,21 @@ def gate(
             raise InputError(f"{python}: no such interpreter") from None
         except OSError as exc:
             raise InputError(f"{python}: cannot run: {exc}") from None
-    lines = proc.stdout.splitlines()
-    results = [{"ok": ln.startswith("PASS "), "line": ln} for ln in lines if ln.startswith(("PASS ", "FAIL "))]
-    failed = sum(1 for r in results if not r["ok"])
+    run = GateRun(python, proc.returncode, tuple(proc.stdout.splitlines()), proc.stderr)
+    problem = verdict(stack.name, run)
 
     def human() -> None:
-        for ln in lines:
+        for ln in run.lines:
             style = "green" if ln.startswith("PASS ") else "bold red" if ln.startswith("FAIL ") else "dim"
             console.print(ln, style=style, markup=False)
+        if run.crashed and run.stderr.strip():
+            console_err.print(run.stderr.rstrip(), style="dim", markup=False, soft_wrap=True)
 
-    emit({"stack": stack.name, "python": python, "passed": len(results) - failed, "failed": failed,
-          "results": results}, as_json, human)
-    if proc.returncode == 2 or (proc.returncode != 0 and not results):
-        raise InputError(f"the gate could not run under {python}: {proc.stderr.strip().splitlines()[-1:] or '?'}")
-    if failed or proc.returncode != 0:
-        raise CheckFailed(f"gate of {stack.name} under {python}: {failed} check(s) failed")
+    emit({"stack": stack.name, "python": python, "passed": run.passed, "failed": run.failed,
+          "finished": run.finished, "exit_status": run.returncode,
+          "results": [{"ok": ok, "line": ln} for ok, ln in run.results]}, as_json, human)
+    if problem is not None:
+        raise problem
 
 
 @app.command()
