@@ -53,10 +53,12 @@ class Provenance:
 
 
 def provenance(git: GitInfo | None, revision: str | None, ref: str | None) -> Provenance:
+    """An explicit revision wins over git's, but a dirty work tree still marks it: the label must be true."""
     if revision is not None or git is None:
         if not revision or not ref:
             raise InputError("a build outside a git work tree needs both --revision and --ref")
-        return Provenance(revision, ref, git.remote if git else None)
+        dirty = "-dirty" if git is not None and git.dirty else ""
+        return Provenance(revision + dirty, ref, git.remote if git else None)
     return Provenance(git.revision_label, ref or git.ref, git.remote)
 
 

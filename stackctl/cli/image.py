@@ -14,7 +14,7 @@ import typer
 
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, console_err, emit, table
 from stackctl.cli.profiles import load_profile
-from stackctl.errors import CheckFailed, InputError
+from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.profile import Stack
 
 if TYPE_CHECKING:
@@ -74,13 +74,17 @@ def _created(created: str | None) -> str | None:
     return created
 
 
-def _git(stack: Stack, revision: str | None) -> GitInfo | None:
+def _git(stack: Stack, revision: str | None, inputs: tuple[Path, ...]) -> GitInfo | None:
+    """The work tree's state; with an explicit --revision, None when there is no work tree to read."""
     from stackctl.gitinfo import read_git
 
-    if revision is not None:
-        return None
     where = Path(stack.sources[0]).parent if stack.sources and "@" not in stack.sources[0] else Path.cwd()
-    return read_git(where)
+    if revision is None:
+        return read_git(where, inputs)
+    try:
+        return read_git(where, inputs)
+    except StackctlError:  # a source archive: no git, or no work tree
+        return None
 
 
 @dataclass(frozen=True)
@@ -106,9 +110,12 @@ def _prepare(profile: str, lock: Path | None, target: str | None, revision: str 
         raise InputError(f"{stack.name}: the profile has no image table")
     locked = _read_lock(stack, lock)
     tgt = _target(stack, target)
-    git = _git(stack, revision)
+    inputs = (*(Path(s) for s in stack.sources if "@" not in s), _lock_path(stack, lock))
+    git = _git(stack, revision, inputs)
     if git is not None and git.dirty and allow_dirty is False:
-        raise InputError(f"the work tree of {stack.name} has uncommitted changes: the revision label would lie",
+        what = (f"{', '.join(git.untracked_inputs)} not committed" if git.untracked_inputs
+                else "uncommitted changes")
+        raise InputError(f"the work tree of {stack.name} has {what}: the revision label would lie",
                          hint="commit first, or pass --allow-dirty (the label then says <revision>-dirty)")
     prov = provenance(git, revision, ref)
     installed = gatespec.installed_pins(stack, locked, tgt)

@@ -84,9 +84,33 @@ def test_labels_name_the_revision_and_escape(tmp_path: Path, cli: Callable[..., 
     assert f'"org.opencontainers.image.revision"="{head}-dirty"' in text
     assert '"org.opencontainers.image.version"="v1.2"' in text
     assert '"org.opencontainers.image.created"="2026-01-02T03:04:05Z"' in text
+    # An explicit revision replaces git's, but the tree is still dirty and the label still says so.
     render(cli, repo.root, tmp_path / "ctx3", "--revision", "abc123", "--ref", "release/9")
     text = (tmp_path / "ctx3" / "Dockerfile").read_text()
-    assert '"org.opencontainers.image.revision"="abc123"' in text and '"release/9"' in text
+    assert '"org.opencontainers.image.revision"="abc123-dirty"' in text and '"release/9"' in text
+    git(repo.root, "commit", "-qam", "edit")
+    render(cli, repo.root, tmp_path / "ctx4", "--revision", "abc123", "--ref", "release/9")
+    assert '"org.opencontainers.image.revision"="abc123"' in (tmp_path / "ctx4" / "Dockerfile").read_text()
+
+
+def test_untracked_profile_and_lock_make_the_tree_dirty(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    # git status without untracked files is clean, but HEAD holds neither the profile nor the lock: a
+    # label naming HEAD would claim a revision that cannot rebuild this image.
+    repo = make_stack_repo(tmp_path, "r", REPO_NAME, commit=False)
+    (repo.root / "README").write_text("x\n")
+    git(repo.root, "add", "README")
+    git(repo.root, "commit", "-qm", "readme")
+    head = git(repo.root, "rev-parse", "HEAD").strip()
+    r = cli("build", "r", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "b"), cwd=repo.root)
+    assert r.code == 2
+    assert "r.toml" in r.err and "r.lock not committed: the revision label would lie" in r.err
+    assert not (tmp_path / "b").exists()
+    render(cli, repo.root, tmp_path / "ctx")
+    assert f'"org.opencontainers.image.revision"="{head}-dirty"' in (tmp_path / "ctx" / "Dockerfile").read_text()
+    git(repo.root, "add", "stacks/r.toml")
+    git(repo.root, "commit", "-qm", "profile")
+    r = cli("build", "r", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "b"), cwd=repo.root)
+    assert r.code == 2 and "r.lock not committed" in r.err and "r.toml" not in r.err
 
 
 def test_top_pin_change_touches_only_its_own_group(tmp_path: Path, cli: Callable[..., Result]) -> None:
