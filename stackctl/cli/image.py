@@ -336,6 +336,7 @@ def build(
 def publish(
     profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
     repository: RepoOpt = None,
+    lock: LockOpt = None,
     record: Annotated[Path, typer.Option("--record", help="Publication record (JSON lines) to append to.")] = Path(
         "build/publications.jsonl"),
     as_json: JsonOpt = False,
@@ -343,22 +344,24 @@ def publish(
 ) -> None:
     """Push the built image, pull it back by digest, check id and labels, then record the publication."""
     from stackctl.engine import DockerEngine, tag_image
-    from stackctl.image import image_ref
-    from stackctl.publish import append_record
+    from stackctl.image import LABEL_LOCK, LABEL_PROFILE, image_ref
+    from stackctl.publish import append_record, stale
     from stackctl.publish import publish as do_publish
 
     stack = load_profile(profile)
+    expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: _read_lock(stack, lock).digest()}
     built, ref = image_ref(stack), image_ref(stack, repository)
     engine = DockerEngine()
-    if engine.facts(str(ref)) is None and ref != built:
-        if engine.facts(str(built)) is None:
-            raise InputError(f"{built}: no such image in the engine; run `stackctl build` first")
-        tag_image(engine, str(built), ref.repository, ref.tag)
+    if ref != built:
+        # The other name follows the current build: an older image left under it must not be pushed.
+        there, source = engine.facts(str(ref)), engine.facts(str(built))
+        if (there is None or stale(there, expect)) and source is not None and there != source:
+            tag_image(engine, str(built), ref.repository, ref.tag)
     if not as_json and console_err.is_terminal:
         with console_err.status(f"pushing {ref}, then pulling it back by digest"):
-            pub = do_publish(engine, ref)
+            pub = do_publish(engine, ref, expect=expect)
     else:
-        pub = do_publish(engine, ref)
+        pub = do_publish(engine, ref, expect=expect)
     append_record(record, pub)
     emit(pub, as_json, lambda: console.print(f"published {pub.tag}\n  digest   {pub.digest}\n  image id "
                                              f"{pub.image_id}\n  revision {pub.revision}\n  record   {record}"))
