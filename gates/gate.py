@@ -39,6 +39,12 @@ def installed_versions() -> dict[str, str]:
     return found
 
 
+def has_prefix(version: str, prefix: str) -> bool:
+    """`1.26.` (or `1.26`) holds 1.26, 1.26.4 and 1.26+local, never 1.260: prefixes end at a dot."""
+    base = prefix.rstrip(".")
+    return version == base or version.startswith((base + ".", base + "+"))
+
+
 class Gate:
     def __init__(self) -> None:
         self.failed = 0
@@ -87,7 +93,7 @@ class Gate:
         if check == "exact":
             ok = have == want
         elif check == "prefix":
-            ok = have.startswith(want or "")
+            ok = has_prefix(have, want or "")
         else:
             ok = True
         if ok:

@@ -157,3 +157,17 @@ def test_cli_gate_spec_only_renders_a_real_stack_without_running(
     out = tmp_path / "spec.json"
     r = cli("gate", str(STACKS / "torch-2.11-post2.toml"), "--spec-only", "--spec-out", str(out))
     assert r.code == 0 and r.out == "" and json.loads(out.read_text()) == spec
+
+
+@pytest.mark.parametrize(("written", "rendered"), [("1.26.", "1.26."), ("1.26", "1.26."), ("==1.26.*", "1.26."),
+                                                   (" == 1.26.* ", "1.26."), (">=1.26", None), ("1.26.*", None)])
+def test_prefix_forms(tmp_path: Path, written: str, rendered: str | None) -> None:
+    p = tmp_path / "s.toml"
+    p.write_text(textwrap.dedent(SKIP.format(musa="2.11", cond="torch_musa<2")).replace(
+        "gate = { order = 1 }", f"gate = {{ order = 1, check = \"prefix\", prefix = \"{written}\" }}"))
+    stack = load_stack(p)
+    if rendered is None:
+        with pytest.raises(InputError, match="is not a version prefix"):
+            gate_spec(stack)
+    else:
+        assert gate_spec(stack)["entries"][0]["expected"] == rendered
