@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -102,7 +103,7 @@ def _prepare(profile: str, lock: Path | None, target: str | None, revision: str 
              created: str | None, allow_dirty: bool | None) -> _Prepared:
     """allow_dirty None: render only, the label says -dirty; False: refuse a dirty tree."""
     from stackctl import gatespec
-    from stackctl.image import oci_labels, provenance
+    from stackctl.image import credential_labels, oci_labels, provenance
     from stackctl.render import BuildPlan, load_templates, plan_layers, render
 
     stack = load_profile(profile)
@@ -122,6 +123,10 @@ def _prepare(profile: str, lock: Path | None, target: str | None, revision: str 
     spec = gatespec.dumps(gatespec.gate_spec(stack, installed))
     labels = oci_labels(stack, prov=prov, lock_digest=locked.digest(), target=tgt, installed=installed,
                         created=_created(created))
+    leaks = credential_labels(labels, {i.password_env: os.environ[i.password_env] for i in stack.indexes
+                                        if i.password_env and os.environ.get(i.password_env)})
+    if leaks:
+        raise InputError(f"{stack.name}: {'; '.join(leaks)}: an image label is public, a credential must not be one")
     python = next(t.python for t in stack.targets if t.label == tgt)
     plan = BuildPlan(stack.name, tgt, stack.image.base, locked.digest(), plan_layers(stack, locked, tgt), spec,
                      labels, python)

@@ -194,3 +194,21 @@ def test_source_label_from_origin_without_credentials(tmp_path: Path, cli: Calla
     text = (tmp_path / "ctx" / "Dockerfile").read_text()
     assert '"org.opencontainers.image.source"="https://git.example.invalid/org/repo.git"' in text
     assert "tok3n" not in text
+
+
+def test_a_label_carrying_a_credential_is_refused(tmp_path: Path, cli: Callable[..., Result],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s3cr3t-in-a-label"
+    monkeypatch.setenv("STACKCTL_TEST_VENDOR_PASSWORD", secret)
+    repo = make_stack_repo(tmp_path, "r", REPO_NAME, extra_toml="")
+    for value, why in ((f"https://ci.example.invalid/run?token={secret}", "holds the value of "
+                        "$STACKCTL_TEST_VENDOR_PASSWORD"),
+                       ("https://bot:ghp_tok@git.example.invalid/org/repo", "holds a URL with user:password")):
+        repo.profile.write_text(repo.profile.read_text().split('"com.example.note"')[0]
+                                + f'"com.example.note" = "{value}"\n')
+        refresh_lock(repo)
+        r = cli("render", "r", "--out", str(tmp_path / "ctx"), cwd=repo.root)
+        assert r.code == 2, r.out + r.err
+        assert f"label com.example.note {why}" in r.err
+        assert secret not in r.out + r.err and "ghp_tok" not in r.err
+        assert not (tmp_path / "ctx").exists()
