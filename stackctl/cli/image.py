@@ -348,7 +348,7 @@ def publish(
     verbose: VerboseOpt = False,
 ) -> None:
     """Push the built image, pull it back by digest, check id and labels, then record the publication."""
-    from stackctl.engine import DockerEngine, tag_image
+    from stackctl.engine import DockerEngine
     from stackctl.image import LABEL_LOCK, LABEL_PROFILE, image_ref
     from stackctl.publish import append_record, stale
     from stackctl.publish import publish as do_publish
@@ -361,7 +361,7 @@ def publish(
         # The other name follows the current build: an older image left under it must not be pushed.
         there, source = engine.facts(str(ref)), engine.facts(str(built))
         if (there is None or stale(there, expect)) and source is not None and there != source:
-            tag_image(engine, str(built), ref.repository, ref.tag)
+            engine.tag(str(built), ref.repository, ref.tag)
     if not as_json and console_err.is_terminal:
         with console_err.status(f"pushing {ref}, then pulling it back by digest"):
             pub = do_publish(engine, ref, expect=expect)
