@@ -41,6 +41,11 @@ class BuildResult:
     def gate_lines(self) -> tuple[str, ...]:
         return tuple(line for line in self.log if line.startswith(("PASS ", "FAIL ", "gate ")))
 
+    @property
+    def gate_cached(self) -> bool:
+        """The gate's step came from the cache: an earlier build of the very same layers passed it."""
+        return not any(line.startswith(("gate ok: ", "gate FAILED: ")) for line in self.log)
+
 
 class BuildFailed(CheckFailed):
     """The build ran and a step failed; `lines` are what the user must see (the gate's FAIL lines first)."""

@@ -324,6 +324,7 @@ def build(
                      base_facts.id, base_facts.repo_digests, tuple(sorted(all_inputs.items())))
     record = {"image": str(image), "image_id": result.image_id, "target": prep.target,
               "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),
+              "gate_cached": result.gate_cached,
               "fingerprint": fp, "fingerprint_digest": fp.digest()}
     record_path = record_dir / f"{prep.stack.name}.build.json"
     write_atomic(record_path, dumps(record) + "\n")
@@ -331,6 +332,9 @@ def build(
     def human() -> None:
         for ln in result.gate_lines:
             console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
+        if result.gate_cached:
+            console.print("gate: step taken from the cache (the same layers passed it before; --no-cache "
+                          "runs it again)", style="dim")
         console.print(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
                       f"cached; record {record_path}")
 
