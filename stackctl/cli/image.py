@@ -6,23 +6,18 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stackctl.buildprep import Prepared, lock_path, pick_target, prepare, read_stack_lock
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, console_err, emit, table
 from stackctl.cli.profiles import load_profile
-from stackctl.errors import CheckFailed, InputError, StackctlError
-from stackctl.profile import Stack
+from stackctl.errors import CheckFailed, InputError
 
 if TYPE_CHECKING:
     from stackctl.engine import BuildResult, Engine
-    from stackctl.gitinfo import GitInfo
-    from stackctl.lock import Lock
-    from stackctl.render import Rendered
 
 LockOpt = Annotated[Path | None, typer.Option("--lock", help="The lock (default: the profile's .lock beside it).")]
 TargetOpt = Annotated[str | None, typer.Option("--target", help="Target label, e.g. cp311-linux_x86_64 "
@@ -37,103 +32,7 @@ IndexOpt = Annotated[list[str] | None, typer.Option(
     "--index", help="NAME=URL: fetch missing wheels of index NAME from URL (also STACKCTL_INDEX_<NAME>_URL).")]
 
 
-def _lock_path(stack: Stack, lock: Path | None) -> Path:
-    if lock is not None:
-        return lock
-    if not stack.sources or "@" in stack.sources[0]:
-        raise InputError(f"{stack.name}: pass --lock (no lock path can be derived from {stack.sources[:1]})")
-    return Path(stack.sources[0]).with_suffix(".lock")
-
-
-def _read_lock(stack: Stack, lock: Path | None) -> Lock:
-    from stackctl.lock import read_lock
-
-    found = read_lock(_lock_path(stack, lock))
-    if found.profile_digest != stack.digest():
-        raise CheckFailed(f"the lock for {stack.name} was made from another version of the profile",
-                          hint="run `stackctl resolve` again so the lock matches the profile")
-    return found
-
-
-def _target(stack: Stack, target: str | None) -> str:
-    labels = [t.label for t in stack.targets]
-    if target is not None:
-        if target not in labels:
-            raise InputError(f"{stack.name}: target {target} is not one of {', '.join(labels) or 'none'}")
-        return target
-    python = stack.image.python if stack.image else None
-    mine = [t for t in stack.targets if t.python == python]
-    mine.sort(key=lambda t: t.platform != "linux_x86_64")
-    if not mine:
-        raise InputError(f"{stack.name}: no target for the image's python {python}; pass --target")
-    return mine[0].label
-
-
-def _created(created: str | None) -> str | None:
-    if created == "now":
-        return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    return created
-
-
-def _git(stack: Stack, revision: str | None, inputs: tuple[Path, ...]) -> GitInfo | None:
-    """The work tree's state; with an explicit --revision, None when there is no work tree to read."""
-    from stackctl.gitinfo import read_git
-
-    where = Path(stack.sources[0]).parent if stack.sources and "@" not in stack.sources[0] else Path.cwd()
-    if revision is None:
-        return read_git(where, inputs)
-    try:
-        return read_git(where, inputs)
-    except StackctlError:  # a source archive: no git, or no work tree
-        return None
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    stack: Stack
-    lock: Lock
-    target: str
-    rendered: Rendered
-    git: GitInfo | None
-    revision: str
-    ref: str
-
-
-def _prepare(profile: str, lock: Path | None, target: str | None, revision: str | None, ref: str | None,
-             created: str | None, allow_dirty: bool | None) -> _Prepared:
-    """allow_dirty None: render only, the label says -dirty; False: refuse a dirty tree."""
-    from stackctl import gatespec
-    from stackctl.image import credential_labels, oci_labels, provenance
-    from stackctl.render import BuildPlan, load_templates, plan_layers, render
-
-    stack = load_profile(profile)
-    if stack.image is None:
-        raise InputError(f"{stack.name}: the profile has no image table")
-    locked = _read_lock(stack, lock)
-    tgt = _target(stack, target)
-    inputs = (*(Path(s) for s in stack.sources if "@" not in s), _lock_path(stack, lock))
-    git = _git(stack, revision, inputs)
-    if git is not None and git.dirty and allow_dirty is False:
-        what = (f"{', '.join(git.untracked_inputs)} not committed" if git.untracked_inputs
-                else "uncommitted changes")
-        raise InputError(f"the work tree of {stack.name} has {what}: the revision label would lie",
-                         hint="commit first, or pass --allow-dirty (the label then says <revision>-dirty)")
-    prov = provenance(git, revision, ref)
-    installed = gatespec.installed_pins(stack, locked, tgt)
-    spec = gatespec.dumps(gatespec.gate_spec(stack, installed))
-    labels = oci_labels(stack, prov=prov, lock_digest=locked.digest(), target=tgt, installed=installed,
-                        created=_created(created))
-    leaks = credential_labels(labels, {i.password_env: os.environ[i.password_env] for i in stack.indexes
-                                        if i.password_env and os.environ.get(i.password_env)})
-    if leaks:
-        raise InputError(f"{stack.name}: {'; '.join(leaks)}: an image label is public, a credential must not be one")
-    python = next(t.python for t in stack.targets if t.label == tgt)
-    plan = BuildPlan(stack.name, tgt, stack.image.base, locked.digest(), plan_layers(stack, locked, tgt), spec,
-                     labels, python)
-    return _Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref)
-
-
-def _wheelhouse(prep: _Prepared, wheelhouse: Path | None, default: Path, index: list[str] | None) -> Path:
+def _wheelhouse(prep: Prepared, wheelhouse: Path | None, default: Path, index: list[str] | None) -> Path:
     """The lock's wheels: the given wheelhouse when it holds them all, else fetched from the indexes."""
     from stackctl.index.config import parse_overrides
     from stackctl.wheelhouse import fetch_wheelhouse
@@ -181,8 +80,8 @@ def gate(
     stack = load_profile(profile)
     preserve = None
     if lock is not None:
-        locked = _read_lock(stack, lock)
-        preserve = gatespec.installed_pins(stack, locked, _target(stack, target))
+        locked = read_stack_lock(stack, lock)
+        preserve = gatespec.installed_pins(stack, locked, pick_target(stack, target))
     spec = gatespec.dumps(gatespec.gate_spec(stack, preserve))
     if spec_out:
         write_atomic(spec_out, spec)
@@ -240,7 +139,7 @@ def render(
     from stackctl.buildctx import write_context
     from stackctl.render import Rendered
 
-    prep = _prepare(profile, lock, target, revision, ref, created, allow_dirty=None)
+    prep = prepare(load_profile(profile), lock, target, revision, ref, created, None, os.environ)
     rendered = prep.rendered
     if wheelhouse is None:
         rendered = Rendered(rendered.dockerfile, tuple(f for f in rendered.files if f.wheel is None))
@@ -295,7 +194,7 @@ def build(
     from stackctl.image import image_ref
     from stackctl.jsonout import dumps
 
-    prep = _prepare(profile, lock, target, revision, ref, created, allow_dirty=allow_dirty)
+    prep = prepare(load_profile(profile), lock, target, revision, ref, created, allow_dirty, os.environ)
     image = image_ref(prep.stack, repository)
     base = record_dir / prep.stack.name
     ctx = context or base / "context"
@@ -316,7 +215,7 @@ def build(
             print(line)  # plainly, on stdout: these are the result, not log noise
         raise
     inputs = {f"profile:{s}": p for s in prep.stack.sources if "@" not in s for p in [Path(s)]}
-    inputs["lock"] = _lock_path(prep.stack, lock)
+    inputs["lock"] = lock_path(prep.stack, lock)
     all_inputs = {**file_inputs(inputs), **{f"context:{k}": v for k, v in digests.items()}}
     fp = Fingerprint(prep.stack.name, str(image), result.image_id, prep.revision, prep.ref,
                      prep.git.branch if prep.git else None, prep.git.revision if prep.git else None,
@@ -358,7 +257,7 @@ def publish(
     from stackctl.publish import publish as do_publish
 
     stack = load_profile(profile)
-    expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: _read_lock(stack, lock).digest()}
+    expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: read_stack_lock(stack, lock).digest()}
     built, ref = image_ref(stack), image_ref(stack, repository)
     engine = DockerEngine()
     if ref != built:

@@ -84,6 +84,9 @@ def test_labels_name_the_revision_and_escape(tmp_path: Path, cli: Callable[..., 
     assert f'"org.opencontainers.image.revision"="{head}-dirty"' in text
     assert '"org.opencontainers.image.version"="v1.2"' in text
     assert '"org.opencontainers.image.created"="2026-01-02T03:04:05Z"' in text
+    for bad in ("yesterday", "2026-01-02T03:04:05"):  # a time without its zone says no single moment
+        r = cli("render", "r", "--out", str(tmp_path / "bad"), "--created", bad, cwd=repo.root)
+        assert r.code == 2 and "give `now` or an ISO 8601 time with its zone" in r.err
     # An explicit revision replaces git's, but the tree is still dirty and the label still says so.
     render(cli, repo.root, tmp_path / "ctx3", "--revision", "abc123", "--ref", "release/9")
     text = (tmp_path / "ctx3" / "Dockerfile").read_text()
