@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +21,15 @@ from tests.conftest import Result
 from tests.support.imagestack import git, make_stack_repo
 from tests.support.imagetest import (
     address,
-    dangling_stage_images,
     delete_from_registry,
+    no_stage_images_left,  # noqa: F401  (autouse)
     remove_images,
-    remove_new_stage_images,
     unique,
 )
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _no_stage_images_left(docker_client: Any) -> Iterator[None]:
-    before = dangling_stage_images(docker_client)
-    yield
-    remove_new_stage_images(docker_client, before)
 
 
 def free_port() -> int:
@@ -237,8 +231,8 @@ def test_stale_local_image_is_never_pushed() -> None:
               ("org.opencontainers.image.revision", "abc"))
     local = ImageFacts("sha256:" + "1" * 64, labels, (), 1)
     engine = LyingRegistryEngine(local, local)
-    with pytest.raises(CheckFailed, match="built from another profile or lock: io.stackctl.profile-digest "
-                                          "'sha256:p1' is not the current 'sha256:p2'"):
+    with pytest.raises(CheckFailed, match=r"built from another profile or lock: io\.stackctl\.profile-digest "
+                                          r"'sha256:p1' is not the current 'sha256:p2'"):
         publish(engine, ImageRef("r/x", "t"), expect={"io.stackctl.profile-digest": "sha256:p2",
                                                       "io.stackctl.lock-digest": "sha256:1"})
     assert not engine.pushed
