@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import tempfile
 from pathlib import Path
 
 from stackctl.errors import CheckFailed, InputError
@@ -13,14 +14,37 @@ from stackctl.render import Rendered
 MARKER = ".stackctl-context"
 
 
-
 def write_context(rendered: Rendered, wheelhouse: Path, dest: Path) -> dict[str, str]:
-    """Write the context into `dest` (fresh each time); return path → sha256 of every file in it."""
-    if dest.exists():
-        if any(dest.iterdir()) and not (dest / MARKER).exists():
-            raise InputError(f"{dest}: exists and is not a stackctl build context; pick an empty --context dir")
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    """Write the context into `dest` (fresh each time); return path → sha256 of every file in it.
+
+    Written beside `dest` and renamed into place, so a missing or tampered wheel leaves the old context
+    (or none), never a half-written one a later `docker build` could pick up.
+    """
+    if dest.exists() and not dest.is_dir():
+        raise InputError(f"{dest}: exists and is not a directory; pick an empty --context dir")
+    if dest.is_dir() and any(dest.iterdir()) and not (dest / MARKER).exists():
+        raise InputError(f"{dest}: exists and is not a stackctl build context; pick an empty --context dir")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+        tmp.chmod(0o755)
+    except OSError as exc:
+        raise InputError(f"{dest}: cannot write the build context here: {exc.strerror or exc}") from None
+    try:
+        digests = _fill(rendered, wheelhouse, tmp)
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(f"{dest}: cannot write the build context: {exc.strerror or exc}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return digests
+
+
+def _fill(rendered: Rendered, wheelhouse: Path, dest: Path) -> dict[str, str]:
     (dest / MARKER).write_text("written by stackctl; replaced on every render\n", encoding="utf-8")
     digests: dict[str, str] = {}
     for f in rendered.files:

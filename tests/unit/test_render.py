@@ -151,9 +151,21 @@ def test_missing_wheel_and_stale_lock_are_refused(tmp_path: Path, cli: Callable[
     repo = make_stack_repo(tmp_path, "r", REPO_NAME)
     r = cli("render", "r", "--out", str(tmp_path / "c"), "--target", "cp310-linux_x86_64", cwd=repo.root)
     assert r.code == 2 and "target cp310-linux_x86_64 is not one of cp311-linux_x86_64" in r.err
-    next(repo.wheelhouse.glob("toplib-*")).write_bytes(b"tampered")
+    render(cli, repo.root, tmp_path / "c", "--wheelhouse", str(repo.wheelhouse))
+    before = {p: p.read_bytes() for p in (tmp_path / "c").rglob("*") if p.is_file()}
+    toplib = next(repo.wheelhouse.glob("toplib-*"))
+    toplib.unlink()  # the context holds a hard link to it: write a new file, not through the link
+    toplib.write_bytes(b"tampered")
     r = cli("render", "r", "--out", str(tmp_path / "c"), "--wheelhouse", str(repo.wheelhouse), cwd=repo.root)
     assert r.code == 1 and "does not match the lock's" in r.err
+    # Nothing half-written: the previous context stands as it was, and no partial one is left beside it.
+    assert {p: p.read_bytes() for p in (tmp_path / "c").rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".c.")) == []
+    r = cli("render", "r", "--out", str(tmp_path / "d"), "--wheelhouse", str(repo.wheelhouse), cwd=repo.root)
+    assert r.code == 1 and not (tmp_path / "d").exists()
+    (tmp_path / "file").write_text("x")
+    r = cli("render", "r", "--out", str(tmp_path / "file"), cwd=repo.root)
+    assert r.code == 2 and "exists and is not a directory" in r.err
     (repo.root / "stacks" / "r.toml").write_text(
         (repo.root / "stacks" / "r.toml").read_text().replace('version = "0.3.0"', 'version = "0.3.9"'))
     r = cli("render", "r", "--out", str(tmp_path / "c"), cwd=repo.root)
