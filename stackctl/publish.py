@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -73,15 +74,26 @@ def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None =
                        local.label(LABEL_STACK), when)
 
 
+def check_record_writable(path: Path) -> None:
+    """Before any push: a publication that cannot be recorded must not happen at all."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the publication record: {exc.strerror or exc}") from None
+    if (path.exists() and not path.is_file()) or not os.access(path.parent, os.W_OK):
+        raise InputError(f"{path}: cannot write the publication record here")
+
+
 def append_record(path: Path, pub: Publication) -> None:
     """JSON lines, one publication each; the whole file is rewritten atomically so a crash leaves the old one."""
     try:
         old = path.read_text(encoding="utf-8") if path.exists() else ""
+        if old and not old.endswith("\n"):
+            old += "\n"
+        write_atomic(path, old + json.dumps(asdict(pub), sort_keys=True) + "\n")
     except OSError as exc:
-        raise ServiceError(f"{path}: cannot read the publication record: {exc}") from None
-    if old and not old.endswith("\n"):
-        old += "\n"
-    write_atomic(path, old + json.dumps(asdict(pub), sort_keys=True) + "\n")
+        raise ServiceError(f"{path}: cannot write the publication record ({exc.strerror or exc}); "
+                           f"{pub.pinned_ref} was pushed") from None
 
 
 def read_records(path: Path) -> list[Publication]:

@@ -45,6 +45,15 @@ def _wheelhouse(prep: Prepared, wheelhouse: Path | None, default: Path, index: l
     return where
 
 
+def _write(path: Path, text: str, what: str) -> None:
+    from stackctl.fsutil import write_atomic
+
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
+
+
 @app.command()
 def tag(
     profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
@@ -73,7 +82,6 @@ def gate(
 ) -> None:
     """Run the stack's import/version gate against an interpreter; exit 1 on any FAIL."""
     from stackctl import gatespec
-    from stackctl.fsutil import write_atomic
     from stackctl.gaterun import GateRun, verdict
     from stackctl.render import ROOT
 
@@ -84,7 +92,7 @@ def gate(
         preserve = gatespec.installed_pins(stack, locked, pick_target(stack, target))
     spec = gatespec.dumps(gatespec.gate_spec(stack, preserve))
     if spec_out:
-        write_atomic(spec_out, spec)
+        _write(spec_out, spec, "the gate spec")
     if spec_only:
         if not spec_out:
             sys.stdout.write(spec)
@@ -190,7 +198,6 @@ def build(
     from stackctl.buildctx import write_context
     from stackctl.engine import BuildFailed, DockerEngine
     from stackctl.fingerprint import Fingerprint, file_inputs
-    from stackctl.fsutil import write_atomic
     from stackctl.image import image_ref
     from stackctl.jsonout import dumps
 
@@ -226,7 +233,7 @@ def build(
               "gate_cached": result.gate_cached,
               "fingerprint": fp, "fingerprint_digest": fp.digest()}
     record_path = record_dir / f"{prep.stack.name}.build.json"
-    write_atomic(record_path, dumps(record) + "\n")
+    _write(record_path, dumps(record) + "\n", f"the build record of {image}")
 
     def human() -> None:
         for ln in result.gate_lines:
@@ -253,11 +260,12 @@ def publish(
     """Push the built image, pull it back by digest, check id and labels, then record the publication."""
     from stackctl.engine import DockerEngine
     from stackctl.image import LABEL_LOCK, LABEL_PROFILE, image_ref
-    from stackctl.publish import append_record, stale
+    from stackctl.publish import append_record, check_record_writable, stale
     from stackctl.publish import publish as do_publish
 
     stack = load_profile(profile)
     expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: read_stack_lock(stack, lock).digest()}
+    check_record_writable(record)
     built, ref = image_ref(stack), image_ref(stack, repository)
     engine = DockerEngine()
     if ref != built:

@@ -239,3 +239,12 @@ def test_stale_local_image_is_never_pushed() -> None:
     pub = publish(engine, ImageRef("r/x", "t"), expect={"io.stackctl.profile-digest": "sha256:p1",
                                                         "io.stackctl.lock-digest": "sha256:1"})
     assert engine.pushed and pub.lock_digest == "sha256:1"
+
+
+def test_a_record_that_cannot_be_written_stops_publish_before_any_push(
+        tmp_path: Path, cli: Callable[..., Result]) -> None:
+    repo = make_stack_repo(tmp_path, "e2e", "127.0.0.1:5000/stackctl-test/never-pushed")
+    for record in ("/proc/stackctl-nope/p.jsonl", str(tmp_path)):
+        r = cli("publish", "e2e", "--record", record, cwd=repo.root)
+        assert r.code == 2, r.out + r.err
+        assert "cannot write the publication record" in r.err and "Traceback" not in r.err

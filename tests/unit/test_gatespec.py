@@ -171,3 +171,8 @@ def test_prefix_forms(tmp_path: Path, written: str, rendered: str | None) -> Non
             gate_spec(stack)
     else:
         assert gate_spec(stack)["entries"][0]["expected"] == rendered
+
+
+def test_spec_out_that_cannot_be_written(cli: Callable[..., Result]) -> None:
+    r = cli("gate", str(STACKS / "torch-2.11-post2.toml"), "--spec-only", "--spec-out", "/proc/stackctl-nope/s.json")
+    assert r.code == 2 and "cannot write the gate spec" in r.err
