@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from stackctl.errors import CheckFailed, InputError, StackctlError
-from stackctl.gitinfo import GitInfo
-from stackctl.lock import Lock
+from stackctl.gitinfo import GitInfo, read_git
+from stackctl.lock import Lock, read_lock
 from stackctl.profile import Stack
 from stackctl.render import Rendered
 
@@ -28,8 +28,6 @@ def lock_path(stack: Stack, lock: Path | None) -> Path:
 
 
 def read_stack_lock(stack: Stack, lock: Path | None) -> Lock:
-    from stackctl.lock import read_lock
-
     found = read_lock(lock_path(stack, lock))
     if found.profile_digest != stack.digest():
         raise CheckFailed(f"the lock for {stack.name} was made from another version of the profile",
@@ -69,15 +67,13 @@ def created_value(created: str | None, now: datetime | None = None) -> str | Non
 
 def work_tree(stack: Stack, revision: str | None, inputs: tuple[Path, ...]) -> GitInfo | None:
     """The work tree's state; with an explicit --revision, None when there is no work tree to read."""
-    from stackctl.gitinfo import read_git
-
     where = Path(stack.sources[0]).parent if stack.sources and "@" not in stack.sources[0] else Path.cwd()
-    if revision is None:
-        return read_git(where, inputs)
     try:
         return read_git(where, inputs)
-    except StackctlError:  # a source archive: no git, or no work tree
-        return None
+    except StackctlError:
+        if revision is None:
+            raise
+        return None  # a source archive: no git, or no work tree
 
 
 @dataclass(frozen=True)
