@@ -307,10 +307,15 @@ def inspect(
     shown = {k: v for k, v in labels.items() if k != "io.stackctl.installed"}
 
     def human() -> None:
-        console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n  image id {image_id}")
-        console.print(table("labels", ["label", "value"], sorted(shown.items())))
+        from rich.markup import escape
+
+        def rows(pairs: dict[str, str]) -> list[tuple[str, str]]:  # an image's labels are text, not markup
+            return [(escape(k), escape(v)) for k, v in sorted(pairs.items())]
+
+        console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n  image id {image_id}", markup=False)
+        console.print(table("labels", ["label", "value"], rows(shown)))
         if installed:
-            console.print(table("installed", ["package", "version"], sorted(installed.items())))
+            console.print(table("installed", ["package", "version"], rows(installed)))
 
     emit({"ref": ref, "source": where, "digest": digest, "image_id": image_id, "labels": labels,
           "installed": installed}, as_json, human)

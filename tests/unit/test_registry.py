@@ -60,6 +60,15 @@ def test_labels_read_and_every_blob_hash_checked(fake: Fake, cli: Callable[..., 
     data = json.loads(r.out)
     assert data["digest"] == digest(manifest) and data["image_id"] == digest(config)
     assert data["labels"] == {"org.opencontainers.image.revision": "abc"}
+    # Label values are the image's text: shown as written, never read as terminal markup.
+    odd = {"org.opencontainers.image.revision": "abc", "com.example.note": "a [/] b [bold]c"}
+    config2 = json.dumps({"config": {"Labels": odd}}).encode()
+    manifest2 = json.dumps({"schemaVersion": 2, "config": {"digest": digest(config2)}}).encode()
+    fake.routes["/v2/t/x/manifests/2"] = (200, manifest2, {})
+    fake.routes[f"/v2/t/x/blobs/{digest(config2)}"] = (200, config2, {})
+    r = cli("inspect", f"{fake.host}/t/x:2")
+    assert r.code == 0, r.err
+    assert "a [/] b [bold]c" in r.out
     # A config blob that is not what its digest names is a lying registry, not an image.
     fake.routes[f"/v2/t/x/blobs/{digest(config)}"] = (200, config.replace(b"abc", b"abd"), {})
     r = cli("inspect", f"{fake.host}/t/x:1")
