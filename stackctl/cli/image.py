@@ -156,7 +156,7 @@ def render(
     emit({"context": str(out), "files": digests, "wheels": wheels, "wheels_copied": wheelhouse is not None},
          as_json, lambda: console.print(f"wrote {out}/Dockerfile and {len(digests) - 1} other files"
                                         + ("" if wheelhouse else f"; {len(wheels)} wheels expected under "
-                                           f"{out}/groups/ (pass --wheelhouse to copy them)")))
+                                           f"{out}/groups/ (pass --wheelhouse to copy them)"), markup=False))
 
 
 def _run_build(engine: Engine, context: Path, image: str, show: bool, nocache: bool) -> BuildResult:
@@ -242,7 +242,7 @@ def build(
             console.print("gate: step taken from the cache (the same layers passed it before; --no-cache "
                           "runs it again)", style="dim")
         console.print(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
-                      f"cached; record {record_path}")
+                      f"cached; record {record_path}", markup=False)
 
     emit(record, as_json, human)
 
@@ -279,8 +279,9 @@ def publish(
     else:
         pub = do_publish(engine, ref, expect=expect)
     append_record(record, pub)
-    emit(pub, as_json, lambda: console.print(f"published {pub.tag}\n  digest   {pub.digest}\n  image id "
-                                             f"{pub.image_id}\n  revision {pub.revision}\n  record   {record}"))
+    emit(pub, as_json, lambda: console.print(
+        f"published {pub.tag}\n  digest   {pub.digest}\n  image id {pub.image_id}\n  revision {pub.revision}\n"
+        f"  record   {record}", markup=False))
 
 
 @app.command()
