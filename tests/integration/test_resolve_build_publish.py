@@ -80,6 +80,12 @@ def test_served_stack_resolves_builds_gates_and_publishes(
         assert pulled.labels["io.stackctl.lock-digest"] == read_lock(repo.lock).digest()
         history = json.dumps([h for h in pulled.history()])
         assert SECRET not in history and SECRET not in json.dumps(pulled.attrs)
+        # The credential was used to fetch the vendor wheels: it reached no layer, and no file stackctl
+        # wrote (lock, cache, context, build and publication records).
+        assert SECRET.encode() not in b"".join(pulled.save(named=False))
+        for path in [*tmp_path.rglob("*")]:
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path
     finally:
         vendor.stop()
         public.stop()
