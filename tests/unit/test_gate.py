@@ -135,9 +135,13 @@ def _other_pythons() -> list[str]:
 
 @pytest.mark.parametrize("python", _other_pythons() or [sys.executable])
 def test_runs_under_other_interpreters(site: Path, tmp_path: Path, python: str) -> None:
-    code, out = run_gate(site, {"entries": [entry("patcher"), entry("corelib")]}, tmp_path, python)
+    spec = {"entries": [entry("patcher"), entry("corelib"), entry("corelib-ext", "corelib_ext", mode="spec"),
+                        entry("helperdep", check="prefix", expected="1.")],
+            "probes": [{"name": "data", "kind": "file-count", "package": "corelib", "glob": "data/*.json", "count": 3}],
+            "preserve": [{"dist": "toplib", "version": "0.3.0"}]}
+    code, out = run_gate(site, spec, tmp_path, python)
     assert code == 0, out
-    assert out[-1] == "gate ok: 2 passed, 0 failed"
+    assert out[-1] == "gate ok: 6 passed, 0 failed"
 
 
 def test_prefix_ends_at_a_dot(site: Path, tmp_path: Path) -> None:
