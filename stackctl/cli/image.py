@@ -18,6 +18,7 @@ from stackctl.errors import CheckFailed, InputError
 
 if TYPE_CHECKING:
     from stackctl.engine import BuildResult, Engine
+    from stackctl.render import Rendered
 
 LockOpt = Annotated[Path | None, typer.Option("--lock", help="The lock (default: the profile's .lock beside it).")]
 TargetOpt = Annotated[str | None, typer.Option("--target", help="Target label, e.g. cp311-linux_x86_64 "
@@ -144,19 +145,34 @@ def render(
     verbose: VerboseOpt = False,
 ) -> None:
     """Write the Dockerfile, requirement files and gate (and, with --wheelhouse, the wheels) into --out."""
-    from stackctl.buildctx import write_context
     from stackctl.render import Rendered
 
     prep = prepare(load_profile(profile), lock, target, revision, ref, created, None, os.environ)
     rendered = prep.rendered
     if wheelhouse is None:
         rendered = Rendered(rendered.dockerfile, tuple(f for f in rendered.files if f.wheel is None))
-    digests = write_context(rendered, wheelhouse or Path("."), out)
+    digests = _write_context(rendered, wheelhouse or Path("."), out, not as_json and console_err.is_terminal)
     wheels = [f.path for f in prep.rendered.files if f.wheel]
     emit({"context": str(out), "files": digests, "wheels": wheels, "wheels_copied": wheelhouse is not None},
          as_json, lambda: console.print(f"wrote {out}/Dockerfile and {len(digests) - 1} other files"
                                         + ("" if wheelhouse else f"; {len(wheels)} wheels expected under "
                                            f"{out}/groups/ (pass --wheelhouse to copy them)"), markup=False))
+
+
+def _write_context(rendered: Rendered, wheelhouse: Path, out: Path, show: bool) -> dict[str, str]:
+    """The context on disk, with a bar over the wheels as each is hashed and linked in."""
+    from stackctl.buildctx import write_context
+
+    wheels = sum(1 for f in rendered.files if f.wheel)
+    if not show or not wheels:
+        return write_context(rendered, wheelhouse, out)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("[bold]context[/]"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}"), console=console_err, transient=True) as bar:
+        task = bar.add_task("", total=wheels)
+        return write_context(rendered, wheelhouse, out,
+                             lambda name: bar.update(task, advance=1, description=name[:60]))
 
 
 def _run_build(engine: Engine, context: Path, image: str, show: bool, nocache: bool) -> BuildResult:
@@ -195,7 +211,6 @@ def build(
     verbose: VerboseOpt = False,
 ) -> None:
     """Render, build on the Docker engine (DOCKER_HOST), gate inside the build, record a fingerprint."""
-    from stackctl.buildctx import write_context
     from stackctl.engine import BuildFailed, DockerEngine
     from stackctl.fingerprint import Fingerprint, file_inputs
     from stackctl.image import image_ref
@@ -205,13 +220,13 @@ def build(
     image = image_ref(prep.stack, repository)
     base = record_dir / prep.stack.name
     ctx = context or base / "context"
-    digests = write_context(prep.rendered, _wheelhouse(prep, wheelhouse, base / "wheelhouse", index), ctx)
+    show = not as_json and console_err.is_terminal
+    digests = _write_context(prep.rendered, _wheelhouse(prep, wheelhouse, base / "wheelhouse", index), ctx, show)
     engine = DockerEngine()
     base_facts = engine.facts(prep.stack.image.base) if prep.stack.image else None
     if base_facts is None:
         raise InputError(f"base image {prep.stack.image.base if prep.stack.image else '?'} is not in the engine",
                          hint="build or pull it first (CI: bash .ci/services.sh)")
-    show = not as_json and console_err.is_terminal
     try:
         result = _run_build(engine, ctx, str(image), show, no_cache)
     except BuildFailed as exc:
