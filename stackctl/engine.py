@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from stackctl.errors import CheckFailed, InputError, ServiceError
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
 
 
 @dataclass(frozen=True)
@@ -143,8 +144,10 @@ class DockerEngine:
     def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
               nocache: bool = False) -> BuildResult:
         with self.talking(f"build of {tag}"):
+            # A step may print nothing for long (pip unpacking a multi-GB torch wheel, the engine committing
+            # its layer): the client's 600 s read timeout would cut a healthy build's stream.
             events = self._client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                            pull=False, nocache=nocache)
+                                            pull=False, nocache=nocache, timeout=SILENT_STEP_LIMIT)
             return parse_build_stream(events, on_step)
 
     def facts(self, ref: str) -> ImageFacts | None:
