@@ -2,7 +2,7 @@
 """The stack gate: import, version and probe checks, one PASS/FAIL line each, in the spec's order.
 
 Standard library only, Python 3.8 or newer: it runs inside the image as a build step and against any
-interpreter through `stackctl gate PROFILE --python PATH`.
+interpreter through: stackctl gate PROFILE --python PATH
 
     python gate.py SPEC.json [--freeze OUT.json]
 
@@ -11,6 +11,7 @@ Exit status: 0 every check passed, 1 any check failed, 2 the spec could not be r
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import importlib.metadata as metadata
 import importlib.util
@@ -36,6 +37,12 @@ def installed_versions() -> dict[str, str]:
         if name and _norm(name) not in found:
             found[_norm(name)] = dist.version
     return found
+
+
+def has_prefix(version: str, prefix: str) -> bool:
+    """`1.26.` (or `1.26`) holds 1.26, 1.26.4 and 1.26+local, never 1.260: prefixes end at a dot."""
+    base = prefix.rstrip(".")
+    return version == base or version.startswith((base + ".", base + "+"))
 
 
 class Gate:
@@ -86,7 +93,7 @@ class Gate:
         if check == "exact":
             ok = have == want
         elif check == "prefix":
-            ok = have.startswith(want or "")
+            ok = has_prefix(have, want or "")
         else:
             ok = True
         if ok:
@@ -152,6 +159,9 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         print(f"gate: cannot read spec {args[0]}: {exc}", file=sys.stderr)
         return 2
+    # An import that crashes the interpreter (a GPU library without its device) leaves no FAIL line:
+    # the Python stack on stderr names the module it died in.
+    faulthandler.enable()
     gate = Gate()
     print("gate {}: python {}".format(spec.get("stack", "?"), sys.version.split()[0]), flush=True)
     for e in spec.get("entries", []):

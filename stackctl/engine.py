@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 from stackctl.errors import CheckFailed, InputError, ServiceError
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,11 @@ class BuildResult:
     @property
     def gate_lines(self) -> tuple[str, ...]:
         return tuple(line for line in self.log if line.startswith(("PASS ", "FAIL ", "gate ")))
+
+    @property
+    def gate_cached(self) -> bool:
+        """The gate's step came from the cache: an earlier build of the very same layers passed it."""
+        return not any(line.startswith(("gate ok: ", "gate FAILED: ")) for line in self.log)
 
 
 class BuildFailed(CheckFailed):
@@ -107,37 +114,48 @@ class DockerEngine:
     def __init__(self) -> None:
         import docker
         import docker.errors
+        import requests
+        import urllib3.exceptions
 
+        self._errors = docker.errors
+        # The SDK reads build, push and pull streams from urllib3 directly: its errors arrive unwrapped.
+        self._lost = (docker.errors.DockerException, requests.RequestException, urllib3.exceptions.HTTPError)
         try:
             self._client = docker.from_env(version="auto", timeout=600)
             self._client.ping()
-        except docker.errors.DockerException as exc:
+        except self._lost as exc:
             raise ServiceError(f"cannot reach the Docker engine (DOCKER_HOST or /var/run/docker.sock): {exc}",
                                hint="start the engine (`bash .ci/services.sh`) or set DOCKER_HOST") from exc
-        self._errors = docker.errors
 
     @property
     def client(self) -> Any:
         return self._client
 
+    @contextmanager
+    def talking(self, what: str) -> Iterator[None]:
+        """Every SDK error, and the connection dropping mid-stream, as one ServiceError."""
+        try:
+            yield
+        except self._errors.APIError as exc:
+            raise ServiceError(f"{what}: {exc.explanation or exc}") from exc
+        except self._lost as exc:
+            raise ServiceError(f"{what}: lost the engine: {type(exc).__name__}: {exc}") from exc
+
     def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
               nocache: bool = False) -> BuildResult:
-        try:
+        with self.talking(f"build of {tag}"):
+            # A step may print nothing for long (pip unpacking a multi-GB torch wheel, the engine committing
+            # its layer): the client's 600 s read timeout would cut a healthy build's stream.
             events = self._client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                            pull=False, nocache=nocache)
+                                            pull=False, nocache=nocache, timeout=SILENT_STEP_LIMIT)
             return parse_build_stream(events, on_step)
-        except self._errors.APIError as exc:
-            raise ServiceError(f"the engine refused the build of {tag}: {exc.explanation or exc}") from exc
-        except self._errors.DockerException as exc:
-            raise ServiceError(f"build of {tag} failed talking to the engine: {exc}") from exc
 
     def facts(self, ref: str) -> ImageFacts | None:
-        try:
-            attrs = self._client.api.inspect_image(ref)
-        except self._errors.ImageNotFound:
-            return None
-        except self._errors.APIError as exc:
-            raise ServiceError(f"cannot inspect {ref}: {exc.explanation or exc}") from exc
+        with self.talking(f"cannot inspect {ref}"):
+            try:
+                attrs = self._client.api.inspect_image(ref)
+            except self._errors.ImageNotFound:
+                return None
         config = attrs.get("Config") or {}
         return ImageFacts(
             id=attrs["Id"],
@@ -150,7 +168,7 @@ class DockerEngine:
     def push(self, repository: str, tag: str) -> str:
         """Push with the Docker config's credentials (the SDK reads them; nothing here prints them)."""
         digest = None
-        try:
+        with self.talking(f"push of {repository}:{tag} failed"):
             for ev in self._client.api.push(repository, tag=tag, stream=True, decode=True):
                 if "error" in ev:
                     msg = str(ev.get("errorDetail", {}).get("message") or ev["error"]).strip()
@@ -158,10 +176,6 @@ class DockerEngine:
                 aux = ev.get("aux")
                 if isinstance(aux, dict) and aux.get("Digest"):
                     digest = str(aux["Digest"])
-        except self._errors.APIError as exc:
-            raise ServiceError(f"push of {repository}:{tag} failed: {exc.explanation or exc}") from exc
-        except self._errors.DockerException as exc:
-            raise ServiceError(f"push of {repository}:{tag} failed: {exc}") from exc
         if not digest:
             raise ServiceError(f"push of {repository}:{tag} reported no digest")
         return digest
@@ -170,31 +184,19 @@ class DockerEngine:
         repo, _, digest = ref.partition("@")
         if not digest:
             raise InputError(f"{ref}: pull back needs a digest reference")
-        try:
+        with self.talking(f"pull of {ref} failed"):
             for ev in self._client.api.pull(repo, tag=digest, stream=True, decode=True):
                 if "error" in ev:
                     raise ServiceError(f"pull of {ref} failed: {ev['error']}")
-        except self._errors.APIError as exc:
-            raise ServiceError(f"pull of {ref} failed: {exc.explanation or exc}") from exc
         facts = self.facts(ref)
         if facts is None:
             raise ServiceError(f"pull of {ref} finished but the engine has no such image")
         return facts
 
     def remove(self, ref: str) -> None:
-        try:
+        with self.talking(f"cannot remove {ref}"), suppress(self._errors.ImageNotFound):
             self._client.api.remove_image(ref, force=True, noprune=False)
-        except self._errors.ImageNotFound:
-            pass
-        except self._errors.APIError as exc:
-            raise ServiceError(f"cannot remove {ref}: {exc.explanation or exc}") from exc
 
-
-def tag_image(engine: Engine, source: str, repository: str, tag: str) -> None:
-    """Give `source` a second name; only DockerEngine can, the Protocol stays small."""
-    if not isinstance(engine, DockerEngine):
-        raise InputError("this engine cannot tag images")
-    try:
-        engine.client.api.tag(source, repository, tag=tag)
-    except engine._errors.APIError as exc:
-        raise ServiceError(f"cannot tag {source} as {repository}:{tag}: {exc.explanation or exc}") from exc
+    def tag(self, source: str, repository: str, tag: str) -> None:
+        with self.talking(f"cannot tag {source} as {repository}:{tag}"):
+            self._client.api.tag(source, repository, tag=tag)

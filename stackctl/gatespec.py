@@ -7,6 +7,7 @@ here, against the exact pinned version, so the gate inside the image needs nothi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackctl.errors import InputError
 from stackctl.lock import Lock
-from stackctl.profile import GateEntry, GateMode, Stack
+from stackctl.profile import GateCheck, GateEntry, GateMode, Stack
 
 SPEC_FORMAT = 1
 
@@ -36,12 +37,26 @@ def skip_import(stack: Stack, condition: str) -> bool:
     return req.specifier.contains(version, prereleases=True)
 
 
+def version_prefix(stack: Stack, dist: str, prefix: str) -> str:
+    """`1.26.`, `1.26` or `==1.26.*` → `1.26.`: the gate, stdlib only, matches it at a dot boundary."""
+    text = prefix.strip()
+    if text.startswith("==") and text.endswith(".*"):
+        text = text[2:-2].strip()
+    if not re.fullmatch(r"[0-9A-Za-z]+(?:[.+!][0-9A-Za-z]+)*\.?", text):
+        raise InputError(f"{stack.name}: gate prefix {prefix!r} of {dist} is not a version prefix "
+                         "(write 1.26. or ==1.26.*)")
+    return text if text.endswith(".") else text + "."
+
+
 def _entry(stack: Stack, e: GateEntry) -> dict[str, Any]:
     mode, note = e.mode, ""
     if e.skip_import_if and mode is GateMode.IMPORT and skip_import(stack, e.skip_import_if):
         mode, note = GateMode.VERSION, f"import skipped: {e.skip_import_if}"
+    expected = e.expected
+    if e.check is GateCheck.PREFIX and expected is not None:
+        expected = version_prefix(stack, e.dist, expected)
     return {"dist": e.dist, "module": e.module, "mode": mode.value, "check": e.check.value,
-            "expected": e.expected, "note": note}
+            "expected": expected, "note": note}
 
 
 def installed_pins(stack: Stack, lock: Lock | None, target: str | None) -> tuple[tuple[str, str], ...]:

@@ -15,8 +15,9 @@ class GitInfo:
     revision: str  # full commit id
     branch: str | None  # None when HEAD is detached
     tag: str | None  # a tag pointing exactly at HEAD
-    dirty: bool  # tracked files differ from HEAD
+    dirty: bool  # tracked files differ from HEAD, or a build input is not in HEAD at all
     remote: str | None = None  # origin's URL, userinfo removed
+    untracked_inputs: tuple[str, ...] = ()  # build inputs git does not track (so HEAD does not hold them)
 
     @property
     def ref(self) -> str:
@@ -40,15 +41,35 @@ def strip_userinfo(url: str) -> str:
     return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.I)
 
 
-def read_git(repo: Path) -> GitInfo:
+def _untracked(top: Path, inputs: tuple[Path, ...]) -> tuple[str, ...]:
+    """The inputs HEAD does not hold: untracked, ignored, or outside the work tree altogether."""
+    inside = {}
+    out = []
+    for path in inputs:
+        resolved = path.resolve()
+        if resolved.is_relative_to(top):
+            inside[resolved.relative_to(top).as_posix()] = str(path)
+        else:
+            out.append(str(path))
+    if inside:
+        listed = _git(top, "ls-files", "-z", "--", *inside).stdout.split("\0")
+        out += [shown for rel, shown in inside.items() if rel not in listed]
+    return tuple(out)
+
+
+def read_git(repo: Path, inputs: tuple[Path, ...] = ()) -> GitInfo:
+    """`inputs` (the profile, the lock) must be in HEAD for the tree to count as clean: an untracked
+    profile builds an image no checkout of the revision can rebuild."""
     head = _git(repo, "rev-parse", "--verify", "HEAD")
     if head.returncode != 0:
         raise InputError(f"{repo}: not a git work tree with a commit; pass --revision and --ref for a source archive")
+    top = Path(_git(repo, "rev-parse", "--show-toplevel").stdout.strip()).resolve()
     branch = _git(repo, "symbolic-ref", "--short", "-q", "HEAD").stdout.strip() or None
     tag = _git(repo, "describe", "--tags", "--exact-match", "HEAD").stdout.strip() or None
     status = _git(repo, "status", "--porcelain", "--untracked-files=no")
     if status.returncode != 0:
         raise ServiceError(f"{repo}: git status failed: {status.stderr.strip()}")
+    untracked = _untracked(top, inputs)
     remote = _git(repo, "remote", "get-url", "origin").stdout.strip() or None
-    return GitInfo(head.stdout.strip(), branch, tag, bool(status.stdout.strip()),
-                   strip_userinfo(remote) if remote else None)
+    return GitInfo(head.stdout.strip(), branch, tag, bool(status.stdout.strip()) or bool(untracked),
+                   strip_userinfo(remote) if remote else None, untracked)

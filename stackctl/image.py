@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -53,10 +54,12 @@ class Provenance:
 
 
 def provenance(git: GitInfo | None, revision: str | None, ref: str | None) -> Provenance:
+    """An explicit revision wins over git's, but a dirty work tree still marks it: the label must be true."""
     if revision is not None or git is None:
         if not revision or not ref:
             raise InputError("a build outside a git work tree needs both --revision and --ref")
-        return Provenance(revision, ref, git.remote if git else None)
+        dirty = "-dirty" if git is not None and git.dirty else ""
+        return Provenance(revision + dirty, ref, git.remote if git else None)
     return Provenance(git.revision_label, ref or git.ref, git.remote)
 
 
@@ -81,6 +84,21 @@ def oci_labels(stack: Stack, *, prov: Provenance, lock_digest: str, target: str,
         hard[f"{OCI}.created"] = created
     merged = {**soft, **dict(stack.image.labels if stack.image else ()), **hard}
     return tuple(sorted(merged.items()))
+
+
+_USERINFO = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s]*:[^/@\s]*@", re.I)
+
+
+def credential_labels(labels: Iterable[tuple[str, str]], secrets: Mapping[str, str]) -> list[str]:
+    """Labels that would publish a credential: a URL with user:password, or the value of an index's
+    password variable (`secrets`: variable name → value). Names what and where, never the value."""
+    found = []
+    for key, value in labels:
+        if _USERINFO.search(value):
+            found.append(f"label {key} holds a URL with user:password")
+        found += [f"label {key} holds the value of ${name}" for name, secret in sorted(secrets.items())
+                  if len(secret) >= 4 and secret in value]
+    return found
 
 
 def installed_from_labels(labels: Mapping[str, str]) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import ipaddress
 import json
 import os
@@ -65,17 +66,39 @@ def _loopback(host: str) -> bool:
 
 
 def _docker_auth(registry: str) -> tuple[str, str] | None:
-    """user/password for `registry` from the Docker config; used in headers only, never shown."""
+    """user/password for `registry` from the Docker config's `auths`; used in headers only, never shown."""
     cfg = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
     try:
         auths = json.loads(cfg.read_text(encoding="utf-8")).get("auths", {})
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         return None
     for key, entry in auths.items():
         if re.sub(r"^https?://", "", key).rstrip("/").split("/")[0] == registry and entry.get("auth"):
-            user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+            try:
+                user, _, password = base64.b64decode(entry["auth"], validate=True).decode().partition(":")
+            except ValueError:
+                raise InputError(f"{cfg}: the auth entry for {registry} is not base64 of user:password") from None
             return user, password
     return None
+
+
+def _json(r: Any, what: str) -> dict[str, Any]:
+    try:
+        data = r.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise ServiceError(f"{what}: the registry answered with something other than a JSON object")
+    return data
+
+
+def _checked(r: Any, digest: str, what: str) -> None:
+    """Content addressing: what the registry sent must hash to the digest it is named by."""
+    algorithm, _, want = digest.partition(":")
+    if algorithm != "sha256":
+        raise ServiceError(f"{what}: digest {digest!r} is not sha256")
+    if hashlib.sha256(r.content).hexdigest() != want:
+        raise ServiceError(f"{what}: the registry sent content that does not hash to {digest}")
 
 
 class _Client:
@@ -105,6 +128,9 @@ class _Client:
             r = self._send(path, headers)
         if r.status_code == 404:
             raise InputError(f"{self.ref}: not found in the registry")
+        if r.status_code in (401, 403):
+            raise ServiceError(f"registry {self.ref.registry} refused {path} ({r.status_code}): the Docker "
+                               "config's auths hold no accepted login for it (credential helpers are not read)")
         if r.status_code != 200:
             raise ServiceError(f"registry {self.ref.registry} answered {r.status_code} for {path}")
         return r
@@ -138,9 +164,13 @@ def read_remote(ref_text: str) -> RemoteImage:
     if ref is None:
         raise InputError(f"{ref_text}: names no registry host; inspect reads host[:port]/name[:tag|@digest]")
     client = _Client(ref)
+    what = str(ref)
     r = client.get(f"/v2/{ref.name}/manifests/{ref.reference}", MANIFEST_TYPES)
-    digest = r.headers.get("Docker-Content-Digest", "")
-    manifest = r.json()
+    digest = r.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(r.content).hexdigest()
+    _checked(r, digest, what)
+    if ref.reference.startswith("sha256:") and digest != ref.reference:
+        raise ServiceError(f"{what}: the registry sent manifest {digest} instead of the one asked for")
+    manifest = _json(r, what)
     if "manifests" in manifest:  # a list: take linux/amd64
         chosen = next((m for m in manifest["manifests"]
                        if m.get("platform", {}).get("os") == "linux"
@@ -148,10 +178,12 @@ def read_remote(ref_text: str) -> RemoteImage:
         if chosen is None:
             raise InputError(f"{ref}: the manifest list has no linux/amd64 image")
         r = client.get(f"/v2/{ref.name}/manifests/{chosen['digest']}", MANIFEST_TYPES)
-        digest, manifest = chosen["digest"], r.json()
-    config_digest = manifest.get("config", {}).get("digest")
+        _checked(r, chosen["digest"], what)
+        digest, manifest = chosen["digest"], _json(r, what)
+    config_digest = (manifest.get("config") or {}).get("digest")
     if not config_digest:
         raise ServiceError(f"{ref}: the manifest names no config blob")
-    config = client.get(f"/v2/{ref.name}/blobs/{config_digest}").json()
-    labels = (config.get("config") or {}).get("Labels") or {}
+    r = client.get(f"/v2/{ref.name}/blobs/{config_digest}")
+    _checked(r, config_digest, what)
+    labels = ((_json(r, what).get("config") or {}).get("Labels")) or {}
     return RemoteImage(str(ref), digest, config_digest, tuple(sorted(labels.items())))

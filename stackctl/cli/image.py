@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stackctl.buildprep import Prepared, lock_path, pick_target, prepare, read_stack_lock
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, console_err, emit, table
 from stackctl.cli.profiles import load_profile
 from stackctl.errors import CheckFailed, InputError
-from stackctl.profile import Stack
 
 if TYPE_CHECKING:
     from stackctl.engine import BuildResult, Engine
-    from stackctl.gitinfo import GitInfo
-    from stackctl.lock import Lock
     from stackctl.render import Rendered
 
 LockOpt = Annotated[Path | None, typer.Option("--lock", help="The lock (default: the profile's .lock beside it).")]
@@ -36,92 +33,7 @@ IndexOpt = Annotated[list[str] | None, typer.Option(
     "--index", help="NAME=URL: fetch missing wheels of index NAME from URL (also STACKCTL_INDEX_<NAME>_URL).")]
 
 
-def _lock_path(stack: Stack, lock: Path | None) -> Path:
-    if lock is not None:
-        return lock
-    if not stack.sources or "@" in stack.sources[0]:
-        raise InputError(f"{stack.name}: pass --lock (no lock path can be derived from {stack.sources[:1]})")
-    return Path(stack.sources[0]).with_suffix(".lock")
-
-
-def _read_lock(stack: Stack, lock: Path | None) -> Lock:
-    from stackctl.lock import read_lock
-
-    found = read_lock(_lock_path(stack, lock))
-    if found.profile_digest != stack.digest():
-        raise CheckFailed(f"the lock for {stack.name} was made from another version of the profile",
-                          hint="run `stackctl resolve` again so the lock matches the profile")
-    return found
-
-
-def _target(stack: Stack, target: str | None) -> str:
-    labels = [t.label for t in stack.targets]
-    if target is not None:
-        if target not in labels:
-            raise InputError(f"{stack.name}: target {target} is not one of {', '.join(labels) or 'none'}")
-        return target
-    python = stack.image.python if stack.image else None
-    mine = [t for t in stack.targets if t.python == python]
-    mine.sort(key=lambda t: t.platform != "linux_x86_64")
-    if not mine:
-        raise InputError(f"{stack.name}: no target for the image's python {python}; pass --target")
-    return mine[0].label
-
-
-def _created(created: str | None) -> str | None:
-    if created == "now":
-        return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    return created
-
-
-def _git(stack: Stack, revision: str | None) -> GitInfo | None:
-    from stackctl.gitinfo import read_git
-
-    if revision is not None:
-        return None
-    where = Path(stack.sources[0]).parent if stack.sources and "@" not in stack.sources[0] else Path.cwd()
-    return read_git(where)
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    stack: Stack
-    lock: Lock
-    target: str
-    rendered: Rendered
-    git: GitInfo | None
-    revision: str
-    ref: str
-
-
-def _prepare(profile: str, lock: Path | None, target: str | None, revision: str | None, ref: str | None,
-             created: str | None, allow_dirty: bool | None) -> _Prepared:
-    """allow_dirty None: render only, the label says -dirty; False: refuse a dirty tree."""
-    from stackctl import gatespec
-    from stackctl.image import oci_labels, provenance
-    from stackctl.render import BuildPlan, load_templates, plan_layers, render
-
-    stack = load_profile(profile)
-    if stack.image is None:
-        raise InputError(f"{stack.name}: the profile has no image table")
-    locked = _read_lock(stack, lock)
-    tgt = _target(stack, target)
-    git = _git(stack, revision)
-    if git is not None and git.dirty and allow_dirty is False:
-        raise InputError(f"the work tree of {stack.name} has uncommitted changes: the revision label would lie",
-                         hint="commit first, or pass --allow-dirty (the label then says <revision>-dirty)")
-    prov = provenance(git, revision, ref)
-    installed = gatespec.installed_pins(stack, locked, tgt)
-    spec = gatespec.dumps(gatespec.gate_spec(stack, installed))
-    labels = oci_labels(stack, prov=prov, lock_digest=locked.digest(), target=tgt, installed=installed,
-                        created=_created(created))
-    python = next(t.python for t in stack.targets if t.label == tgt)
-    plan = BuildPlan(stack.name, tgt, stack.image.base, locked.digest(), plan_layers(stack, locked, tgt), spec,
-                     labels, python)
-    return _Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref)
-
-
-def _wheelhouse(prep: _Prepared, wheelhouse: Path | None, default: Path, index: list[str] | None) -> Path:
+def _wheelhouse(prep: Prepared, wheelhouse: Path | None, default: Path, index: list[str] | None) -> Path:
     """The lock's wheels: the given wheelhouse when it holds them all, else fetched from the indexes."""
     from stackctl.index.config import parse_overrides
     from stackctl.wheelhouse import fetch_wheelhouse
@@ -132,6 +44,15 @@ def _wheelhouse(prep: _Prepared, wheelhouse: Path | None, default: Path, index: 
         return where  # buildctx checks every sha256 against the lock as it copies
     fetch_wheelhouse(prep.lock, prep.stack, prep.target, where, overrides=parse_overrides(index or []))
     return where
+
+
+def _write(path: Path, text: str, what: str) -> None:
+    from stackctl.fsutil import write_atomic
+
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
 
 
 @app.command()
@@ -155,22 +76,28 @@ def gate(
     lock: LockOpt = None,
     target: TargetOpt = None,
     spec_out: Annotated[Path | None, typer.Option("--spec-out", help="Also write the gate spec here.")] = None,
+    spec_only: Annotated[bool, typer.Option("--spec-only", help="Render the spec (to --spec-out, else stdout) "
+                                            "and run nothing.")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Run the stack's import/version gate against an interpreter; exit 1 on any FAIL."""
     from stackctl import gatespec
-    from stackctl.fsutil import write_atomic
+    from stackctl.gaterun import GateRun, verdict
     from stackctl.render import ROOT
 
     stack = load_profile(profile)
     preserve = None
     if lock is not None:
-        locked = _read_lock(stack, lock)
-        preserve = gatespec.installed_pins(stack, locked, _target(stack, target))
+        locked = read_stack_lock(stack, lock)
+        preserve = gatespec.installed_pins(stack, locked, pick_target(stack, target))
     spec = gatespec.dumps(gatespec.gate_spec(stack, preserve))
     if spec_out:
-        write_atomic(spec_out, spec)
+        _write(spec_out, spec, "the gate spec")
+    if spec_only:
+        if not spec_out:
+            sys.stdout.write(spec)
+        return
     script = ROOT / "gates" / "gate.py"
     with tempfile.TemporaryDirectory(prefix="stackctl-gate-") as tmp:
         (Path(tmp) / "gate.json").write_text(spec, encoding="utf-8")
@@ -187,21 +114,21 @@ def gate(
             raise InputError(f"{python}: no such interpreter") from None
         except OSError as exc:
             raise InputError(f"{python}: cannot run: {exc}") from None
-    lines = proc.stdout.splitlines()
-    results = [{"ok": ln.startswith("PASS "), "line": ln} for ln in lines if ln.startswith(("PASS ", "FAIL "))]
-    failed = sum(1 for r in results if not r["ok"])
+    run = GateRun(python, proc.returncode, tuple(proc.stdout.splitlines()), proc.stderr)
+    problem = verdict(stack.name, run)
 
     def human() -> None:
-        for ln in lines:
+        for ln in run.lines:
             style = "green" if ln.startswith("PASS ") else "bold red" if ln.startswith("FAIL ") else "dim"
             console.print(ln, style=style, markup=False)
+        if run.crashed and run.stderr.strip():
+            console_err.print(run.stderr.rstrip(), style="dim", markup=False, soft_wrap=True)
 
-    emit({"stack": stack.name, "python": python, "passed": len(results) - failed, "failed": failed,
-          "results": results}, as_json, human)
-    if proc.returncode == 2 or (proc.returncode != 0 and not results):
-        raise InputError(f"the gate could not run under {python}: {proc.stderr.strip().splitlines()[-1:] or '?'}")
-    if failed or proc.returncode != 0:
-        raise CheckFailed(f"gate of {stack.name} under {python}: {failed} check(s) failed")
+    emit({"stack": stack.name, "python": python, "passed": run.passed, "failed": run.failed,
+          "finished": run.finished, "exit_status": run.returncode,
+          "results": [{"ok": ok, "line": ln} for ok, ln in run.results]}, as_json, human)
+    if problem is not None:
+        raise problem
 
 
 @app.command()
@@ -218,19 +145,34 @@ def render(
     verbose: VerboseOpt = False,
 ) -> None:
     """Write the Dockerfile, requirement files and gate (and, with --wheelhouse, the wheels) into --out."""
-    from stackctl.buildctx import write_context
     from stackctl.render import Rendered
 
-    prep = _prepare(profile, lock, target, revision, ref, created, allow_dirty=None)
+    prep = prepare(load_profile(profile), lock, target, revision, ref, created, None, os.environ)
     rendered = prep.rendered
     if wheelhouse is None:
         rendered = Rendered(rendered.dockerfile, tuple(f for f in rendered.files if f.wheel is None))
-    digests = write_context(rendered, wheelhouse or Path("."), out)
+    digests = _write_context(rendered, wheelhouse or Path("."), out, not as_json and console_err.is_terminal)
     wheels = [f.path for f in prep.rendered.files if f.wheel]
     emit({"context": str(out), "files": digests, "wheels": wheels, "wheels_copied": wheelhouse is not None},
          as_json, lambda: console.print(f"wrote {out}/Dockerfile and {len(digests) - 1} other files"
                                         + ("" if wheelhouse else f"; {len(wheels)} wheels expected under "
-                                           f"{out}/groups/ (pass --wheelhouse to copy them)")))
+                                           f"{out}/groups/ (pass --wheelhouse to copy them)"), markup=False))
+
+
+def _write_context(rendered: Rendered, wheelhouse: Path, out: Path, show: bool) -> dict[str, str]:
+    """The context on disk, with a bar over the wheels as each is hashed and linked in."""
+    from stackctl.buildctx import write_context
+
+    wheels = sum(1 for f in rendered.files if f.wheel)
+    if not show or not wheels:
+        return write_context(rendered, wheelhouse, out)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("[bold]context[/]"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}"), console=console_err, transient=True) as bar:
+        task = bar.add_task("", total=wheels)
+        return write_context(rendered, wheelhouse, out,
+                             lambda name: bar.update(task, advance=1, description=name[:60]))
 
 
 def _run_build(engine: Engine, context: Path, image: str, show: bool, nocache: bool) -> BuildResult:
@@ -269,24 +211,22 @@ def build(
     verbose: VerboseOpt = False,
 ) -> None:
     """Render, build on the Docker engine (DOCKER_HOST), gate inside the build, record a fingerprint."""
-    from stackctl.buildctx import write_context
     from stackctl.engine import BuildFailed, DockerEngine
     from stackctl.fingerprint import Fingerprint, file_inputs
-    from stackctl.fsutil import write_atomic
     from stackctl.image import image_ref
     from stackctl.jsonout import dumps
 
-    prep = _prepare(profile, lock, target, revision, ref, created, allow_dirty=allow_dirty)
+    prep = prepare(load_profile(profile), lock, target, revision, ref, created, allow_dirty, os.environ)
     image = image_ref(prep.stack, repository)
     base = record_dir / prep.stack.name
     ctx = context or base / "context"
-    digests = write_context(prep.rendered, _wheelhouse(prep, wheelhouse, base / "wheelhouse", index), ctx)
+    show = not as_json and console_err.is_terminal
+    digests = _write_context(prep.rendered, _wheelhouse(prep, wheelhouse, base / "wheelhouse", index), ctx, show)
     engine = DockerEngine()
     base_facts = engine.facts(prep.stack.image.base) if prep.stack.image else None
     if base_facts is None:
         raise InputError(f"base image {prep.stack.image.base if prep.stack.image else '?'} is not in the engine",
                          hint="build or pull it first (CI: bash .ci/services.sh)")
-    show = not as_json and console_err.is_terminal
     try:
         result = _run_build(engine, ctx, str(image), show, no_cache)
     except BuildFailed as exc:
@@ -297,7 +237,7 @@ def build(
             print(line)  # plainly, on stdout: these are the result, not log noise
         raise
     inputs = {f"profile:{s}": p for s in prep.stack.sources if "@" not in s for p in [Path(s)]}
-    inputs["lock"] = _lock_path(prep.stack, lock)
+    inputs["lock"] = lock_path(prep.stack, lock)
     all_inputs = {**file_inputs(inputs), **{f"context:{k}": v for k, v in digests.items()}}
     fp = Fingerprint(prep.stack.name, str(image), result.image_id, prep.revision, prep.ref,
                      prep.git.branch if prep.git else None, prep.git.revision if prep.git else None,
@@ -305,15 +245,19 @@ def build(
                      base_facts.id, base_facts.repo_digests, tuple(sorted(all_inputs.items())))
     record = {"image": str(image), "image_id": result.image_id, "target": prep.target,
               "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),
+              "gate_cached": result.gate_cached,
               "fingerprint": fp, "fingerprint_digest": fp.digest()}
     record_path = record_dir / f"{prep.stack.name}.build.json"
-    write_atomic(record_path, dumps(record) + "\n")
+    _write(record_path, dumps(record) + "\n", f"the build record of {image}")
 
     def human() -> None:
         for ln in result.gate_lines:
             console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
+        if result.gate_cached:
+            console.print("gate: step taken from the cache (the same layers passed it before; --no-cache "
+                          "runs it again)", style="dim")
         console.print(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
-                      f"cached; record {record_path}")
+                      f"cached; record {record_path}", markup=False)
 
     emit(record, as_json, human)
 
@@ -322,32 +266,37 @@ def build(
 def publish(
     profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
     repository: RepoOpt = None,
+    lock: LockOpt = None,
     record: Annotated[Path, typer.Option("--record", help="Publication record (JSON lines) to append to.")] = Path(
         "build/publications.jsonl"),
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Push the built image, pull it back by digest, check id and labels, then record the publication."""
-    from stackctl.engine import DockerEngine, tag_image
-    from stackctl.image import image_ref
-    from stackctl.publish import append_record
+    from stackctl.engine import DockerEngine
+    from stackctl.image import LABEL_LOCK, LABEL_PROFILE, image_ref
+    from stackctl.publish import append_record, check_record_writable, stale
     from stackctl.publish import publish as do_publish
 
     stack = load_profile(profile)
+    expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: read_stack_lock(stack, lock).digest()}
+    check_record_writable(record)
     built, ref = image_ref(stack), image_ref(stack, repository)
     engine = DockerEngine()
-    if engine.facts(str(ref)) is None and ref != built:
-        if engine.facts(str(built)) is None:
-            raise InputError(f"{built}: no such image in the engine; run `stackctl build` first")
-        tag_image(engine, str(built), ref.repository, ref.tag)
+    if ref != built:
+        # The other name follows the current build: an older image left under it must not be pushed.
+        there, source = engine.facts(str(ref)), engine.facts(str(built))
+        if (there is None or stale(there, expect)) and source is not None and there != source:
+            engine.tag(str(built), ref.repository, ref.tag)
     if not as_json and console_err.is_terminal:
         with console_err.status(f"pushing {ref}, then pulling it back by digest"):
-            pub = do_publish(engine, ref)
+            pub = do_publish(engine, ref, expect=expect)
     else:
-        pub = do_publish(engine, ref)
+        pub = do_publish(engine, ref, expect=expect)
     append_record(record, pub)
-    emit(pub, as_json, lambda: console.print(f"published {pub.tag}\n  digest   {pub.digest}\n  image id "
-                                             f"{pub.image_id}\n  revision {pub.revision}\n  record   {record}"))
+    emit(pub, as_json, lambda: console.print(
+        f"published {pub.tag}\n  digest   {pub.digest}\n  image id {pub.image_id}\n  revision {pub.revision}\n"
+        f"  record   {record}", markup=False))
 
 
 @app.command()
@@ -374,10 +323,15 @@ def inspect(
     shown = {k: v for k, v in labels.items() if k != "io.stackctl.installed"}
 
     def human() -> None:
-        console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n  image id {image_id}")
-        console.print(table("labels", ["label", "value"], sorted(shown.items())))
+        from rich.markup import escape
+
+        def rows(pairs: dict[str, str]) -> list[tuple[str, str]]:  # an image's labels are text, not markup
+            return [(escape(k), escape(v)) for k, v in sorted(pairs.items())]
+
+        console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n  image id {image_id}", markup=False)
+        console.print(table("labels", ["label", "value"], rows(shown)))
         if installed:
-            console.print(table("installed", ["package", "version"], sorted(installed.items())))
+            console.print(table("installed", ["package", "version"], rows(installed)))
 
     emit({"ref": ref, "source": where, "digest": digest, "image_id": image_id, "labels": labels,
           "installed": installed}, as_json, human)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,16 +11,16 @@ import pytest
 
 from tests.conftest import Result
 from tests.support.imagestack import StackRepo, git, make_stack_repo
-from tests.support.imagetest import address, dangling_stage_images, remove_images, remove_new_stage_images, unique
+from tests.support.imagetest import (
+    address,
+    no_stage_images_left,  # noqa: F401  (autouse)
+    remove_images,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _no_stage_images_left(docker_client: Any) -> Iterator[None]:
-    before = dangling_stage_images(docker_client)
-    yield
-    remove_new_stage_images(docker_client, before)
 SECRET = "vendor-s3cr3t-never-in-an-image"
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from stackctl.cli.image import image_pins
 from stackctl.engine import BuildResult, ImageFacts, Progress
@@ -19,21 +21,15 @@ from tests.conftest import Result
 from tests.support.imagestack import git, make_stack_repo
 from tests.support.imagetest import (
     address,
-    dangling_stage_images,
     delete_from_registry,
+    no_stage_images_left,  # noqa: F401  (autouse)
     remove_images,
-    remove_new_stage_images,
     unique,
 )
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _no_stage_images_left(docker_client: Any) -> Iterator[None]:
-    before = dangling_stage_images(docker_client)
-    yield
-    remove_new_stage_images(docker_client, before)
 
 
 def free_port() -> int:
@@ -130,9 +126,66 @@ def test_registry_down_fails_publish_and_writes_no_record(
         assert not record.exists()
         r = cli("inspect", f"{down}:x")
         assert r.code == 3 and "unreachable" in r.err
+
+        # The profile moved on (the tag did not: it names no description) and nothing was rebuilt: the
+        # local image is stale, so nothing is pushed and nothing recorded.
+        profile = root / "stacks" / "e2e.toml"
+        profile.write_text(profile.read_text().replace('description = "stackctl image test stack"',
+                                                       'description = "moved on"'))
+        _relock(root)
+        r = cli("publish", "e2e", "--record", str(record), cwd=root)
+        assert r.code == 1, r.out + r.err
+        assert "was built from another profile or lock: io.stackctl.profile-digest" in r.err
+        assert not record.exists()
+        name = image.rsplit(":", 1)[0].split("/", 1)[1]
+        assert requests.get(f"http://{address(registry)}/v2/{name}/tags/list", timeout=10).status_code == 404
     finally:
         remove_images(docker_client, image.rsplit(":", 1)[0])
         remove_images(docker_client, down)
+
+
+def _relock(root: Path) -> None:
+    from stackctl.loader import load_stack
+    from stackctl.lock import read_lock, write_lock
+
+    lock = root / "stacks" / "e2e.lock"
+    write_lock(lock, dataclasses.replace(read_lock(lock), profile_digest=load_stack(root / "stacks" / "e2e.toml")
+                                         .digest()))
+    git(root, "commit", "-qam", "profile moved on")
+
+
+def test_publish_under_another_repository_pushes_the_current_build(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+    # An older build left under the other name must not be what is pushed after a rebuild.
+    root, image = built(tmp_path, cli, registry)
+    other = f"{address(registry)}/stackctl-test/{unique('other')}"
+    tag = image.rsplit(":", 1)[1]
+    digests: list[str] = []
+    try:
+        r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
+        assert r.code == 0, r.out + r.err
+        first = json.loads(r.out)
+        digests.append(first["digest"])
+        profile = root / "stacks" / "e2e.toml"
+        profile.write_text(profile.read_text().replace('description = "stackctl image test stack"',
+                                                       'description = "rebuilt"'))
+        _relock(root)
+        r = cli("build", "e2e", "--wheelhouse", str(tmp_path / "wheelhouse"), "--record-dir", str(tmp_path / "build"),
+                "--json", cwd=root)
+        assert r.code == 0, r.out + r.err
+        rebuilt = json.loads(r.out)["image_id"]
+        assert rebuilt != first["image_id"]
+        r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
+        assert r.code == 0, r.out + r.err
+        second = json.loads(r.out)
+        digests.append(second["digest"])
+        assert second["image_id"] == rebuilt and second["tag"] == f"{other}:{tag}"
+        assert [p.image_id for p in read_records(tmp_path / "p.jsonl")] == [first["image_id"], rebuilt]
+    finally:
+        remove_images(docker_client, image.rsplit(":", 1)[0])
+        remove_images(docker_client, other)
+        for digest in digests:
+            delete_from_registry(registry, other, digest)
 
 
 class LyingRegistryEngine:
@@ -171,3 +224,27 @@ def test_pull_back_mismatch_writes_no_record(tmp_path: Path) -> None:
     assert "label org.opencontainers.image.revision 'def' is not the pushed 'abc'" in str(info.value)
     assert engine.pushed and not record.exists()
     assert publish(LyingRegistryEngine(local, local), ImageRef("r/x", "t")).revision == "abc"
+
+
+def test_stale_local_image_is_never_pushed() -> None:
+    labels = (("io.stackctl.lock-digest", "sha256:1"), ("io.stackctl.profile-digest", "sha256:p1"),
+              ("org.opencontainers.image.revision", "abc"))
+    local = ImageFacts("sha256:" + "1" * 64, labels, (), 1)
+    engine = LyingRegistryEngine(local, local)
+    with pytest.raises(CheckFailed, match=r"built from another profile or lock: io\.stackctl\.profile-digest "
+                                          r"'sha256:p1' is not the current 'sha256:p2'"):
+        publish(engine, ImageRef("r/x", "t"), expect={"io.stackctl.profile-digest": "sha256:p2",
+                                                      "io.stackctl.lock-digest": "sha256:1"})
+    assert not engine.pushed
+    pub = publish(engine, ImageRef("r/x", "t"), expect={"io.stackctl.profile-digest": "sha256:p1",
+                                                        "io.stackctl.lock-digest": "sha256:1"})
+    assert engine.pushed and pub.lock_digest == "sha256:1"
+
+
+def test_a_record_that_cannot_be_written_stops_publish_before_any_push(
+        tmp_path: Path, cli: Callable[..., Result]) -> None:
+    repo = make_stack_repo(tmp_path, "e2e", "127.0.0.1:5000/stackctl-test/never-pushed")
+    for record in ("/proc/stackctl-nope/p.jsonl", str(tmp_path)):
+        r = cli("publish", "e2e", "--record", record, cwd=repo.root)
+        assert r.code == 2, r.out + r.err
+        assert "cannot write the publication record" in r.err and "Traceback" not in r.err

@@ -4,7 +4,7 @@ engine with the gate → publish to the local registry → pull back by digest."
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -16,10 +16,9 @@ from tests.conftest import Result
 from tests.support.imagestack import VERSIONS, git, make_stack_repo
 from tests.support.imagetest import (
     address,
-    dangling_stage_images,
     delete_from_registry,
+    no_stage_images_left,  # noqa: F401  (autouse)
     remove_images,
-    remove_new_stage_images,
     unique,
 )
 from tests.support.index_server import IndexServer
@@ -29,11 +28,6 @@ SECRET = "vendor-s3cr3t-e2e"
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=timezone.utc)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _no_stage_images_left(docker_client: Any) -> Iterator[None]:
-    before = dangling_stage_images(docker_client)
-    yield
-    remove_new_stage_images(docker_client, before)
 
 
 def test_served_stack_resolves_builds_gates_and_publishes(
@@ -86,6 +80,12 @@ def test_served_stack_resolves_builds_gates_and_publishes(
         assert pulled.labels["io.stackctl.lock-digest"] == read_lock(repo.lock).digest()
         history = json.dumps([h for h in pulled.history()])
         assert SECRET not in history and SECRET not in json.dumps(pulled.attrs)
+        # The credential was used to fetch the vendor wheels: it reached no layer, and no file stackctl
+        # wrote (lock, cache, context, build and publication records).
+        assert SECRET.encode() not in b"".join(pulled.save(named=False))
+        for path in [*tmp_path.rglob("*")]:
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path
     finally:
         vendor.stop()
         public.stop()

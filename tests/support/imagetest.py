@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 
 def address(registry: Any) -> str:
@@ -60,3 +63,11 @@ def remove_new_stage_images(client: Any, before: set[str]) -> None:
         for image_id in dangling_stage_images(client) - before:
             with contextlib.suppress(Exception):
                 client.images.remove(image_id)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_stage_images_left(docker_client: Any) -> Iterator[None]:
+    """Import into a test module: every stage image its builds leave is removed after it."""
+    before = dangling_stage_images(docker_client)
+    yield
+    remove_new_stage_images(docker_client, before)

@@ -135,6 +135,32 @@ def _other_pythons() -> list[str]:
 
 @pytest.mark.parametrize("python", _other_pythons() or [sys.executable])
 def test_runs_under_other_interpreters(site: Path, tmp_path: Path, python: str) -> None:
-    code, out = run_gate(site, {"entries": [entry("patcher"), entry("corelib")]}, tmp_path, python)
+    spec = {"entries": [entry("patcher"), entry("corelib"), entry("corelib-ext", "corelib_ext", mode="spec"),
+                        entry("helperdep", check="prefix", expected="1.")],
+            "probes": [{"name": "data", "kind": "file-count", "package": "corelib", "glob": "data/*.json", "count": 3}],
+            "preserve": [{"dist": "toplib", "version": "0.3.0"}]}
+    code, out = run_gate(site, spec, tmp_path, python)
     assert code == 0, out
-    assert out[-1] == "gate ok: 2 passed, 0 failed"
+    assert out[-1] == "gate ok: 6 passed, 0 failed"
+
+
+def test_prefix_ends_at_a_dot(site: Path, tmp_path: Path) -> None:
+    spec = {"entries": [entry("helperdep", check="prefix", expected="1."),  # 1.4
+                        entry("helperdep", check="prefix", expected="1"),
+                        entry("helperdep", check="prefix", expected="1.4"),
+                        entry("corelib", mode="version", check="prefix", expected="2.0.0"),  # 2.0.0+vendor1
+                        entry("toplib", check="prefix", expected="0.3.0."),  # 0.3.0
+                        entry("patcher", check="prefix", expected="1.0.0.1"),  # 1.0.0
+                        entry("toplib", check="prefix", expected="0")]}
+    code, out = run_gate(site, spec, tmp_path)
+    assert "FAIL import patcher version=1.0.0 expected prefix=1.0.0.1" in out
+    assert code == 1 and out[-1] == "gate FAILED: 6 passed, 1 failed"
+    import importlib.util
+
+    mod_spec = importlib.util.spec_from_file_location("stackctl_gate_script", GATE)
+    assert mod_spec is not None and mod_spec.loader is not None
+    gate = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(gate)
+    assert not gate.has_prefix("1.260.0", "1.26.") and not gate.has_prefix("1.260", "1.26")
+    assert gate.has_prefix("1.26", "1.26.") and gate.has_prefix("1.26.4", "1.26")
+    assert gate.has_prefix("2.11.0.post2+musa5.2.0", "2.11.0.post2")

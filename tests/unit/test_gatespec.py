@@ -123,3 +123,56 @@ def test_cli_gate_bad_interpreter_is_input_error(tmp_path: Path, cli: Callable[.
     repo = make_stack_repo(tmp_path, "g", "127.0.0.1:5000/t/g", commit=False)
     r = cli("gate", str(repo.profile), "--python", str(tmp_path / "nope"))
     assert r.code == 2 and "no such interpreter" in r.err
+
+
+def test_cli_gate_that_never_ran_is_not_a_pass(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    # An "interpreter" that exits 0 without running the script printed no summary: that is no gate at all.
+    repo = make_stack_repo(tmp_path, "g", "127.0.0.1:5000/t/g", commit=False)
+    r = cli("gate", str(repo.profile), "--python", "/bin/true")
+    assert r.code == 2
+    assert "error: gate of g under /bin/true did not run (exit 0, no gate output)" in r.err
+    r = cli("gate", str(repo.profile), "--python", "/bin/true", "--json")
+    assert r.code == 2 and json.loads(r.out)["finished"] is False
+
+
+def test_cli_gate_names_a_crashing_import(tmp_path: Path, venv: Path, cli: Callable[..., Result]) -> None:
+    # corelib's import kills the interpreter (as a GPU library can without its device): exit 1, the signal
+    # named, the PASS lines before it kept, and faulthandler's dump naming the module on stderr.
+    site = next(venv.parent.parent.glob("lib/python*/site-packages"))
+    (site / "corelib" / "__init__.py").write_text("import ctypes\nctypes.string_at(0)\n")
+    repo = make_stack_repo(tmp_path, "g", "127.0.0.1:5000/t/g", commit=False)
+    r = cli("gate", str(repo.profile), "--python", str(venv))
+    assert r.code == 1, r.out + r.err
+    assert "PASS import patcher version=1.0.0" in r.out
+    assert "was killed by SIGSEGV after 1 check(s), last 'PASS import patcher version=1.0.0'" in r.err
+    assert "corelib/__init__.py" in r.err
+
+
+def test_cli_gate_spec_only_renders_a_real_stack_without_running(
+        tmp_path: Path, cli: Callable[..., Result]) -> None:
+    r = cli("gate", str(STACKS / "torch-2.11-post2.toml"), "--spec-only", "--python", "/nonexistent/python")
+    assert r.code == 0, r.err
+    spec = json.loads(r.out)
+    assert [e["dist"] for e in spec["entries"]][:3] == ["torchada", "numpy", "torch"]
+    out = tmp_path / "spec.json"
+    r = cli("gate", str(STACKS / "torch-2.11-post2.toml"), "--spec-only", "--spec-out", str(out))
+    assert r.code == 0 and r.out == "" and json.loads(out.read_text()) == spec
+
+
+@pytest.mark.parametrize(("written", "rendered"), [("1.26.", "1.26."), ("1.26", "1.26."), ("==1.26.*", "1.26."),
+                                                   (" == 1.26.* ", "1.26."), (">=1.26", None), ("1.26.*", None)])
+def test_prefix_forms(tmp_path: Path, written: str, rendered: str | None) -> None:
+    p = tmp_path / "s.toml"
+    p.write_text(textwrap.dedent(SKIP.format(musa="2.11", cond="torch_musa<2")).replace(
+        "gate = { order = 1 }", f"gate = {{ order = 1, check = \"prefix\", prefix = \"{written}\" }}"))
+    stack = load_stack(p)
+    if rendered is None:
+        with pytest.raises(InputError, match="is not a version prefix"):
+            gate_spec(stack)
+    else:
+        assert gate_spec(stack)["entries"][0]["expected"] == rendered
+
+
+def test_spec_out_that_cannot_be_written(cli: Callable[..., Result]) -> None:
+    r = cli("gate", str(STACKS / "torch-2.11-post2.toml"), "--spec-only", "--spec-out", "/proc/stackctl-nope/s.json")
+    assert r.code == 2 and "cannot write the gate spec" in r.err

@@ -84,9 +84,36 @@ def test_labels_name_the_revision_and_escape(tmp_path: Path, cli: Callable[..., 
     assert f'"org.opencontainers.image.revision"="{head}-dirty"' in text
     assert '"org.opencontainers.image.version"="v1.2"' in text
     assert '"org.opencontainers.image.created"="2026-01-02T03:04:05Z"' in text
+    for bad in ("yesterday", "2026-01-02T03:04:05"):  # a time without its zone says no single moment
+        r = cli("render", "r", "--out", str(tmp_path / "bad"), "--created", bad, cwd=repo.root)
+        assert r.code == 2 and "give `now` or an ISO 8601 time with its zone" in r.err
+    # An explicit revision replaces git's, but the tree is still dirty and the label still says so.
     render(cli, repo.root, tmp_path / "ctx3", "--revision", "abc123", "--ref", "release/9")
     text = (tmp_path / "ctx3" / "Dockerfile").read_text()
-    assert '"org.opencontainers.image.revision"="abc123"' in text and '"release/9"' in text
+    assert '"org.opencontainers.image.revision"="abc123-dirty"' in text and '"release/9"' in text
+    git(repo.root, "commit", "-qam", "edit")
+    render(cli, repo.root, tmp_path / "ctx4", "--revision", "abc123", "--ref", "release/9")
+    assert '"org.opencontainers.image.revision"="abc123"' in (tmp_path / "ctx4" / "Dockerfile").read_text()
+
+
+def test_untracked_profile_and_lock_make_the_tree_dirty(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    # git status without untracked files is clean, but HEAD holds neither the profile nor the lock: a
+    # label naming HEAD would claim a revision that cannot rebuild this image.
+    repo = make_stack_repo(tmp_path, "r", REPO_NAME, commit=False)
+    (repo.root / "README").write_text("x\n")
+    git(repo.root, "add", "README")
+    git(repo.root, "commit", "-qm", "readme")
+    head = git(repo.root, "rev-parse", "HEAD").strip()
+    r = cli("build", "r", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "b"), cwd=repo.root)
+    assert r.code == 2
+    assert "r.toml" in r.err and "r.lock not committed: the revision label would lie" in r.err
+    assert not (tmp_path / "b").exists()
+    render(cli, repo.root, tmp_path / "ctx")
+    assert f'"org.opencontainers.image.revision"="{head}-dirty"' in (tmp_path / "ctx" / "Dockerfile").read_text()
+    git(repo.root, "add", "stacks/r.toml")
+    git(repo.root, "commit", "-qm", "profile")
+    r = cli("build", "r", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "b"), cwd=repo.root)
+    assert r.code == 2 and "r.lock not committed" in r.err and "r.toml" not in r.err
 
 
 def test_top_pin_change_touches_only_its_own_group(tmp_path: Path, cli: Callable[..., Result]) -> None:
@@ -124,9 +151,21 @@ def test_missing_wheel_and_stale_lock_are_refused(tmp_path: Path, cli: Callable[
     repo = make_stack_repo(tmp_path, "r", REPO_NAME)
     r = cli("render", "r", "--out", str(tmp_path / "c"), "--target", "cp310-linux_x86_64", cwd=repo.root)
     assert r.code == 2 and "target cp310-linux_x86_64 is not one of cp311-linux_x86_64" in r.err
-    next(repo.wheelhouse.glob("toplib-*")).write_bytes(b"tampered")
+    render(cli, repo.root, tmp_path / "c", "--wheelhouse", str(repo.wheelhouse))
+    before = {p: p.read_bytes() for p in (tmp_path / "c").rglob("*") if p.is_file()}
+    toplib = next(repo.wheelhouse.glob("toplib-*"))
+    toplib.unlink()  # the context holds a hard link to it: write a new file, not through the link
+    toplib.write_bytes(b"tampered")
     r = cli("render", "r", "--out", str(tmp_path / "c"), "--wheelhouse", str(repo.wheelhouse), cwd=repo.root)
     assert r.code == 1 and "does not match the lock's" in r.err
+    # Nothing half-written: the previous context stands as it was, and no partial one is left beside it.
+    assert {p: p.read_bytes() for p in (tmp_path / "c").rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".c.")) == []
+    r = cli("render", "r", "--out", str(tmp_path / "d"), "--wheelhouse", str(repo.wheelhouse), cwd=repo.root)
+    assert r.code == 1 and not (tmp_path / "d").exists()
+    (tmp_path / "file").write_text("x")
+    r = cli("render", "r", "--out", str(tmp_path / "file"), cwd=repo.root)
+    assert r.code == 2 and "exists and is not a directory" in r.err
     (repo.root / "stacks" / "r.toml").write_text(
         (repo.root / "stacks" / "r.toml").read_text().replace('version = "0.3.0"', 'version = "0.3.9"'))
     r = cli("render", "r", "--out", str(tmp_path / "c"), cwd=repo.root)
@@ -170,3 +209,21 @@ def test_source_label_from_origin_without_credentials(tmp_path: Path, cli: Calla
     text = (tmp_path / "ctx" / "Dockerfile").read_text()
     assert '"org.opencontainers.image.source"="https://git.example.invalid/org/repo.git"' in text
     assert "tok3n" not in text
+
+
+def test_a_label_carrying_a_credential_is_refused(tmp_path: Path, cli: Callable[..., Result],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s3cr3t-in-a-label"
+    monkeypatch.setenv("STACKCTL_TEST_VENDOR_PASSWORD", secret)
+    repo = make_stack_repo(tmp_path, "r", REPO_NAME, extra_toml="")
+    for value, why in ((f"https://ci.example.invalid/run?token={secret}", "holds the value of "
+                        "$STACKCTL_TEST_VENDOR_PASSWORD"),
+                       ("https://bot:ghp_tok@git.example.invalid/org/repo", "holds a URL with user:password")):
+        repo.profile.write_text(repo.profile.read_text().split('"com.example.note"')[0]
+                                + f'"com.example.note" = "{value}"\n')
+        refresh_lock(repo)
+        r = cli("render", "r", "--out", str(tmp_path / "ctx"), cwd=repo.root)
+        assert r.code == 2, r.out + r.err
+        assert f"label com.example.note {why}" in r.err
+        assert secret not in r.out + r.err and "ghp_tok" not in r.err
+        assert not (tmp_path / "ctx").exists()

@@ -1,0 +1,77 @@
+"""What one run of `gates/gate.py` said, and the verdict stackctl draws from it.
+
+Pure: the interpreter's exit status and output in, a `GateRun` and an error (or None) out. A gate passes
+only when it printed its summary line, exited 0 and no check failed: an interpreter that exits 0 without
+running the script (a wrapper, `/bin/true`) or dies in an import (a signal) must never read as a pass.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+from stackctl.errors import CheckFailed, InputError, StackctlError
+
+SUMMARY = ("gate ok: ", "gate FAILED: ")
+
+
+@dataclass(frozen=True)
+class GateRun:
+    python: str
+    returncode: int
+    lines: tuple[str, ...]  # the gate's stdout, one entry per line
+    stderr: str
+
+    @property
+    def results(self) -> tuple[tuple[bool, str], ...]:
+        return tuple((ln.startswith("PASS "), ln) for ln in self.lines if ln.startswith(("PASS ", "FAIL ")))
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for ok, _ in self.results if not ok)
+
+    @property
+    def passed(self) -> int:
+        return len(self.results) - self.failed
+
+    @property
+    def finished(self) -> bool:
+        return any(ln.startswith(SUMMARY) for ln in self.lines)
+
+    @property
+    def crashed(self) -> bool:
+        """Started checking, then died: its stderr (faulthandler's dump) says where."""
+        return not self.finished and (self.returncode < 0 or bool(self.results))
+
+
+def _last(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def verdict(stack: str, run: GateRun) -> StackctlError | None:
+    """None when the gate ran to its end and every check passed."""
+    where = f"gate of {stack} under {run.python}"
+    if run.returncode < 0:
+        after = f"after {len(run.results)} check(s), last {run.results[-1][1]!r}" if run.results else "before any check"
+        return CheckFailed(f"{where} was killed by {_signal_name(-run.returncode)} {after}",
+                           hint="an import crashed the interpreter; the gate's stderr shows where")
+    if not run.results and not run.finished:
+        if run.returncode == 2 and _last(run.stderr).startswith("gate: "):
+            return InputError(f"{where} could not read its spec: {_last(run.stderr)}")
+        return InputError(f"{where} did not run (exit {run.returncode}, no gate output): {_last(run.stderr)}")
+    if not run.finished:
+        return CheckFailed(f"{where} stopped after {len(run.results)} check(s) with exit {run.returncode}: "
+                           f"{_last(run.stderr)}")
+    if run.failed:
+        return CheckFailed(f"{where}: {run.failed} check(s) failed")
+    if run.returncode != 0:
+        return CheckFailed(f"{where} exited {run.returncode}: {_last(run.stderr)}")
+    return None
