@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from stackctl import jsonout
 
@@ -47,11 +48,12 @@ def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    t = Table(title=title, title_justify="left", show_lines=False)
+    """A rich table whose cells are plain text: versions, labels and paths are never read as markup."""
+    t = Table(title=Text(title) if title else None, title_justify="left", show_lines=False)
     for c in columns:
         t.add_column(c, overflow="fold")
     for r in rows:
-        t.add_row(*r)
+        t.add_row(*(Text(c) for c in r))
     return t
 
 
