@@ -323,10 +323,8 @@ def inspect(
     shown = {k: v for k, v in labels.items() if k != "io.stackctl.installed"}
 
     def human() -> None:
-        from rich.markup import escape
-
-        def rows(pairs: dict[str, str]) -> list[tuple[str, str]]:  # an image's labels are text, not markup
-            return [(escape(k), escape(v)) for k, v in sorted(pairs.items())]
+        def rows(pairs: dict[str, str]) -> list[tuple[str, str]]:
+            return sorted(pairs.items())
 
         console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n  image id {image_id}", markup=False)
         console.print(table("labels", ["label", "value"], rows(shown)))
