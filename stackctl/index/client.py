@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from stackctl.errors import CheckFailed, ServiceError
-from stackctl.index.config import IndexEndpoint, origin
+from stackctl.index.config import IndexEndpoint, origin, tls_verify
 from stackctl.index.httpcache import Entry, HttpCache
 from stackctl.index.pages import ACCEPT, IndexedFile, PageError, ProjectListing, parse_page
 
@@ -47,11 +47,13 @@ class ClientOptions:
     retries: int = 3
     backoff: float = 0.25  # seconds before the first retry; doubles each time
     jobs: int = 16
+    verify: str | bool | None = None  # CA bundle path; None: found as requests and pip find it
 
 
 class IndexClient:
     def __init__(self, options: ClientOptions | None = None) -> None:
         self.options = options or ClientOptions()
+        self._verify = tls_verify() if self.options.verify is None else self.options.verify
         self.cache = HttpCache(self.options.cache_dir) if self.options.cache_dir else None
         self._local = threading.local()
         self.requests_made = 0  # network requests, for tests and the benchmark
@@ -67,6 +69,7 @@ class IndexClient:
             s = requests.Session()
             s.trust_env = False  # no netrc from requests: credentials are ours to place
             s.headers["User-Agent"] = USER_AGENT
+            s.verify = self._verify
             adapter = HTTPAdapter(pool_connections=8, pool_maxsize=self.options.jobs)
             s.mount("http://", adapter)
             s.mount("https://", adapter)
@@ -104,6 +107,11 @@ class IndexClient:
             except requests.exceptions.Timeout:
                 cause = f"no answer within {self.options.timeout:g}s from {current}"
                 retry = True
+            except requests.exceptions.SSLError as exc:
+                # Asking again cannot change a certificate; say which one failed and where the CA comes from.
+                raise ServiceError(f"index {ep.name}, {what}: TLS failed for {current} ({_ssl_reason(exc)}); "
+                                   "the CA bundle comes from REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE or pip's `cert`"
+                                   ) from None
             except requests.exceptions.ConnectionError as exc:
                 text = str(exc).lower()
                 kind = "connection refused" if "refused" in text else "connection failed"
@@ -256,6 +264,14 @@ class IndexClient:
             r.close()
 
 
+def _ssl_reason(exc: BaseException) -> str:
+    text = str(exc)
+    for marker in ("certificate verify failed: ", "SSL: "):
+        if marker in text:
+            return text.split(marker, 1)[1].split(" (_ssl")[0].split("')")[0][:120]
+    return type(exc).__name__
+
+
 def _is_requests_error(exc: BaseException) -> bool:
     import requests
 
@@ -340,6 +356,7 @@ def credentialed_session(eps: Mapping[str, IndexEndpoint]) -> requests.Session:
 
     s = requests.Session()
     s.trust_env = False
+    s.verify = tls_verify()
     s.headers["User-Agent"] = USER_AGENT
     s.auth = _OriginAuth()
     return s

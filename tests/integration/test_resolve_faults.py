@@ -19,6 +19,7 @@ from tests.support.index_server import (
     populate_musa,
     populate_public,
     redirect,
+    self_signed,
     status,
 )
 
@@ -175,6 +176,30 @@ def test_redirect_to_another_host_drops_credentials(cli: Cli, tmp_path: Path, pr
     assert not any("Authorization" in h for _, _, h in mirror.log)
     for text in (r.out, r.err, lock):
         assert "s3cret-token" not in text and "builder:" not in text
+
+
+def test_tls_index_is_checked_against_the_machines_ca_bundle(cli: Cli, tmp_path: Path, profile: Path,
+                                                            public: IndexServer,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind a TLS-inspecting proxy the CA exists only in the machine's bundle (REQUESTS_CA_BUNDLE, pip's
+    `cert`): without it, one line naming the cause and no retries; with it, the index resolves."""
+    cert, key = self_signed(tmp_path / "tls")
+    server = IndexServer(tls=(cert, key))
+    populate_musa(server, tmp_path / "wt")
+    for var in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "no-pip.conf"))
+    with server:
+        r = run(cli, profile, server.url, public)
+        assert r.code == 3
+        line = error_line(r)
+        assert line.startswith("error: index musa, project ") and f"TLS failed for {server.url}" in line
+        assert "self-signed certificate" in line and "attempts" not in line  # a certificate is not retried
+        monkeypatch.setenv("PIP_CERT", str(cert))
+        ok = run(cli, profile, server.url, public, "--json")
+        assert ok.code == 0, ok.err
+        assert json.loads(ok.out)["files"][0]["url"].startswith(server.base)
+        assert server.requests_to(f"^{TORCH_PAGE}$")
 
 
 def test_interrupted_run_keeps_previous_lock(cli: Cli, profile: Path, musa: IndexServer,

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from stackctl.errors import InputError
-from stackctl.index.config import Credentials, endpoint, env_var_for, parse_overrides, public_index_url
+from stackctl.index.config import (
+    Credentials,
+    endpoint,
+    env_var_for,
+    parse_overrides,
+    public_index_url,
+    tls_verify,
+)
 from stackctl.index.pages import JSON_TYPE, PageError, parse_page
 from stackctl.profile import Index
 
@@ -78,6 +85,18 @@ def test_public_index_from_pip_configuration(tmp_path: Path, monkeypatch: pytest
     from pip._internal.models.index import PyPI
 
     assert public_index_url({}) == PyPI.simple_url  # extras and find-links are not the index
+
+
+def test_ca_bundle_as_requests_then_pip_find_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\ncert = /conf/ca.pem\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    for var in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(var, raising=False)
+    assert tls_verify({}) == "/conf/ca.pem"
+    assert tls_verify({"PIP_CERT": "/pip/ca.pem"}) == "/pip/ca.pem"
+    assert tls_verify({"PIP_CERT": "/pip/ca.pem", "CURL_CA_BUNDLE": "/curl/ca.pem"}) == "/curl/ca.pem"
+    assert tls_verify({"CURL_CA_BUNDLE": "/curl/ca.pem", "REQUESTS_CA_BUNDLE": "/req/ca.pem"}) == "/req/ca.pem"
 
 
 def test_override_syntax() -> None:
