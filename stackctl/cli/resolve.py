@@ -161,6 +161,8 @@ def resolve_cmd(
 
     stack = load_profile(profile)
     path = lock_path_for(profile, lock)
+    if train_window < 0:
+        raise InputError(f"--train-window {train_window:g}: seconds must be 0 or more")
     client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
     with progress_bar(not as_json) as progress:
         result = run_resolve(stack, client, index, closure=not no_closure, train_window=train_window,

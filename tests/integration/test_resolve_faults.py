@@ -224,6 +224,21 @@ def test_bad_index_option(cli: Cli, profile: Path) -> None:
     assert r.code == 2 and "expected NAME=URL" in error_line(r)
 
 
+def test_unwritable_lock_and_bad_options(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
+                                         public: IndexServer) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the lock's directory should be\n")
+    r = run(cli, profile, musa.url, public, "--lock", str(blocker / "x.lock"))
+    assert r.code == 2
+    assert error_line(r).startswith(f"error: {blocker / 'x.lock'}: cannot write the lock (")
+    assert "Traceback" not in r.err and blocker.read_text().startswith("a file")
+    r = run(cli, profile, musa.url, public, "--train-window", "-1")
+    assert r.code == 2 and error_line(r) == "error: --train-window -1: seconds must be 0 or more"
+    (tmp_path / "dir.lock").mkdir()
+    r = cli("lock", str(profile), "--check", "--lock", str(tmp_path / "dir.lock"))
+    assert r.code == 2 and error_line(r).startswith(f"error: {tmp_path / 'dir.lock'}: cannot read the lock (")
+
+
 def test_sigint_mid_run_keeps_previous_lock(tmp_path: Path, profile: Path, musa: IndexServer,
                                             public: IndexServer) -> None:
     """A real interrupt (Ctrl-C) while the index hangs: the lock on disk is the previous one."""
