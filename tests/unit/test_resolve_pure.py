@@ -64,6 +64,13 @@ def test_best_wheel_respects_requires_python_and_build_numbers() -> None:
     assert best_wheel(files, T310).filename == "x-1.0-2-py3-none-any.whl"  # type: ignore[union-attr]
 
 
+def test_best_wheel_prefers_a_file_that_is_not_yanked() -> None:
+    """pip ranks yanked files below every other candidate, whatever their tags."""
+    files = [wheel("x-1.0-cp310-cp310-manylinux_2_17_x86_64.whl", yanked=True), wheel("x-1.0-py3-none-any.whl")]
+    assert best_wheel(files, T310).filename == "x-1.0-py3-none-any.whl"  # type: ignore[union-attr]
+    assert best_wheel(files[:1], T310) is files[0]  # an exact pin may still take a yanked file
+
+
 def test_newest_in_line_and_other_lines() -> None:
     files = [wheel(f"torch-2.11.0.post2+musa5.2.0-{t}.whl") for t in ("cp310-cp310-linux_x86_64",
                                                                      "cp312-cp312-linux_x86_64")]
