@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urljoin
 
 from stackctl.errors import CheckFailed, ServiceError
@@ -33,6 +33,17 @@ if TYPE_CHECKING:
 
 MAX_REDIRECTS = 5
 USER_AGENT = "stackctl (+index client)"
+
+
+class Downloadable(Protocol):
+    """What a download needs of a file: an `IndexedFile` from a page, or a `LockedFile` from a lock."""
+
+    @property
+    def filename(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def sha256(self) -> str | None: ...
 
 
 class ProjectNotFound(CheckFailed):
@@ -131,25 +142,27 @@ class IndexClient:
             time.sleep(self.options.backoff * (2 ** attempt))
             attempt += 1
 
-    def _check(self, ep: IndexEndpoint, r: requests.Response, what: str) -> None:
+    def _check(self, ep: IndexEndpoint, r: requests.Response, what: str, *, project: bool = False) -> None:
         if r.status_code in (200, 206, 304):
             return
-        if r.status_code == 404:
+        if r.status_code == 404 and project:
             raise ProjectNotFound(f"index {ep.name}, {what}: not found (HTTP 404 from {r.url})")
+        if r.status_code == 404:  # the index listed this file and cannot serve it
+            raise ServiceError(f"index {ep.name}, {what}: listed on the project page, but HTTP 404 from {r.url}")
         if r.status_code in (401, 403):
             how = "credentials were sent" if ep.credentials else "no credentials are configured for it"
             raise ServiceError(f"index {ep.name}, {what}: HTTP {r.status_code} from {r.url} ({how})")
         raise ServiceError(f"index {ep.name}, {what}: HTTP {r.status_code} from {r.url}")
 
     def fetch(self, ep: IndexEndpoint, url: str, what: str, *, method: str = "GET", accept: str = "*/*",
-              immutable: bool = False) -> Entry:
-        """GET (or HEAD) through the cache."""
+              immutable: bool = False, project: bool = False) -> Entry:
+        """GET (or HEAD) through the cache. `project`: a 404 means the index has no such project."""
         stored = self.cache.get(method, url, accept) if self.cache else None
         if stored is not None and (self.options.offline or immutable or stored.fresh()):
             return stored
         headers = {"Accept": accept, **(stored.validators() if stored else {})}
         r = self._send(ep, method, url, what, headers)
-        self._check(ep, r, what)
+        self._check(ep, r, what, project=project)
         now = time.time()
         if r.status_code == 304 and stored is not None:
             merged = {**stored.headers, **{k.lower(): v for k, v in r.headers.items()
@@ -168,7 +181,7 @@ class IndexClient:
 
         what = f"project {project}"
         url = urljoin(ep.url, canonicalize_name(project) + "/")
-        entry = self.fetch(ep, url, what, accept=ACCEPT)
+        entry = self.fetch(ep, url, what, accept=ACCEPT, project=True)
         try:
             return parse_page(project, entry.body, entry.headers.get("content-type", "text/html"), entry.url)
         except PageError as exc:
@@ -233,7 +246,7 @@ class IndexClient:
             raise _NoRanges
         return r.content
 
-    def download(self, ep: IndexEndpoint, f: IndexedFile | Any, dest: Path,
+    def download(self, ep: IndexEndpoint, f: Downloadable, dest: Path,
                  progress: Callable[[int], None] | None = None) -> None:
         """Stream `f` into `dest`, checking sha256; a partial or wrong file never stays at `dest`."""
         what = f"file {f.filename}"
@@ -255,10 +268,10 @@ class IndexClient:
             os.replace(tmp, dest)
         except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
-            if isinstance(exc, OSError) and not isinstance(exc, ServiceError):
-                raise ServiceError(f"index {ep.name}, {what}: download failed ({exc})") from exc
-            if _is_requests_error(exc):
+            if _is_requests_error(exc):  # a RequestException is an OSError too: ask it first
                 raise ServiceError(f"index {ep.name}, {what}: download interrupted ({type(exc).__name__})") from exc
+            if isinstance(exc, OSError):
+                raise ServiceError(f"index {ep.name}, {what}: cannot write {dest} ({exc.strerror or exc})") from exc
             raise
         finally:
             r.close()

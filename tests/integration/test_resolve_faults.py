@@ -171,6 +171,17 @@ def test_metadata_file_that_does_not_match_its_digest(cli: Cli, profile: Path, m
     assert not profile.with_suffix(".lock").exists()
 
 
+def test_listed_metadata_file_that_is_missing(cli: Cli, profile: Path, musa: IndexServer,
+                                              public: IndexServer) -> None:
+    """A 404 for a file the page lists is the index failing (exit 3), not a missing pin (exit 1)."""
+    name = f"torch-{TORCH}-cp312-cp312-manylinux_2_28_x86_64.whl"
+    musa.fault(f"/files/{name}.metadata", status(404))
+    r = run(cli, profile, musa.url, public)
+    assert r.code == 3
+    assert error_line(r) == (f"error: index musa, file {name}.metadata: listed on the project page, but HTTP 404 "
+                             f"from {musa.base}files/{name}.metadata")
+
+
 def test_wheel_that_does_not_match_the_index_sha256(cli: Cli, tmp_path: Path, profile: Path,
                                                    public: IndexServer) -> None:
     """No metadata file and no range requests: the wheel is downloaded, and its sha256 must be the index's."""
