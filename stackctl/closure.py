@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,9 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 
-from stackctl.errors import CheckFailed, InputError, ServiceError
-from stackctl.index.config import IndexEndpoint
+from stackctl.concurrency import parallel
+from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
+from stackctl.index.config import IndexEndpoint, tls_verify
 from stackctl.index.pages import IndexedFile
 from stackctl.lock import ClosureEntry, Lock, LockedFile
 from stackctl.profile import Stack, Target
@@ -129,7 +129,7 @@ def entries_from_pylock(data: Mapping[str, Any], t: Target, pinned: set[Normaliz
     return tuple(sorted(out, key=lambda c: c.name))
 
 
-def _failure(label: str, stderr: str) -> Exception:
+def _failure(label: str, stderr: str) -> StackctlError:
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     err = next((ln for ln in lines if ln.lower().startswith("error:")), lines[0] if lines else "no output")
     detail = " ".join(lines[lines.index(err) + 1:lines.index(err) + 3]) if err in lines else ""
@@ -156,6 +156,8 @@ def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offli
         cmd, extra = uv_command(stack, eps, t, offline=offline, cache_dir=cache_dir)
         env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
         env.update(extra)
+        if "SSL_CERT_FILE" not in env and isinstance(ca := tls_verify(), str):
+            env["SSL_CERT_FILE"] = ca  # uv reads the same CA bundle as the index client
         try:
             proc = subprocess.run(cmd, input=requirements, capture_output=True, text=True, env=env,
                                   timeout=timeout, check=False)
@@ -169,6 +171,8 @@ def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offli
             raise ServiceError(f"closure for {t.label}: uv wrote no readable pylock.toml ({exc})") from None
         return entries_from_pylock(data, t, pinned)
 
-    with ThreadPoolExecutor(max_workers=max(1, len(stack.targets))) as pool:
-        per_target = list(pool.map(one, stack.targets))
-    return tuple(e for entries in per_target for e in entries)
+    per_target = parallel(len(stack.targets), one, stack.targets)
+    errors = [r for r in per_target if isinstance(r, StackctlError)]
+    if errors:
+        raise errors[0]
+    return tuple(e for entries in per_target if not isinstance(entries, StackctlError) for e in entries)

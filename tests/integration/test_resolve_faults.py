@@ -257,6 +257,20 @@ def test_interrupted_run_keeps_previous_lock(cli: Cli, profile: Path, musa: Inde
     assert not list(profile.parent.glob(".*.tmp"))
 
 
+def test_closure_without_a_solution(cli: Cli, tmp_path: Path, musa: IndexServer, public: IndexServer) -> None:
+    """uv finds no closure: a failed check naming the target and uv's reason; the lock is not written."""
+    from tests.support.wheels import build_wheel
+
+    musa.add(build_wheel(tmp_path / "extra", "musa_kernels", "1.0", requires_dist=["nosuchdep>=1"]))
+    profile = musa_profile(tmp_path / "s", extra='\n[pins.musa_kernels]\nversion = "1.0"\nindex = "musa"\n')
+    r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--index", f"public={public.url}")
+    assert r.code == 1, r.err
+    line = error_line(r)
+    assert line.startswith("error: closure for cp310-linux_x86_64: uv pip compile failed: ")
+    assert "nosuchdep" in line, line
+    assert not profile.with_suffix(".lock").exists()
+
+
 def test_bad_index_option(cli: Cli, profile: Path) -> None:
     r = cli("resolve", str(profile), "--index", "nosuch=http://127.0.0.1:9/simple/")
     assert r.code == 2
