@@ -164,6 +164,16 @@ def test_outdated(cli: Cli, profile: Path, musa: IndexServer, public: IndexServe
     assert pins["torch"]["is_newest"] is True and pins["torch_musa"]["is_newest"] is False
     assert pins["numpy"]["newest_in_line"] == "1.26.4"  # 2.0.0 is another series
     assert pins["numpy"]["other_lines"] == ["2.0.0 (series 2.0)"]
+    # the same table from the lock, without asking the indexes; a lock of another profile is refused
+    lock = profile.with_suffix(".lock")
+    assert cli("resolve", str(profile), *idx(musa, public), "--no-closure").code == 0
+    musa.log.clear()
+    offline = cli("outdated", str(profile), "--from-lock", str(lock), "--json")
+    assert offline.code == 0, offline.err
+    assert json.loads(offline.out) == json.loads(j.out) and not musa.log
+    profile.write_text(profile.read_text().replace('version = "1.26.4"', 'version = "2.0.0"'))
+    stale = cli("outdated", str(profile), "--from-lock", str(lock))
+    assert stale.code == 1 and f"{lock} was made from another version of musa-stack" in stale.err
 
 
 def test_export_with_hashes_and_closure(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
