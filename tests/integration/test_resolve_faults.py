@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,43 +18,14 @@ from tests.support.index_server import (
     hang,
     musa_profile,
     populate_musa,
-    populate_public,
     redirect,
     self_signed,
     status,
 )
+from tests.support.resolve_fixtures import isolated, musa_index, profile_path, public_index  # noqa: F401
 
 Cli = Callable[..., Result]
 TORCH_PAGE = "/simple/torch/"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
-    for var in ("PIP_INDEX_URL", "MUSA_TEST_USER", "MUSA_TEST_PASSWORD"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
-
-
-@pytest.fixture
-def musa(tmp_path: Path) -> Iterator[IndexServer]:
-    server = IndexServer()
-    populate_musa(server, tmp_path / "wheels")
-    with server:
-        yield server
-
-
-@pytest.fixture
-def public(tmp_path: Path) -> Iterator[IndexServer]:
-    server = IndexServer()
-    populate_public(server, tmp_path / "wheels")
-    with server:
-        yield server
-
-
-@pytest.fixture
-def profile(tmp_path: Path) -> Path:
-    return musa_profile(tmp_path / "stacks")
 
 
 def run(cli: Cli, profile: Path, musa_url: str, public: IndexServer, *extra: str) -> Result:
