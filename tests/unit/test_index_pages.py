@@ -105,3 +105,26 @@ def test_override_syntax() -> None:
         parse_overrides(["a"])
     with pytest.raises(InputError, match="not an http"):
         parse_overrides(["a=ftp://x"])
+
+
+def test_http_cache_freshness_validators_and_torn_entries(tmp_path: Path) -> None:
+    from stackctl.index.httpcache import Entry, HttpCache
+
+    cache = HttpCache(tmp_path)
+    url, accept = "http://i.test/simple/torch/", "application/json"
+    page = Entry(url, 200, {"etag": '"v1"', "last-modified": "Sun, 01 Mar 2026 12:00:00 GMT",
+                            "cache-control": "max-age=60", "set-cookie": "s=1"}, 1000.0, b"page")
+    cache.put("GET", url, accept, page)
+    got = cache.get("GET", url, accept)
+    assert got is not None and got.body == b"page" and "set-cookie" not in got.headers
+    assert got.fresh(now=1059.0) and not got.fresh(now=1061.0)
+    assert got.validators() == {"If-None-Match": '"v1"', "If-Modified-Since": "Sun, 01 Mar 2026 12:00:00 GMT"}
+    assert cache.get("GET", url, "text/html") is None  # another representation, another entry
+    assert not Entry(url, 200, {"cache-control": "no-cache, max-age=60"}, 1000.0).fresh(now=1001.0)
+    assert not Entry(url, 200, {}, 1000.0).fresh(now=1000.5)  # no max-age: always revalidate
+    secret = "http://i.test/simple/secret/"
+    cache.put("GET", secret, accept, Entry(secret, 200, {"cache-control": "no-store"}, 1000.0, b"x"))
+    assert cache.get("GET", secret, accept) is None and not list(tmp_path.rglob("*.body"))[1:]
+    [body] = tmp_path.rglob("*.body")
+    body.write_bytes(b"torn")
+    assert cache.get("GET", url, accept) is None  # a body that fails its hash is a miss, never an answer
