@@ -117,6 +117,11 @@ def test_lock_round_trip_and_diff() -> None:
     assert got == {("x", "sha256", "a" * 64, "b" * 64),
                    ("x", "upload_time", "2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"),
                    ("y", "pin", None, "2.0"), ("numpy", "closure", "1.26.4", "2.0.0")}
+    assert len(d.changes) == len(got)
+    moved = Lock("s", "sha256:p", (LockedPin("x", "1.0", "mirror", a.pins[0].files),), closure=a.closure)
+    assert [(c.package, c.field, c.before, c.after) for c in diff_locks(a, moved).changes] == [
+        ("x", "index", "vendor", "mirror")]
+    assert diff_locks(a, a).changes == ()
 
 
 def test_closure_from_pylock_and_rendering() -> None:
