@@ -67,8 +67,6 @@ class IndexClient:
         self._verify = tls_verify() if self.options.verify is None else self.options.verify
         self.cache = HttpCache(self.options.cache_dir) if self.options.cache_dir else None
         self._local = threading.local()
-        self.requests_made = 0  # network requests, for tests and the benchmark
-        self._count_lock = threading.Lock()
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _session(self) -> requests.Session:
@@ -103,8 +101,6 @@ class IndexClient:
                     if ep.credentials is not None and origin(current) == ep.origin:
                         auth = (ep.credentials.username, ep.credentials.password)
                     proxies = requests.utils.get_environ_proxies(current)
-                    with self._count_lock:
-                        self.requests_made += 1
                     r = self._session().request(method, current, headers=headers, auth=auth,
                                                 timeout=self.options.timeout, allow_redirects=False,
                                                 stream=stream, proxies=proxies)
