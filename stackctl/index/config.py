@@ -112,8 +112,8 @@ def parse_overrides(values: list[str] | tuple[str, ...]) -> dict[str, str]:
         name, sep, url = v.partition("=")
         if not sep or not name or not url:
             raise InputError(f"--index {v!r}: expected NAME=URL")
-        if urlsplit(url).scheme not in ("http", "https", "file"):
-            raise InputError(f"--index {name}: {url!r} is not an http(s) URL")
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise InputError(f"--index {name}: {_strip_userinfo(url)[0]!r} is not an http(s) URL")
         out[name] = url
     return out
 
@@ -154,6 +154,10 @@ def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
     else:
         url, source = public_index_url(env), "pip"
     url, inline = _strip_userinfo(url)
+    if urlsplit(url).scheme not in ("http", "https"):
+        where = {"option": f"--index {index.name}", "env": env_var_for(index.name),
+                 "profile": f"indexes.{index.name}.url", "pip": "pip's index-url"}[source]
+        raise InputError(f"{where}: {url!r} is not an http(s) URL; stackctl reads indexes over HTTP")
     if not url.endswith("/"):
         url += "/"
     return IndexEndpoint(index.name, url, inline or credentials_for(index, url, env), source)

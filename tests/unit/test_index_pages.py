@@ -105,6 +105,13 @@ def test_override_syntax() -> None:
         parse_overrides(["a"])
     with pytest.raises(InputError, match="not an http"):
         parse_overrides(["a=ftp://x"])
+    with pytest.raises(InputError, match=r"^--index a: 'file:///opt/simple' is not an http\(s\) URL$"):
+        parse_overrides(["a=file://u:secret@/opt/simple"])  # requests cannot read it; never echo a secret
+    idx = Index("vendor", "https://vendor.test/simple/")
+    with pytest.raises(InputError, match=r"^STACKCTL_INDEX_VENDOR_URL: 'ftp://x/simple/' is not an http\(s\) URL"):
+        endpoint(idx, None, {"STACKCTL_INDEX_VENDOR_URL": "ftp://x/simple/"})
+    with pytest.raises(InputError, match=r"^pip's index-url: 'file:///opt/simple/' is not an http\(s\) URL"):
+        endpoint(Index("public", None, from_pip=True), None, {"PIP_INDEX_URL": "file:///opt/simple/"})
 
 
 def test_http_cache_freshness_validators_and_torn_entries(tmp_path: Path) -> None:
