@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Result
-from tests.support.index_server import DEEP_EP, TORCH, IndexServer, musa_profile, populate_musa
+from tests.support.index_server import DEEP_EP, TORCH, IndexServer, musa_profile, populate_musa, populate_public
 from tests.support.resolve_fixtures import isolated, musa_index, profile_path, public_index  # noqa: F401
 from tests.support.wheels import sha256_file
 
@@ -262,6 +262,26 @@ def test_private_index_with_credentials_and_closure(cli: Cli, tmp_path: Path, pr
     lock = profile.with_suffix(".lock").read_text()
     for text in (r.out, r.err, lock, denied.err):
         assert "tok-123-secret" not in text
+
+
+def test_public_index_with_credentials_in_pip_index_url(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mirror of the public index behind a login, given as PIP_INDEX_URL=https://user:token@host/...: the
+    pins and uv's closure both log in, and the token shows up nowhere."""
+    mirror = IndexServer(auth=("mirror-user", "mirror/tok:9"))
+    populate_public(mirror, tmp_path / "mw")
+    with mirror:
+        monkeypatch.setenv("PIP_INDEX_URL", mirror.url.replace("http://", "http://mirror-user:mirror%2Ftok%3A9@"))
+        r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--json")
+        base = mirror.base
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert by(data, "numpy", "cp310-linux_x86_64")["url"].startswith(base)
+    assert {(c["target"], c["name"]) for c in data["closure"]} == {
+        ("cp310-linux_x86_64", "filelock"), ("cp312-linux_x86_64", "filelock")}
+    lock = profile.with_suffix(".lock").read_text()
+    for text in (r.out, r.err, lock):
+        assert "mirror/tok:9" not in text and "mirror%2Ftok%3A9" not in text and "mirror-user" not in text
 
 
 def test_yanked_pin_resolves_with_a_warning(cli: Cli, tmp_path: Path, musa: IndexServer, public: IndexServer) -> None:

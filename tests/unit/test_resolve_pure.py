@@ -7,8 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from stackctl.closure import entries_from_pylock, uv_platform
+from stackctl.closure import entries_from_pylock, uv_failure, uv_platform
 from stackctl.diff import diff_locks
+from stackctl.errors import CheckFailed, ServiceError
 from stackctl.export import render_closure
 from stackctl.index.pages import IndexedFile
 from stackctl.lock import ClosureEntry, Lock, LockedFile, LockedPin, dumps, loads
@@ -145,3 +146,20 @@ def test_closure_from_pylock_and_rendering() -> None:
     assert 'numpy==1.26.4 ; python_version == "3.10" and platform_machine == "x86_64" \\\n' in text
     assert 'numpy==2.0.0 ; python_version == "3.12" and platform_machine == "x86_64" \\\n' in text
     assert uv_platform(T310) == "x86_64-manylinux_2_35"
+
+
+def test_uv_failures_are_classified_by_what_failed() -> None:
+    unsolvable = ("  x No solution found when resolving dependencies:\n  `-> Because nosuchdep was not found in the "
+                  "package registry and you require nosuchdep, we can conclude that your requirements are "
+                  "unsatisfiable.\n")
+    e = uv_failure("cp310-linux_x86_64", unsolvable)
+    assert isinstance(e, CheckFailed) and "nosuchdep was not found" in str(e)
+    denied = unsolvable + ("\n  hint: An index URL (http://127.0.0.1:9/simple/) could not be queried due to a lack "
+                           "of valid authentication credentials (401 Unauthorized).\n")
+    e = uv_failure("cp310-linux_x86_64", denied)
+    assert isinstance(e, ServiceError)
+    assert str(e) == ("closure for cp310-linux_x86_64: uv could not read an index: An index URL "
+                      "(http://127.0.0.1:9/simple/) could not be queried due to a lack of valid authentication "
+                      "credentials (401 Unauthorized).")
+    e = uv_failure("cp312-linux_x86_64", "error: Failed to fetch: `http://127.0.0.1:9/simple/numpy/`\n")
+    assert isinstance(e, ServiceError) and str(e).startswith("closure for cp312-linux_x86_64: uv pip compile failed")
