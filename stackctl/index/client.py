@@ -141,6 +141,8 @@ class IndexClient:
     def _check(self, ep: IndexEndpoint, r: requests.Response, what: str, *, project: bool = False) -> None:
         if r.status_code in (200, 206, 304):
             return
+        if r.status_code in (405, 501) and r.request.method == "HEAD":
+            raise _NoHead(f"index {ep.name}, {what}: HEAD answered HTTP {r.status_code} from {r.url}")
         if r.status_code == 404 and project:
             raise ProjectNotFound(f"index {ep.name}, {what}: not found (HTTP 404 from {r.url})")
         if r.status_code == 404:  # the index listed this file and cannot serve it
@@ -195,7 +197,10 @@ class IndexClient:
 
     def last_modified(self, ep: IndexEndpoint, f: IndexedFile) -> datetime | None:
         """The file's Last-Modified (a HEAD request): the upload-time stand-in on HTML-only indexes."""
-        entry = self.fetch(ep, f.url, f"file {f.filename}", method="HEAD", immutable=True)
+        try:
+            entry = self.fetch(ep, f.url, f"file {f.filename}", method="HEAD", immutable=True)
+        except _NoHead:
+            return None  # a server without HEAD has no stand-in to give: the time stays unknown
         value = entry.headers.get("last-modified")
         if not value:
             return None
@@ -220,9 +225,12 @@ class IndexClient:
 
     def _wheel_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
         what = f"file {f.filename}"
-        head = self.fetch(ep, f.url, what, method="HEAD", immutable=True)
-        size = int(head.headers.get("content-length") or 0)
-        if head.headers.get("accept-ranges", "").lower() == "bytes" and size > 0:
+        try:
+            head: Entry | None = self.fetch(ep, f.url, what, method="HEAD", immutable=True)
+        except _NoHead:
+            head = None  # no size to seek from: read the whole wheel
+        size = int(head.headers.get("content-length") or 0) if head else 0
+        if head is not None and head.headers.get("accept-ranges", "").lower() == "bytes" and size > 0:
             try:
                 with zipfile.ZipFile(_RangeReader(lambda a, b: self._range(ep, f, a, b), size)) as zf:
                     return _read_metadata(zf, f.filename)
@@ -296,6 +304,10 @@ def _read_metadata(zf: zipfile.ZipFile, filename: str) -> bytes:
 
 class _NoRanges(Exception):
     pass
+
+
+class _NoHead(ServiceError):
+    """The server does not do HEAD (405, 501): callers that can do without it catch this."""
 
 
 class _RangeReader(io.RawIOBase):
