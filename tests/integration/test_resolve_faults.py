@@ -178,6 +178,7 @@ def test_html_only_index_without_head(cli: Cli, tmp_path: Path, profile: Path, p
     audio = f"torchaudio-{TORCH}-cp310-cp310-linux_x86_64.whl"  # no metadata file
     with server:
         server.fault(f"/files/{torch}", status(405))
+        server.fault(f"/files/{torch.replace('cp310-cp310-linux', 'cp312-cp312-manylinux_2_28')}", status(405))
         server.fault(f"/files/{audio}", status(405))
         r = run(cli, profile, server.url, public, "--json")
         log = list(server.log)
@@ -186,6 +187,8 @@ def test_html_only_index_without_head(cli: Cli, tmp_path: Path, profile: Path, p
     assert files[torch]["upload_time"] is None and files[torch]["upload_time_source"] == "none"
     assert files[audio]["requires_dist"] == [f"torch=={TORCH}"]
     assert ("GET", f"/files/{audio}") in [(m, p) for m, p, h in log if "Range" not in h]  # the whole wheel
+    warnings = json.loads(r.out)["warnings"]
+    assert "train musa-torch: torch has no known upload time; whether it trails is unchecked" in warnings
 
 
 def test_redirect_to_another_host_drops_credentials(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer,
