@@ -9,24 +9,25 @@ exponential backoff; every failure becomes one `ServiceError` line naming index,
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tempfile
 import threading
 import time
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin
 
 from stackctl.errors import CheckFailed, ServiceError
 from stackctl.index.config import IndexEndpoint, origin, tls_verify
 from stackctl.index.httpcache import Entry, HttpCache
 from stackctl.index.pages import ACCEPT, IndexedFile, PageError, ProjectListing, parse_page
+from stackctl.index.rangefile import NoRanges, RangeReader, read_metadata
 
 if TYPE_CHECKING:
     import requests
@@ -229,25 +230,29 @@ class IndexClient:
             head: Entry | None = self.fetch(ep, f.url, what, method="HEAD", immutable=True)
         except _NoHead:
             head = None  # no size to seek from: read the whole wheel
-        size = int(head.headers.get("content-length") or 0) if head else 0
-        if head is not None and head.headers.get("accept-ranges", "").lower() == "bytes" and size > 0:
-            try:
-                with zipfile.ZipFile(_RangeReader(lambda a, b: self._range(ep, f, a, b), size)) as zf:
-                    return _read_metadata(zf, f.filename)
-            except _NoRanges:
-                pass
-        with tempfile.TemporaryDirectory(prefix="stackctl-") as tmp:
-            path = Path(tmp) / f.filename
-            self.download(ep, f, path)
-            with zipfile.ZipFile(path) as zf:
-                return _read_metadata(zf, f.filename)
+        length = head.headers.get("content-length", "") if head else ""
+        size = int(length) if length.isdigit() else 0
+        try:
+            if head is not None and head.headers.get("accept-ranges", "").lower() == "bytes" and size > 0:
+                try:
+                    with zipfile.ZipFile(RangeReader(lambda a, b: self._range(ep, f, a, b), size)) as zf:
+                        return read_metadata(zf)
+                except NoRanges:
+                    pass
+            with tempfile.TemporaryDirectory(prefix="stackctl-") as tmp:
+                path = Path(tmp) / f.filename
+                self.download(ep, f, path)
+                with zipfile.ZipFile(path) as zf:
+                    return read_metadata(zf)
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
+            raise ServiceError(f"index {ep.name}, {what}: not a readable wheel ({exc})") from None
 
     def _range(self, ep: IndexEndpoint, f: IndexedFile, start: int, end: int) -> bytes:
         r = self._send(ep, "GET", f.url, f"file {f.filename}", {"Range": f"bytes={start}-{end}"})
         self._check(ep, r, f"file {f.filename}")
         if r.status_code != 206:
             r.close()
-            raise _NoRanges
+            raise NoRanges
         return r.content
 
     def download(self, ep: IndexEndpoint, f: Downloadable, dest: Path,
@@ -295,68 +300,8 @@ def _is_requests_error(exc: BaseException) -> bool:
     return isinstance(exc, requests.exceptions.RequestException)
 
 
-def _read_metadata(zf: zipfile.ZipFile, filename: str) -> bytes:
-    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-    if len(names) != 1:
-        raise ServiceError(f"{filename}: the wheel has {len(names)} .dist-info/METADATA files, not one")
-    return zf.read(names[0])
-
-
-class _NoRanges(Exception):
-    pass
-
-
 class _NoHead(ServiceError):
     """The server does not do HEAD (405, 501): callers that can do without it catch this."""
-
-
-class _RangeReader(io.RawIOBase):
-    """A seekable read-only file over HTTP range requests, read in blocks (zipfile seeks a lot)."""
-
-    BLOCK = 256 * 1024
-
-    def __init__(self, fetch: Callable[[int, int], bytes], size: int) -> None:
-        self._fetch = fetch
-        self._size = size
-        self._pos = 0
-        self._blocks: dict[int, bytes] = {}
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def _block(self, i: int) -> bytes:
-        if i not in self._blocks:
-            start = i * self.BLOCK
-            self._blocks[i] = self._fetch(start, min(self._size, start + self.BLOCK) - 1)
-        return self._blocks[i]
-
-    def read(self, n: int = -1) -> bytes:
-        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
-        out = bytearray()
-        while self._pos < end:
-            i, off = divmod(self._pos, self.BLOCK)
-            chunk = self._block(i)[off:off + end - self._pos]
-            if not chunk:
-                break
-            out += chunk
-            self._pos += len(chunk)
-        return bytes(out)
-
-    def readinto(self, b: Any) -> int:
-        data = self.read(len(b))
-        b[:len(data)] = data
-        return len(data)
 
 
 def credentialed_session(eps: Mapping[str, IndexEndpoint]) -> requests.Session:

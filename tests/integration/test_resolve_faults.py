@@ -191,6 +191,24 @@ def test_html_only_index_without_head(cli: Cli, tmp_path: Path, profile: Path, p
     assert "train musa-torch: torch has no known upload time; whether it trails is unchecked" in warnings
 
 
+@pytest.mark.parametrize("ranges", [True, False])
+def test_wheel_that_is_not_a_zip(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer, ranges: bool) -> None:
+    """The index serves, under the sha256 it lists, bytes that are no wheel: one line, exit 3."""
+    server = IndexServer(ranges=ranges)
+    populate_musa(server, tmp_path / "nz")
+    name = f"torchaudio-{TORCH}-cp312-cp312-manylinux_2_28_x86_64.whl"  # no metadata file
+    junk = tmp_path / "junk" / name
+    junk.parent.mkdir()
+    junk.write_bytes(b"<html>maintenance</html>" * 100)
+    entry = server.files[name]
+    entry.path, entry.sha256, entry.size = junk, hashlib.sha256(junk.read_bytes()).hexdigest(), 2400
+    with server:
+        r = run(cli, profile, server.url, public)
+    assert r.code == 3
+    assert error_line(r).startswith(f"error: index musa, file {name}: not a readable wheel (")
+    assert "Traceback" not in r.err
+
+
 def test_redirect_to_another_host_drops_credentials(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MUSA_TEST_USER", "builder")
