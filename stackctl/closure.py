@@ -18,16 +18,16 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 
-from stackctl.errors import CheckFailed, InputError, ServiceError
-from stackctl.index.config import IndexEndpoint
+from stackctl.concurrency import parallel
+from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
+from stackctl.index.config import Credentials, IndexEndpoint, tls_verify
 from stackctl.index.pages import IndexedFile
 from stackctl.lock import ClosureEntry, Lock, LockedFile
 from stackctl.profile import Stack, Target
@@ -63,8 +63,14 @@ def uv_command(stack: Stack, eps: Mapping[str, IndexEndpoint], t: Target, *, off
     default = eps[public[0].name] if public else eps[stack.indexes[-1].name]
     cmd = [uv_binary(), "pip", "compile", "-", "--format", "pylock.toml", "--no-header", "--no-config",
            "--quiet", "--python-version", t.python, "--python-platform", uv_platform(t),
-           "--no-python-downloads", "--index-strategy", "first-index", "--default-index", default.url]
+           "--no-python-downloads", "--index-strategy", "first-index"]
     env: dict[str, str] = {}
+    if default.credentials is None:
+        cmd += ["--default-index", default.url]
+    else:
+        # uv takes a default index's credentials only inside its URL: give that URL through the
+        # environment, never on the command line (which every user of the machine can read)
+        env["UV_DEFAULT_INDEX"] = _with_userinfo(default.url, default.credentials)
     for i in stack.indexes:
         ep = eps[i.name]
         if ep is default:
@@ -79,6 +85,21 @@ def uv_command(stack: Stack, eps: Mapping[str, IndexEndpoint], t: Target, *, off
     if cache_dir is not None:
         cmd += ["--cache-dir", str(cache_dir)]
     return cmd, env
+
+
+def _with_userinfo(url: str, creds: Credentials) -> str:
+    p = urlsplit(url)
+    userinfo = quote(creds.username, safe="") + (":" + quote(creds.password, safe="") if creds.password else "")
+    return p._replace(netloc=f"{userinfo}@{p.netloc}").geturl()
+
+
+def _scrub(text: str, eps: Mapping[str, IndexEndpoint]) -> str:
+    """uv redacts passwords in what it prints; this makes sure none reaches our output if it did not."""
+    for ep in eps.values():
+        if ep.credentials is not None and ep.credentials.password:
+            for secret in {ep.credentials.password, quote(ep.credentials.password, safe="")}:
+                text = text.replace(secret, "***")
+    return text
 
 
 def _strip(url: str) -> str:
@@ -129,7 +150,7 @@ def entries_from_pylock(data: Mapping[str, Any], t: Target, pinned: set[Normaliz
     return tuple(sorted(out, key=lambda c: c.name))
 
 
-def _failure(label: str, stderr: str) -> Exception:
+def uv_failure(label: str, stderr: str) -> StackctlError:
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     err = next((ln for ln in lines if ln.lower().startswith("error:")), lines[0] if lines else "no output")
     detail = " ".join(lines[lines.index(err) + 1:lines.index(err) + 3]) if err in lines else ""
@@ -137,9 +158,18 @@ def _failure(label: str, stderr: str) -> Exception:
     if detail:
         text += f" {detail}"
     text = text[:400]
+    # uv reports an index it could not log in to as a hint under "no solution": that is the index
+    # failing, not the stack
+    denied = next((ln for ln in lines if any(m in ln.lower() for m in _DENIED)), None)
+    if denied is not None:
+        return ServiceError(f"closure for {label}: uv could not read an index: "
+                            f"{denied.removeprefix('hint:').strip()}"[:400])
     if "no solution found" in stderr.lower() or "unsatisfiable" in stderr.lower():
         return CheckFailed(text)
     return ServiceError(text)
+
+
+_DENIED = ("could not be queried", "401 unauthorized", "403 forbidden")
 
 
 def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offline: bool = False,
@@ -156,19 +186,23 @@ def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offli
         cmd, extra = uv_command(stack, eps, t, offline=offline, cache_dir=cache_dir)
         env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
         env.update(extra)
+        if "SSL_CERT_FILE" not in env and isinstance(ca := tls_verify(), str):
+            env["SSL_CERT_FILE"] = ca  # uv reads the same CA bundle as the index client
         try:
             proc = subprocess.run(cmd, input=requirements, capture_output=True, text=True, env=env,
                                   timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             raise ServiceError(f"closure for {t.label}: uv pip compile took longer than {timeout:g}s") from None
         if proc.returncode != 0:
-            raise _failure(t.label, proc.stderr)
+            raise uv_failure(t.label, _scrub(proc.stderr, eps))
         try:
             data = tomllib.loads(proc.stdout)
         except tomllib.TOMLDecodeError as exc:
             raise ServiceError(f"closure for {t.label}: uv wrote no readable pylock.toml ({exc})") from None
         return entries_from_pylock(data, t, pinned)
 
-    with ThreadPoolExecutor(max_workers=max(1, len(stack.targets))) as pool:
-        per_target = list(pool.map(one, stack.targets))
-    return tuple(e for entries in per_target for e in entries)
+    per_target = parallel(len(stack.targets), one, stack.targets)
+    errors = [r for r in per_target if isinstance(r, StackctlError)]
+    if errors:
+        raise errors[0]
+    return tuple(e for entries in per_target if not isinstance(entries, StackctlError) for e in entries)

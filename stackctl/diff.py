@@ -155,7 +155,7 @@ def _abi_changes(a: Stack, b: Stack) -> list[FieldChange]:
 class LockChange:
     package: str
     target: str  # "" for a change of the whole pin (added, removed, version)
-    field: str  # "pin" | "version" | "file" | "sha256" | "upload_time" | "yanked" | "size" | "closure"
+    field: str  # "pin" | "version" | "index" | "file" | "sha256" | "upload_time" | "yanked" | "size" | "closure"
     before: str | None
     after: str | None
 
@@ -178,6 +178,8 @@ def diff_locks(a: Lock, b: Lock, before: str | None = None, after: str | None = 
             continue
         if p.version != q.version:
             out.append(LockChange(q.name, "", "version", p.version, q.version))
+        if p.index != q.index:
+            out.append(LockChange(q.name, "", "index", p.index, q.index))
         fa = {f.target: f for f in p.files}
         fb = {f.target: f for f in q.files}
         for t in dict.fromkeys([*fa, *fb]):

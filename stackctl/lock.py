@@ -124,7 +124,9 @@ def loads(text: str, origin: str = "lock") -> Lock:
         )
     except InputError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except KeyError as exc:
+        raise InputError(f"{origin}: not a stackctl lock (no {exc} entry)") from None
+    except (ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"{origin}: not a stackctl lock ({type(exc).__name__}: {exc})") from None
 
 
@@ -134,16 +136,21 @@ def read_lock(path: str | Path) -> Lock:
         return loads(p.read_text(encoding="utf-8"), str(p))
     except FileNotFoundError:
         raise InputError(f"{p}: no such lock; run `stackctl resolve` first") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read the lock ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def write_lock(path: str | Path, lock: Lock) -> None:
     import os
 
-    write_atomic(path, dumps(lock))
-    # the temporary file was private (0600); a lock is meant to be read by builds and reviewers
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
+    try:
+        write_atomic(path, dumps(lock))
+        # the temporary file was private (0600); a lock is meant to be read by builds and reviewers
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(path, 0o666 & ~umask)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the lock ({exc.strerror or exc})") from None
 
 
 def default_lock_path(profile: str | Path) -> Path:

@@ -166,6 +166,9 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
             members.setdefault(pin.train, []).append(pin.name)
     trains = train_reports(members, published, opts.train_window)
     for tr in trains:
+        for name in tr.members:
+            if published[name] is None:
+                warnings.append(f"train {tr.train}: {name} has no known upload time; whether it trails is unchecked")
         for name in tr.trailing:
             warnings.append(f"train {tr.train}: {name} was published more than {opts.train_window:g}s after "
                             f"the train's first member ({tr.earliest} → {iso(published[name])})")

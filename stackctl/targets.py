@@ -60,7 +60,7 @@ def python_ok(requires_python: str | None, target: Target) -> bool:
 def best_wheel(files: Iterable[IndexedFile], target: Target) -> IndexedFile | None:
     """The wheel pip would choose among `files` (one version's files) for `target`, or None."""
     ranks = ranked_tags(target)
-    best: tuple[int, tuple[int, str] | tuple[()], str] | None = None
+    best: tuple[bool, int, tuple[int, str] | tuple[()], str] | None = None
     chosen = None
     for f in files:
         if not f.is_wheel or not python_ok(f.requires_python, target):
@@ -68,8 +68,9 @@ def best_wheel(files: Iterable[IndexedFile], target: Target) -> IndexedFile | No
         rank = min((ranks[t] for t in f.tags if t in ranks), default=None)
         if rank is None:
             continue
-        # pip prefers the better tag, then the higher build number; the name breaks ties stably
-        key = (-rank, f.build, f.filename)
+        # pip's order: a file that is not yanked, then the better tag, then the higher build number;
+        # the name breaks ties stably
+        key = (not f.yanked, -rank, f.build, f.filename)
         if best is None or key > best:
             best, chosen = key, f
     return chosen

@@ -51,8 +51,9 @@ def check(
         drifted = {d.file for d in drift(expected, existing)}
         for name in expected:
             if name in drifted:
+                with_lock = f" --lock {path}" if hashes else ""
                 failures.append(f"{requirements / name}: differs from {stack.name}; "
-                                f"run `stackctl export {profile} --out {requirements}`")
+                                f"run `stackctl export {profile} --out {requirements}{with_lock}`")
             else:
                 passes.append(f"{requirements / name} matches {stack.name}")
 

@@ -161,6 +161,8 @@ def resolve_cmd(
 
     stack = load_profile(profile)
     path = lock_path_for(profile, lock)
+    if train_window < 0:
+        raise InputError(f"--train-window {train_window:g}: seconds must be 0 or more")
     client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
     with progress_bar(not as_json) as progress:
         result = run_resolve(stack, client, index, closure=not no_closure, train_window=train_window,
@@ -220,6 +222,9 @@ def outdated(
     stack = load_profile(profile)
     if from_lock is not None:
         lk = read_lock(from_lock)
+        if lk.profile_digest != stack.digest() or lk.stack != stack.name:
+            raise CheckFailed(f"{from_lock} was made from another version of {stack.name}",
+                              hint=f"run `stackctl resolve {profile}`, or drop --from-lock to ask the indexes")
     else:
         client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
         with progress_bar(not as_json and not markdown) as progress:

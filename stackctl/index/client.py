@@ -9,30 +9,42 @@ exponential backoff; every failure becomes one `ServiceError` line naming index,
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tempfile
 import threading
 import time
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin
 
 from stackctl.errors import CheckFailed, ServiceError
-from stackctl.index.config import IndexEndpoint, origin
+from stackctl.index.config import IndexEndpoint, origin, tls_verify
 from stackctl.index.httpcache import Entry, HttpCache
 from stackctl.index.pages import ACCEPT, IndexedFile, PageError, ProjectListing, parse_page
+from stackctl.index.rangefile import NoRanges, RangeReader, read_metadata
 
 if TYPE_CHECKING:
     import requests
 
 MAX_REDIRECTS = 5
 USER_AGENT = "stackctl (+index client)"
+
+
+class Downloadable(Protocol):
+    """What a download needs of a file: an `IndexedFile` from a page, or a `LockedFile` from a lock."""
+
+    @property
+    def filename(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def sha256(self) -> str | None: ...
 
 
 class ProjectNotFound(CheckFailed):
@@ -47,15 +59,15 @@ class ClientOptions:
     retries: int = 3
     backoff: float = 0.25  # seconds before the first retry; doubles each time
     jobs: int = 16
+    verify: str | bool | None = None  # CA bundle path; None: found as requests and pip find it
 
 
 class IndexClient:
     def __init__(self, options: ClientOptions | None = None) -> None:
         self.options = options or ClientOptions()
+        self._verify = tls_verify() if self.options.verify is None else self.options.verify
         self.cache = HttpCache(self.options.cache_dir) if self.options.cache_dir else None
         self._local = threading.local()
-        self.requests_made = 0  # network requests, for tests and the benchmark
-        self._count_lock = threading.Lock()
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _session(self) -> requests.Session:
@@ -67,6 +79,7 @@ class IndexClient:
             s = requests.Session()
             s.trust_env = False  # no netrc from requests: credentials are ours to place
             s.headers["User-Agent"] = USER_AGENT
+            s.verify = self._verify
             adapter = HTTPAdapter(pool_connections=8, pool_maxsize=self.options.jobs)
             s.mount("http://", adapter)
             s.mount("https://", adapter)
@@ -89,8 +102,6 @@ class IndexClient:
                     if ep.credentials is not None and origin(current) == ep.origin:
                         auth = (ep.credentials.username, ep.credentials.password)
                     proxies = requests.utils.get_environ_proxies(current)
-                    with self._count_lock:
-                        self.requests_made += 1
                     r = self._session().request(method, current, headers=headers, auth=auth,
                                                 timeout=self.options.timeout, allow_redirects=False,
                                                 stream=stream, proxies=proxies)
@@ -104,6 +115,11 @@ class IndexClient:
             except requests.exceptions.Timeout:
                 cause = f"no answer within {self.options.timeout:g}s from {current}"
                 retry = True
+            except requests.exceptions.SSLError as exc:
+                # Asking again cannot change a certificate; say which one failed and where the CA comes from.
+                raise ServiceError(f"index {ep.name}, {what}: TLS failed for {current} ({_ssl_reason(exc)}); "
+                                   "the CA bundle comes from REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE or pip's `cert`"
+                                   ) from None
             except requests.exceptions.ConnectionError as exc:
                 text = str(exc).lower()
                 kind = "connection refused" if "refused" in text else "connection failed"
@@ -123,25 +139,29 @@ class IndexClient:
             time.sleep(self.options.backoff * (2 ** attempt))
             attempt += 1
 
-    def _check(self, ep: IndexEndpoint, r: requests.Response, what: str) -> None:
+    def _check(self, ep: IndexEndpoint, r: requests.Response, what: str, *, project: bool = False) -> None:
         if r.status_code in (200, 206, 304):
             return
-        if r.status_code == 404:
+        if r.status_code in (405, 501) and r.request.method == "HEAD":
+            raise _NoHead(f"index {ep.name}, {what}: HEAD answered HTTP {r.status_code} from {r.url}")
+        if r.status_code == 404 and project:
             raise ProjectNotFound(f"index {ep.name}, {what}: not found (HTTP 404 from {r.url})")
+        if r.status_code == 404:  # the index listed this file and cannot serve it
+            raise ServiceError(f"index {ep.name}, {what}: listed on the project page, but HTTP 404 from {r.url}")
         if r.status_code in (401, 403):
             how = "credentials were sent" if ep.credentials else "no credentials are configured for it"
             raise ServiceError(f"index {ep.name}, {what}: HTTP {r.status_code} from {r.url} ({how})")
         raise ServiceError(f"index {ep.name}, {what}: HTTP {r.status_code} from {r.url}")
 
     def fetch(self, ep: IndexEndpoint, url: str, what: str, *, method: str = "GET", accept: str = "*/*",
-              immutable: bool = False) -> Entry:
-        """GET (or HEAD) through the cache."""
+              immutable: bool = False, project: bool = False) -> Entry:
+        """GET (or HEAD) through the cache. `project`: a 404 means the index has no such project."""
         stored = self.cache.get(method, url, accept) if self.cache else None
         if stored is not None and (self.options.offline or immutable or stored.fresh()):
             return stored
         headers = {"Accept": accept, **(stored.validators() if stored else {})}
         r = self._send(ep, method, url, what, headers)
-        self._check(ep, r, what)
+        self._check(ep, r, what, project=project)
         now = time.time()
         if r.status_code == 304 and stored is not None:
             merged = {**stored.headers, **{k.lower(): v for k, v in r.headers.items()
@@ -160,7 +180,7 @@ class IndexClient:
 
         what = f"project {project}"
         url = urljoin(ep.url, canonicalize_name(project) + "/")
-        entry = self.fetch(ep, url, what, accept=ACCEPT)
+        entry = self.fetch(ep, url, what, accept=ACCEPT, project=True)
         try:
             return parse_page(project, entry.body, entry.headers.get("content-type", "text/html"), entry.url)
         except PageError as exc:
@@ -178,7 +198,10 @@ class IndexClient:
 
     def last_modified(self, ep: IndexEndpoint, f: IndexedFile) -> datetime | None:
         """The file's Last-Modified (a HEAD request): the upload-time stand-in on HTML-only indexes."""
-        entry = self.fetch(ep, f.url, f"file {f.filename}", method="HEAD", immutable=True)
+        try:
+            entry = self.fetch(ep, f.url, f"file {f.filename}", method="HEAD", immutable=True)
+        except _NoHead:
+            return None  # a server without HEAD has no stand-in to give: the time stays unknown
         value = entry.headers.get("last-modified")
         if not value:
             return None
@@ -203,29 +226,36 @@ class IndexClient:
 
     def _wheel_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
         what = f"file {f.filename}"
-        head = self.fetch(ep, f.url, what, method="HEAD", immutable=True)
-        size = int(head.headers.get("content-length") or 0)
-        if head.headers.get("accept-ranges", "").lower() == "bytes" and size > 0:
-            try:
-                with zipfile.ZipFile(_RangeReader(lambda a, b: self._range(ep, f, a, b), size)) as zf:
-                    return _read_metadata(zf, f.filename)
-            except _NoRanges:
-                pass
-        with tempfile.TemporaryDirectory(prefix="stackctl-") as tmp:
-            path = Path(tmp) / f.filename
-            self.download(ep, f, path)
-            with zipfile.ZipFile(path) as zf:
-                return _read_metadata(zf, f.filename)
+        try:
+            head: Entry | None = self.fetch(ep, f.url, what, method="HEAD", immutable=True)
+        except _NoHead:
+            head = None  # no size to seek from: read the whole wheel
+        length = head.headers.get("content-length", "") if head else ""
+        size = int(length) if length.isdigit() else 0
+        try:
+            if head is not None and head.headers.get("accept-ranges", "").lower() == "bytes" and size > 0:
+                try:
+                    with zipfile.ZipFile(RangeReader(lambda a, b: self._range(ep, f, a, b), size)) as zf:
+                        return read_metadata(zf)
+                except NoRanges:
+                    pass
+            with tempfile.TemporaryDirectory(prefix="stackctl-") as tmp:
+                path = Path(tmp) / f.filename
+                self.download(ep, f, path)
+                with zipfile.ZipFile(path) as zf:
+                    return read_metadata(zf)
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
+            raise ServiceError(f"index {ep.name}, {what}: not a readable wheel ({exc})") from None
 
     def _range(self, ep: IndexEndpoint, f: IndexedFile, start: int, end: int) -> bytes:
         r = self._send(ep, "GET", f.url, f"file {f.filename}", {"Range": f"bytes={start}-{end}"})
         self._check(ep, r, f"file {f.filename}")
         if r.status_code != 206:
             r.close()
-            raise _NoRanges
+            raise NoRanges
         return r.content
 
-    def download(self, ep: IndexEndpoint, f: IndexedFile | Any, dest: Path,
+    def download(self, ep: IndexEndpoint, f: Downloadable, dest: Path,
                  progress: Callable[[int], None] | None = None) -> None:
         """Stream `f` into `dest`, checking sha256; a partial or wrong file never stays at `dest`."""
         what = f"file {f.filename}"
@@ -247,13 +277,21 @@ class IndexClient:
             os.replace(tmp, dest)
         except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
-            if isinstance(exc, OSError) and not isinstance(exc, ServiceError):
-                raise ServiceError(f"index {ep.name}, {what}: download failed ({exc})") from exc
-            if _is_requests_error(exc):
+            if _is_requests_error(exc):  # a RequestException is an OSError too: ask it first
                 raise ServiceError(f"index {ep.name}, {what}: download interrupted ({type(exc).__name__})") from exc
+            if isinstance(exc, OSError):
+                raise ServiceError(f"index {ep.name}, {what}: cannot write {dest} ({exc.strerror or exc})") from exc
             raise
         finally:
             r.close()
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    text = str(exc)
+    for marker in ("certificate verify failed: ", "SSL: "):
+        if marker in text:
+            return text.split(marker, 1)[1].split(" (_ssl")[0].split("')")[0][:120]
+    return type(exc).__name__
 
 
 def _is_requests_error(exc: BaseException) -> bool:
@@ -262,64 +300,8 @@ def _is_requests_error(exc: BaseException) -> bool:
     return isinstance(exc, requests.exceptions.RequestException)
 
 
-def _read_metadata(zf: zipfile.ZipFile, filename: str) -> bytes:
-    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-    if len(names) != 1:
-        raise ServiceError(f"{filename}: the wheel has {len(names)} .dist-info/METADATA files, not one")
-    return zf.read(names[0])
-
-
-class _NoRanges(Exception):
-    pass
-
-
-class _RangeReader(io.RawIOBase):
-    """A seekable read-only file over HTTP range requests, read in blocks (zipfile seeks a lot)."""
-
-    BLOCK = 256 * 1024
-
-    def __init__(self, fetch: Callable[[int, int], bytes], size: int) -> None:
-        self._fetch = fetch
-        self._size = size
-        self._pos = 0
-        self._blocks: dict[int, bytes] = {}
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def _block(self, i: int) -> bytes:
-        if i not in self._blocks:
-            start = i * self.BLOCK
-            self._blocks[i] = self._fetch(start, min(self._size, start + self.BLOCK) - 1)
-        return self._blocks[i]
-
-    def read(self, n: int = -1) -> bytes:
-        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
-        out = bytearray()
-        while self._pos < end:
-            i, off = divmod(self._pos, self.BLOCK)
-            chunk = self._block(i)[off:off + end - self._pos]
-            if not chunk:
-                break
-            out += chunk
-            self._pos += len(chunk)
-        return bytes(out)
-
-    def readinto(self, b: Any) -> int:
-        data = self.read(len(b))
-        b[:len(data)] = data
-        return len(data)
+class _NoHead(ServiceError):
+    """The server does not do HEAD (405, 501): callers that can do without it catch this."""
 
 
 def credentialed_session(eps: Mapping[str, IndexEndpoint]) -> requests.Session:
@@ -340,6 +322,7 @@ def credentialed_session(eps: Mapping[str, IndexEndpoint]) -> requests.Session:
 
     s = requests.Session()
     s.trust_env = False
+    s.verify = tls_verify()
     s.headers["User-Agent"] = USER_AGENT
     s.auth = _OriginAuth()
     return s

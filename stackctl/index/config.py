@@ -45,6 +45,25 @@ def env_var_for(name: str) -> str:
     return "STACKCTL_INDEX_" + re.sub(r"[^A-Z0-9]", "_", name.upper()) + "_URL"
 
 
+def _pip_config(keys: tuple[str, ...]) -> str | None:
+    """The first of `keys` set in pip's configuration files (and PIP_* variables), or None."""
+    try:
+        from pip._internal.configuration import Configuration
+
+        conf = Configuration(isolated=False)
+        conf.load()
+        for key in keys:
+            try:
+                value = conf.get_value(key)
+            except Exception:  # pip raises ConfigurationError for a missing key
+                continue
+            if isinstance(value, str) and value.strip():
+                return value.split()[0]
+    except Exception:  # a pip too old or too new for this private API: as if nothing were configured
+        pass
+    return None
+
+
 def public_index_url(environ: Mapping[str, str] | None = None) -> str:
     """The user's public index: PIP_INDEX_URL, then pip's configuration files, then pip's default.
 
@@ -53,23 +72,27 @@ def public_index_url(environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     if env.get("PIP_INDEX_URL"):
         return env["PIP_INDEX_URL"].split()[0]
-    try:
-        from pip._internal.configuration import Configuration
-
-        conf = Configuration(isolated=False)
-        conf.load()
-        for key in ("global.index-url", "install.index-url", "download.index-url"):
-            try:
-                value = conf.get_value(key)
-            except Exception:  # pip raises ConfigurationError for a missing key
-                continue
-            if isinstance(value, str) and value.strip():
-                return value.split()[0]
-    except Exception:  # a pip too old or too new for this private API: fall back to its default
-        pass
+    configured = _pip_config(("global.index-url", "install.index-url", "download.index-url"))
+    if configured:
+        return configured
     from pip._internal.models.index import PyPI
 
     return str(PyPI.simple_url)
+
+
+def tls_verify(environ: Mapping[str, str] | None = None) -> str | bool:
+    """The CA bundle to check index certificates against, as requests and pip would find it.
+
+    Sessions here do not trust the environment (that would also hand them netrc credentials), so the
+    bundle is looked up explicitly: REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, then pip's `cert` (PIP_CERT or
+    the configuration files); True means requests' own bundle. A machine behind a TLS-inspecting proxy
+    has its CA only in these.
+    """
+    env = os.environ if environ is None else environ
+    for var in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT"):
+        if env.get(var):
+            return env[var]
+    return _pip_config(("global.cert", "install.cert", "download.cert")) or True
 
 
 def _strip_userinfo(url: str) -> tuple[str, Credentials | None]:
@@ -89,8 +112,8 @@ def parse_overrides(values: list[str] | tuple[str, ...]) -> dict[str, str]:
         name, sep, url = v.partition("=")
         if not sep or not name or not url:
             raise InputError(f"--index {v!r}: expected NAME=URL")
-        if urlsplit(url).scheme not in ("http", "https", "file"):
-            raise InputError(f"--index {name}: {url!r} is not an http(s) URL")
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise InputError(f"--index {name}: {_strip_userinfo(url)[0]!r} is not an http(s) URL")
         out[name] = url
     return out
 
@@ -131,6 +154,10 @@ def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
     else:
         url, source = public_index_url(env), "pip"
     url, inline = _strip_userinfo(url)
+    if urlsplit(url).scheme not in ("http", "https"):
+        where = {"option": f"--index {index.name}", "env": env_var_for(index.name),
+                 "profile": f"indexes.{index.name}.url", "pip": "pip's index-url"}[source]
+        raise InputError(f"{where}: {url!r} is not an http(s) URL; stackctl reads indexes over HTTP")
     if not url.endswith("/"):
         url += "/"
     return IndexEndpoint(index.name, url, inline or credentials_for(index, url, env), source)

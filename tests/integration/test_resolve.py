@@ -4,45 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Result
 from tests.support.index_server import DEEP_EP, TORCH, IndexServer, musa_profile, populate_musa, populate_public
+from tests.support.resolve_fixtures import isolated, musa_index, profile_path, public_index  # noqa: F401
 from tests.support.wheels import sha256_file
 
 Cli = Callable[..., Result]
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
-    for var in ("PIP_INDEX_URL", "MUSA_TEST_USER", "MUSA_TEST_PASSWORD"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
-
-
-@pytest.fixture
-def musa(tmp_path: Path) -> Iterator[IndexServer]:
-    server = IndexServer()
-    populate_musa(server, tmp_path / "wheels")
-    with server:
-        yield server
-
-
-@pytest.fixture
-def public(tmp_path: Path) -> Iterator[IndexServer]:
-    server = IndexServer()
-    populate_public(server, tmp_path / "wheels")
-    with server:
-        yield server
-
-
-@pytest.fixture
-def profile(tmp_path: Path) -> Path:
-    return musa_profile(tmp_path / "stacks")
 
 
 def idx(musa: IndexServer, public: IndexServer) -> list[str]:
@@ -127,10 +99,11 @@ def test_cache_revalidates_and_offline(cli: Cli, profile: Path, musa: IndexServe
     assert not musa.requests_to(r"\.metadata$")  # verified metadata files are reused without asking
     musa.stop()
     public.stop()
-    r = cli("resolve", str(profile), *idx(musa, public) if False else [], "--offline", "--no-closure", "--json",
+    r = cli("resolve", str(profile), "--offline", "--no-closure", "--json",
             "--index", "musa=http://127.0.0.1:9/simple/", "--index", "public=http://127.0.0.1:9/simple/")
-    assert r.code == 3  # other URLs: nothing cached for them
-    assert "--offline" in r.err
+    assert r.code == 3  # other URLs: nothing cached for them, and the network is not asked
+    assert json.loads(r.out)["error"].startswith("index musa, project ")
+    assert "not in the cache, and --offline forbids the network" in r.err
 
 
 def test_offline_uses_cache(cli: Cli, profile: Path, musa: IndexServer, public: IndexServer) -> None:
@@ -163,6 +136,16 @@ def test_outdated(cli: Cli, profile: Path, musa: IndexServer, public: IndexServe
     assert pins["torch"]["is_newest"] is True and pins["torch_musa"]["is_newest"] is False
     assert pins["numpy"]["newest_in_line"] == "1.26.4"  # 2.0.0 is another series
     assert pins["numpy"]["other_lines"] == ["2.0.0 (series 2.0)"]
+    # the same table from the lock, without asking the indexes; a lock of another profile is refused
+    lock = profile.with_suffix(".lock")
+    assert cli("resolve", str(profile), *idx(musa, public), "--no-closure").code == 0
+    musa.log.clear()
+    offline = cli("outdated", str(profile), "--from-lock", str(lock), "--json")
+    assert offline.code == 0, offline.err
+    assert json.loads(offline.out) == json.loads(j.out) and not musa.log
+    profile.write_text(profile.read_text().replace('version = "1.26.4"', 'version = "2.0.0"'))
+    stale = cli("outdated", str(profile), "--from-lock", str(lock))
+    assert stale.code == 1 and f"{lock} was made from another version of musa-stack" in stale.err
 
 
 def test_export_with_hashes_and_closure(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
@@ -224,17 +207,21 @@ def test_lock_diff(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer, p
     w = build_wheel(tmp_path / "rebuilt", "torchaudio", TORCH, tag="cp310-cp310-linux_x86_64",
                     requires_dist=[f"torch=={TORCH}"], files={"torchaudio/__init__.py": "# rebuilt\n"})
     old = musa.files[w.name]
+    assert old.sha256 != hashlib.sha256(w.read_bytes()).hexdigest()
     musa.add(w, upload_time=old.upload_time + timedelta(days=1))  # type: ignore[operator]
     b = tmp_path / "b.lock"
     resolve_json(cli, profile, musa, public, "--no-closure", "--lock", str(b))
     r = cli("diff", str(a), str(b), "--json")
     assert r.code == 0, r.err
+    new = musa.files[w.name]
+    expected = [("sha256", old.sha256, new.sha256),
+                ("size", str(old.size), str(new.size)),
+                ("upload_time", "2026-03-01T15:00:00Z", "2026-03-02T15:00:00Z")]
+    if old.size == new.size:
+        expected.remove(("size", str(old.size), str(new.size)))
     changes = json.loads(r.out)["changes"]
-    fields = {(c["package"], c["target"], c["field"]) for c in changes}
-    assert fields == {("torchaudio", "cp310-linux_x86_64", "sha256"),
-                      ("torchaudio", "cp310-linux_x86_64", "upload_time"),
-                      ("torchaudio", "cp310-linux_x86_64", "size")} or fields >= {
-        ("torchaudio", "cp310-linux_x86_64", "sha256"), ("torchaudio", "cp310-linux_x86_64", "upload_time")}
+    assert [(c["package"], c["target"]) for c in changes] == [("torchaudio", "cp310-linux_x86_64")] * len(expected)
+    assert [(c["field"], c["before"], c["after"]) for c in changes] == expected
     md = cli("diff", str(a), str(b), "--markdown")
     assert md.out.startswith("| package | target | field | before | after |")
     assert hashlib.sha256(w.read_bytes()).hexdigest() in md.out
@@ -275,6 +262,26 @@ def test_private_index_with_credentials_and_closure(cli: Cli, tmp_path: Path, pr
     lock = profile.with_suffix(".lock").read_text()
     for text in (r.out, r.err, lock, denied.err):
         assert "tok-123-secret" not in text
+
+
+def test_public_index_with_credentials_in_pip_index_url(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mirror of the public index behind a login, given as PIP_INDEX_URL=https://user:token@host/...: the
+    pins and uv's closure both log in, and the token shows up nowhere."""
+    mirror = IndexServer(auth=("mirror-user", "mirror/tok:9"))
+    populate_public(mirror, tmp_path / "mw")
+    with mirror:
+        monkeypatch.setenv("PIP_INDEX_URL", mirror.url.replace("http://", "http://mirror-user:mirror%2Ftok%3A9@"))
+        r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--json")
+        base = mirror.base
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert by(data, "numpy", "cp310-linux_x86_64")["url"].startswith(base)
+    assert {(c["target"], c["name"]) for c in data["closure"]} == {
+        ("cp310-linux_x86_64", "filelock"), ("cp312-linux_x86_64", "filelock")}
+    lock = profile.with_suffix(".lock").read_text()
+    for text in (r.out, r.err, lock):
+        assert "mirror/tok:9" not in text and "mirror%2Ftok%3A9" not in text and "mirror-user" not in text
 
 
 def test_yanked_pin_resolves_with_a_warning(cli: Cli, tmp_path: Path, musa: IndexServer, public: IndexServer) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,42 +18,14 @@ from tests.support.index_server import (
     hang,
     musa_profile,
     populate_musa,
-    populate_public,
     redirect,
+    self_signed,
     status,
 )
+from tests.support.resolve_fixtures import isolated, musa_index, profile_path, public_index  # noqa: F401
 
 Cli = Callable[..., Result]
 TORCH_PAGE = "/simple/torch/"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
-    for var in ("PIP_INDEX_URL", "MUSA_TEST_USER", "MUSA_TEST_PASSWORD"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
-
-
-@pytest.fixture
-def musa(tmp_path: Path) -> Iterator[IndexServer]:
-    server = IndexServer()
-    populate_musa(server, tmp_path / "wheels")
-    with server:
-        yield server
-
-
-@pytest.fixture
-def public(tmp_path: Path) -> Iterator[IndexServer]:
-    server = IndexServer()
-    populate_public(server, tmp_path / "wheels")
-    with server:
-        yield server
-
-
-@pytest.fixture
-def profile(tmp_path: Path) -> Path:
-    return musa_profile(tmp_path / "stacks")
 
 
 def run(cli: Cli, profile: Path, musa_url: str, public: IndexServer, *extra: str) -> Result:
@@ -156,6 +129,86 @@ def test_json_not_pep691(cli: Cli, profile: Path, musa: IndexServer, public: Ind
     assert error_line(r).startswith("error: index musa, project torch: JSON does not match PEP 691 (")
 
 
+def test_metadata_file_that_does_not_match_its_digest(cli: Cli, profile: Path, musa: IndexServer,
+                                                     public: IndexServer) -> None:
+    name = f"torch-{TORCH}-cp310-cp310-linux_x86_64.whl"
+    musa.fault(f"/files/{name}.metadata", body(b"Metadata-Version: 2.1\nName: torch\nVersion: 0\n",
+                                               "application/octet-stream"))
+    r = run(cli, profile, musa.url, public)
+    assert r.code == 3
+    line = error_line(r)
+    assert line.startswith(f"error: index musa, file {name}.metadata: sha256 ")
+    assert f"does not match the index's {hashlib.sha256(musa.files[name].core_metadata).hexdigest()}" in line
+    assert not profile.with_suffix(".lock").exists()
+
+
+def test_listed_metadata_file_that_is_missing(cli: Cli, profile: Path, musa: IndexServer,
+                                              public: IndexServer) -> None:
+    """A 404 for a file the page lists is the index failing (exit 3), not a missing pin (exit 1)."""
+    name = f"torch-{TORCH}-cp312-cp312-manylinux_2_28_x86_64.whl"
+    musa.fault(f"/files/{name}.metadata", status(404))
+    r = run(cli, profile, musa.url, public)
+    assert r.code == 3
+    assert error_line(r) == (f"error: index musa, file {name}.metadata: listed on the project page, but HTTP 404 "
+                             f"from {musa.base}files/{name}.metadata")
+
+
+def test_wheel_that_does_not_match_the_index_sha256(cli: Cli, tmp_path: Path, profile: Path,
+                                                   public: IndexServer) -> None:
+    """No metadata file and no range requests: the wheel is downloaded, and its sha256 must be the index's."""
+    server = IndexServer(ranges=False)
+    populate_musa(server, tmp_path / "nr")
+    name = f"torchaudio-{TORCH}-cp310-cp310-linux_x86_64.whl"
+    real = server.files[name].sha256
+    server.files[name].sha256 = "0" * 64  # the page now lies about the file
+    with server:
+        r = run(cli, profile, server.url, public)
+    assert r.code == 3
+    assert error_line(r) == (f"error: index musa, file {name}: downloaded sha256 {real} does not match the "
+                             f"index's {'0' * 64}")
+    assert not profile.with_suffix(".lock").exists()
+
+
+def test_html_only_index_without_head(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer) -> None:
+    """HEAD refused (405): the upload time stays unknown (said so in the lock), Requires-Dist comes from a
+    whole-wheel download checked against the page's sha256, and the run succeeds."""
+    server = IndexServer(html_only=True)
+    populate_musa(server, tmp_path / "nh")
+    torch = f"torch-{TORCH}-cp310-cp310-linux_x86_64.whl"
+    audio = f"torchaudio-{TORCH}-cp310-cp310-linux_x86_64.whl"  # no metadata file
+    with server:
+        server.fault(f"/files/{torch}", status(405))
+        server.fault(f"/files/{torch.replace('cp310-cp310-linux', 'cp312-cp312-manylinux_2_28')}", status(405))
+        server.fault(f"/files/{audio}", status(405))
+        r = run(cli, profile, server.url, public, "--json")
+        log = list(server.log)
+    assert r.code == 0, r.err
+    files = {(f["filename"]): f for f in json.loads(r.out)["files"]}
+    assert files[torch]["upload_time"] is None and files[torch]["upload_time_source"] == "none"
+    assert files[audio]["requires_dist"] == [f"torch=={TORCH}"]
+    assert ("GET", f"/files/{audio}") in [(m, p) for m, p, h in log if "Range" not in h]  # the whole wheel
+    warnings = json.loads(r.out)["warnings"]
+    assert "train musa-torch: torch has no known upload time; whether it trails is unchecked" in warnings
+
+
+@pytest.mark.parametrize("ranges", [True, False])
+def test_wheel_that_is_not_a_zip(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer, ranges: bool) -> None:
+    """The index serves, under the sha256 it lists, bytes that are no wheel: one line, exit 3."""
+    server = IndexServer(ranges=ranges)
+    populate_musa(server, tmp_path / "nz")
+    name = f"torchaudio-{TORCH}-cp312-cp312-manylinux_2_28_x86_64.whl"  # no metadata file
+    junk = tmp_path / "junk" / name
+    junk.parent.mkdir()
+    junk.write_bytes(b"<html>maintenance</html>" * 100)
+    entry = server.files[name]
+    entry.path, entry.sha256, entry.size = junk, hashlib.sha256(junk.read_bytes()).hexdigest(), 2400
+    with server:
+        r = run(cli, profile, server.url, public)
+    assert r.code == 3
+    assert error_line(r).startswith(f"error: index musa, file {name}: not a readable wheel (")
+    assert "Traceback" not in r.err
+
+
 def test_redirect_to_another_host_drops_credentials(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MUSA_TEST_USER", "builder")
@@ -177,6 +230,30 @@ def test_redirect_to_another_host_drops_credentials(cli: Cli, tmp_path: Path, pr
         assert "s3cret-token" not in text and "builder:" not in text
 
 
+def test_tls_index_is_checked_against_the_machines_ca_bundle(cli: Cli, tmp_path: Path, profile: Path,
+                                                            public: IndexServer,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind a TLS-inspecting proxy the CA exists only in the machine's bundle (REQUESTS_CA_BUNDLE, pip's
+    `cert`): without it, one line naming the cause and no retries; with it, the index resolves."""
+    cert, key = self_signed(tmp_path / "tls")
+    server = IndexServer(tls=(cert, key))
+    populate_musa(server, tmp_path / "wt")
+    for var in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "no-pip.conf"))
+    with server:
+        r = run(cli, profile, server.url, public)
+        assert r.code == 3
+        line = error_line(r)
+        assert line.startswith("error: index musa, project ") and f"TLS failed for {server.url}" in line
+        assert "self-signed certificate" in line and "attempts" not in line  # a certificate is not retried
+        monkeypatch.setenv("PIP_CERT", str(cert))
+        ok = run(cli, profile, server.url, public, "--json")
+        assert ok.code == 0, ok.err
+        assert json.loads(ok.out)["files"][0]["url"].startswith(server.base)
+        assert server.requests_to(f"^{TORCH_PAGE}$")
+
+
 def test_interrupted_run_keeps_previous_lock(cli: Cli, profile: Path, musa: IndexServer,
                                              public: IndexServer) -> None:
     ok = run(cli, profile, musa.url, public)
@@ -186,9 +263,23 @@ def test_interrupted_run_keeps_previous_lock(cli: Cli, profile: Path, musa: Inde
     profile.write_text(profile.read_text().replace('version = "1.26.4"', 'version = "2.0.0"'))
     r = run(cli, profile, musa.url, public, "--no-cache")
     assert r.code == 3
-    assert "index musa, project deep_ep: HTTP 500" in error_line(r) or "deep-ep" in error_line(r)
+    assert error_line(r) == f"error: index musa, project deep-ep: HTTP 500 from {musa.url}deep-ep/ after 3 attempts"
     assert profile.with_suffix(".lock").read_bytes() == before
     assert not list(profile.parent.glob(".*.tmp"))
+
+
+def test_closure_without_a_solution(cli: Cli, tmp_path: Path, musa: IndexServer, public: IndexServer) -> None:
+    """uv finds no closure: a failed check naming the target and uv's reason; the lock is not written."""
+    from tests.support.wheels import build_wheel
+
+    musa.add(build_wheel(tmp_path / "extra", "musa_kernels", "1.0", requires_dist=["nosuchdep>=1"]))
+    profile = musa_profile(tmp_path / "s", extra='\n[pins.musa_kernels]\nversion = "1.0"\nindex = "musa"\n')
+    r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--index", f"public={public.url}")
+    assert r.code == 1, r.err
+    line = error_line(r)
+    assert line.startswith("error: closure for cp310-linux_x86_64: uv pip compile failed: ")
+    assert "nosuchdep" in line, line
+    assert not profile.with_suffix(".lock").exists()
 
 
 def test_bad_index_option(cli: Cli, profile: Path) -> None:
@@ -197,6 +288,21 @@ def test_bad_index_option(cli: Cli, profile: Path) -> None:
     assert error_line(r) == "error: --index nosuch: musa-stack has no index of that name (it has musa, public)"
     r = cli("resolve", str(profile), "--index", "musa")
     assert r.code == 2 and "expected NAME=URL" in error_line(r)
+
+
+def test_unwritable_lock_and_bad_options(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
+                                         public: IndexServer) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the lock's directory should be\n")
+    r = run(cli, profile, musa.url, public, "--lock", str(blocker / "x.lock"))
+    assert r.code == 2
+    assert error_line(r).startswith(f"error: {blocker / 'x.lock'}: cannot write the lock (")
+    assert "Traceback" not in r.err and blocker.read_text().startswith("a file")
+    r = run(cli, profile, musa.url, public, "--train-window", "-1")
+    assert r.code == 2 and error_line(r) == "error: --train-window -1: seconds must be 0 or more"
+    (tmp_path / "dir.lock").mkdir()
+    r = cli("lock", str(profile), "--check", "--lock", str(tmp_path / "dir.lock"))
+    assert r.code == 2 and error_line(r).startswith(f"error: {tmp_path / 'dir.lock'}: cannot read the lock (")
 
 
 def test_sigint_mid_run_keeps_previous_lock(tmp_path: Path, profile: Path, musa: IndexServer,

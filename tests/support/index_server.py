@@ -48,6 +48,7 @@ class IndexServer:
     latency: float = 0.0  # seconds added to every request, to look like a real network
     ranges: bool = True  # honour Range requests on files
     auth: tuple[str, str] | None = None  # require HTTP basic auth
+    tls: tuple[Path, Path] | None = None  # (certificate, key): serve https
     files: dict[str, IndexFile] = field(default_factory=dict)
     faults: dict[str, list[Fault]] = field(default_factory=dict)
     log: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # (method, path, headers)
@@ -77,7 +78,7 @@ class IndexServer:
     def url(self) -> str:
         assert self._httpd is not None, "start() the server first"
         host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/simple/"
+        return f"{'https' if self.tls else 'http'}://{host!s}:{port}/simple/"
 
     @property
     def base(self) -> str:
@@ -91,6 +92,12 @@ class IndexServer:
             index = server
 
         self._httpd = _QuietServer(("127.0.0.1", 0), _Bound)
+        if self.tls is not None:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*self.tls)
+            self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -406,3 +413,16 @@ file = "requirements.txt"
     path = directory / f"{name}.toml"
     path.write_text(text)
     return path
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that no CA bundle trusts but itself (what a TLS-inspecting proxy
+    looks like to a client without the machine's bundle)."""
+    import subprocess
+
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key

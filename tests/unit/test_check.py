@@ -57,3 +57,16 @@ def test_check_without_a_lock(cli: Cli, tmp_path: Path) -> None:
     r = cli("check", str(profile))
     assert r.code == 1
     assert "FAIL" in r.out and "no such lock; run `stackctl resolve` first" in r.out
+
+
+def test_check_hashes_drift_names_the_export_that_fixes_it(cli: Cli, tmp_path: Path) -> None:
+    profile = _setup(tmp_path)
+    lock = profile.with_suffix(".lock")
+    out = tmp_path / "requirements"
+    assert cli("export", str(profile), "--out", str(out)).code == 0  # no hashes: drift under --hashes
+    r = cli("check", str(profile), "--requirements", str(out), "--hashes", "--json")
+    assert r.code == 1
+    failed = json.loads(r.out)["failed"]
+    assert failed and all(f.endswith(f"run `stackctl export {profile} --out {out} --lock {lock}`") for f in failed)
+    fixed = cli("export", str(profile), "--out", str(out), "--lock", str(lock))
+    assert fixed.code == 0 and cli("check", str(profile), "--requirements", str(out), "--hashes").code == 0

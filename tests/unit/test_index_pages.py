@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from stackctl.errors import InputError
-from stackctl.index.config import Credentials, endpoint, env_var_for, parse_overrides, public_index_url
+from stackctl.index.config import (
+    Credentials,
+    endpoint,
+    env_var_for,
+    parse_overrides,
+    public_index_url,
+    tls_verify,
+)
 from stackctl.index.pages import JSON_TYPE, PageError, parse_page
 from stackctl.profile import Index
 
@@ -80,9 +87,51 @@ def test_public_index_from_pip_configuration(tmp_path: Path, monkeypatch: pytest
     assert public_index_url({}) == PyPI.simple_url  # extras and find-links are not the index
 
 
+def test_ca_bundle_as_requests_then_pip_find_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\ncert = /conf/ca.pem\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    for var in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(var, raising=False)
+    assert tls_verify({}) == "/conf/ca.pem"
+    assert tls_verify({"PIP_CERT": "/pip/ca.pem"}) == "/pip/ca.pem"
+    assert tls_verify({"PIP_CERT": "/pip/ca.pem", "CURL_CA_BUNDLE": "/curl/ca.pem"}) == "/curl/ca.pem"
+    assert tls_verify({"CURL_CA_BUNDLE": "/curl/ca.pem", "REQUESTS_CA_BUNDLE": "/req/ca.pem"}) == "/req/ca.pem"
+
+
 def test_override_syntax() -> None:
     assert parse_overrides(["a=http://x/simple/"]) == {"a": "http://x/simple/"}
     with pytest.raises(InputError, match="expected NAME=URL"):
         parse_overrides(["a"])
     with pytest.raises(InputError, match="not an http"):
         parse_overrides(["a=ftp://x"])
+    with pytest.raises(InputError, match=r"^--index a: 'file:///opt/simple' is not an http\(s\) URL$"):
+        parse_overrides(["a=file://u:secret@/opt/simple"])  # requests cannot read it; never echo a secret
+    idx = Index("vendor", "https://vendor.test/simple/")
+    with pytest.raises(InputError, match=r"^STACKCTL_INDEX_VENDOR_URL: 'ftp://x/simple/' is not an http\(s\) URL"):
+        endpoint(idx, None, {"STACKCTL_INDEX_VENDOR_URL": "ftp://x/simple/"})
+    with pytest.raises(InputError, match=r"^pip's index-url: 'file:///opt/simple/' is not an http\(s\) URL"):
+        endpoint(Index("public", None, from_pip=True), None, {"PIP_INDEX_URL": "file:///opt/simple/"})
+
+
+def test_http_cache_freshness_validators_and_torn_entries(tmp_path: Path) -> None:
+    from stackctl.index.httpcache import Entry, HttpCache
+
+    cache = HttpCache(tmp_path)
+    url, accept = "http://i.test/simple/torch/", "application/json"
+    page = Entry(url, 200, {"etag": '"v1"', "last-modified": "Sun, 01 Mar 2026 12:00:00 GMT",
+                            "cache-control": "max-age=60", "set-cookie": "s=1"}, 1000.0, b"page")
+    cache.put("GET", url, accept, page)
+    got = cache.get("GET", url, accept)
+    assert got is not None and got.body == b"page" and "set-cookie" not in got.headers
+    assert got.fresh(now=1059.0) and not got.fresh(now=1061.0)
+    assert got.validators() == {"If-None-Match": '"v1"', "If-Modified-Since": "Sun, 01 Mar 2026 12:00:00 GMT"}
+    assert cache.get("GET", url, "text/html") is None  # another representation, another entry
+    assert not Entry(url, 200, {"cache-control": "no-cache, max-age=60"}, 1000.0).fresh(now=1001.0)
+    assert not Entry(url, 200, {}, 1000.0).fresh(now=1000.5)  # no max-age: always revalidate
+    secret = "http://i.test/simple/secret/"
+    cache.put("GET", secret, accept, Entry(secret, 200, {"cache-control": "no-store"}, 1000.0, b"x"))
+    assert cache.get("GET", secret, accept) is None and not list(tmp_path.rglob("*.body"))[1:]
+    [body] = tmp_path.rglob("*.body")
+    body.write_bytes(b"torn")
+    assert cache.get("GET", url, accept) is None  # a body that fails its hash is a miss, never an answer

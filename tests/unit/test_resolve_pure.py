@@ -7,8 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from stackctl.closure import entries_from_pylock, uv_platform
+from stackctl.closure import entries_from_pylock, uv_failure, uv_platform
 from stackctl.diff import diff_locks
+from stackctl.errors import CheckFailed, ServiceError
 from stackctl.export import render_closure
 from stackctl.index.pages import IndexedFile
 from stackctl.lock import ClosureEntry, Lock, LockedFile, LockedPin, dumps, loads
@@ -64,6 +65,13 @@ def test_best_wheel_respects_requires_python_and_build_numbers() -> None:
     assert best_wheel(files, T310).filename == "x-1.0-2-py3-none-any.whl"  # type: ignore[union-attr]
 
 
+def test_best_wheel_prefers_a_file_that_is_not_yanked() -> None:
+    """pip ranks yanked files below every other candidate, whatever their tags."""
+    files = [wheel("x-1.0-cp310-cp310-manylinux_2_17_x86_64.whl", yanked=True), wheel("x-1.0-py3-none-any.whl")]
+    assert best_wheel(files, T310).filename == "x-1.0-py3-none-any.whl"  # type: ignore[union-attr]
+    assert best_wheel(files[:1], T310) is files[0]  # an exact pin may still take a yanked file
+
+
 def test_newest_in_line_and_other_lines() -> None:
     files = [wheel(f"torch-2.11.0.post2+musa5.2.0-{t}.whl") for t in ("cp310-cp310-linux_x86_64",
                                                                      "cp312-cp312-linux_x86_64")]
@@ -110,6 +118,11 @@ def test_lock_round_trip_and_diff() -> None:
     assert got == {("x", "sha256", "a" * 64, "b" * 64),
                    ("x", "upload_time", "2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"),
                    ("y", "pin", None, "2.0"), ("numpy", "closure", "1.26.4", "2.0.0")}
+    assert len(d.changes) == len(got)
+    moved = Lock("s", "sha256:p", (LockedPin("x", "1.0", "mirror", a.pins[0].files),), closure=a.closure)
+    assert [(c.package, c.field, c.before, c.after) for c in diff_locks(a, moved).changes] == [
+        ("x", "index", "vendor", "mirror")]
+    assert diff_locks(a, a).changes == ()
 
 
 def test_closure_from_pylock_and_rendering() -> None:
@@ -133,3 +146,20 @@ def test_closure_from_pylock_and_rendering() -> None:
     assert 'numpy==1.26.4 ; python_version == "3.10" and platform_machine == "x86_64" \\\n' in text
     assert 'numpy==2.0.0 ; python_version == "3.12" and platform_machine == "x86_64" \\\n' in text
     assert uv_platform(T310) == "x86_64-manylinux_2_35"
+
+
+def test_uv_failures_are_classified_by_what_failed() -> None:
+    unsolvable = ("  x No solution found when resolving dependencies:\n  `-> Because nosuchdep was not found in the "
+                  "package registry and you require nosuchdep, we can conclude that your requirements are "
+                  "unsatisfiable.\n")
+    e = uv_failure("cp310-linux_x86_64", unsolvable)
+    assert isinstance(e, CheckFailed) and "nosuchdep was not found" in str(e)
+    denied = unsolvable + ("\n  hint: An index URL (http://127.0.0.1:9/simple/) could not be queried due to a lack "
+                           "of valid authentication credentials (401 Unauthorized).\n")
+    e = uv_failure("cp310-linux_x86_64", denied)
+    assert isinstance(e, ServiceError)
+    assert str(e) == ("closure for cp310-linux_x86_64: uv could not read an index: An index URL "
+                      "(http://127.0.0.1:9/simple/) could not be queried due to a lack of valid authentication "
+                      "credentials (401 Unauthorized).")
+    e = uv_failure("cp312-linux_x86_64", "error: Failed to fetch: `http://127.0.0.1:9/simple/numpy/`\n")
+    assert isinstance(e, ServiceError) and str(e).startswith("closure for cp312-linux_x86_64: uv pip compile failed")
