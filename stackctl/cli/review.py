@@ -31,10 +31,14 @@ def diff(
     from stackctl.cli.resolve import is_lock_ref, lock_diff_report
     from stackctl.diff import diff_stacks
 
-    if is_lock_ref(before) and is_lock_ref(after):
+    kinds = [("lock" if is_lock_ref(x) else "image" if _is_image_ref(x) else "profile") for x in (before, after)]
+    if kinds[0] != kinds[1]:
+        raise InputError(f"cannot compare a {kinds[0]} ({before}) with a {kinds[1]} ({after}): "
+                         "give two profiles, two locks or two images")
+    if kinds[0] == "lock":
         lock_diff_report(before, after, markdown, as_json)
         return
-    if _is_image_ref(before) and _is_image_ref(after):
+    if kinds[0] == "image":
         _image_diff(before, after, markdown, changed_only, as_json)
         return
 

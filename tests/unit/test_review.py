@@ -242,3 +242,11 @@ def test_usage_errors_are_one_message_and_exit_2(cli: Cli) -> None:
         r = cli(*args)
         assert r.code == 2, (args, r.err)
         assert "Traceback" not in r.err and "Error:" in r.err
+
+
+def test_diff_refuses_to_mix_kinds(cli: Cli) -> None:
+    r = cli("diff", "stacks/torch-2.11-post2.lock", POST2)
+    assert r.code == 2
+    assert r.err.strip() == (f"error: cannot compare a lock (stacks/torch-2.11-post2.lock) with a profile ({POST2}): "
+                             "give two profiles, two locks or two images")
+    assert cli("diff", POST1, "127.0.0.1:5000/x:1").code == 2
