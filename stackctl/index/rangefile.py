@@ -8,10 +8,10 @@ this reader only needs the zip directory and one small member.
 
 from __future__ import annotations
 
-import io
 import zipfile
 from collections.abc import Callable
-from typing import Any
+
+from stackctl.rangeio import RangeStream
 
 
 def read_metadata(zf: zipfile.ZipFile) -> bytes:
@@ -26,50 +26,29 @@ class NoRanges(Exception):
     """The server answered a range request with something else: read the wheel another way."""
 
 
-class RangeReader(io.RawIOBase):
-    """A seekable read-only file over HTTP range requests, read in blocks (zipfile seeks a lot)."""
+class RangeReader(RangeStream):
+    """A seekable read-only file over HTTP range requests, fetched in blocks (zipfile seeks a lot)."""
 
     BLOCK = 256 * 1024
 
     def __init__(self, fetch: Callable[[int, int], bytes], size: int) -> None:
-        self._fetch = fetch
-        self._size = size
-        self._pos = 0
+        super().__init__(size)
+        self._fetch = fetch  # (first, last) byte, inclusive, as a Range header names them
         self._blocks: dict[int, bytes] = {}
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
 
     def _block(self, i: int) -> bytes:
         if i not in self._blocks:
             start = i * self.BLOCK
-            self._blocks[i] = self._fetch(start, min(self._size, start + self.BLOCK) - 1)
+            self._blocks[i] = self._fetch(start, min(self.size, start + self.BLOCK) - 1)
         return self._blocks[i]
 
-    def read(self, n: int = -1) -> bytes:
-        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
+    def _range(self, start: int, end: int) -> bytes:
         out = bytearray()
-        while self._pos < end:
-            i, off = divmod(self._pos, self.BLOCK)
-            chunk = self._block(i)[off:off + end - self._pos]
+        while start < end:
+            i, off = divmod(start, self.BLOCK)
+            chunk = self._block(i)[off:off + end - start]
             if not chunk:
                 break
             out += chunk
-            self._pos += len(chunk)
+            start += len(chunk)
         return bytes(out)
-
-    def readinto(self, b: Any) -> int:
-        data = self.read(len(b))
-        b[:len(data)] = data
-        return len(data)
