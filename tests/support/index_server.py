@@ -12,6 +12,7 @@ import hashlib
 import html
 import json
 import re
+import socket
 import threading
 import time
 import zipfile
@@ -99,7 +100,9 @@ class IndexServer:
             ctx.load_cert_chain(*self.tls)
             self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # shutdown() waits for the loop to notice; at the default 0.5 s poll that is most of a test's teardown
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
         self._thread.start()
         return self
 
@@ -266,6 +269,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(206, data[start:end + 1], "application/octet-stream", headers)
                 return
         self.send(200, data, "application/octet-stream", headers)
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (closed again before it is returned)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 # --- ready-made faults -----------------------------------------------------------------------------
