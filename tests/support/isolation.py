@@ -2,9 +2,9 @@
 
 For the whole session, the caches (stackctl's HTTP cache and uv's, both under `XDG_CACHE_HOME` unless told
 otherwise, pip's too), uv's data directory, the Docker client configuration and git's global and system
-configuration point into the session's temporary directory. A run then leaves no file in the home directory, and a developer's
-`~/.gitconfig` (say `status.showUntrackedFiles = no`, which would hide a dirty tree) or
-`~/.docker/config.json` cannot change an outcome.
+configuration point into the session's temporary directory. A run then leaves no file in the home
+directory, and a developer's `~/.gitconfig` (say `status.showUntrackedFiles = no`, which would hide a dirty
+tree) or `~/.docker/config.json` cannot change an outcome.
 
 pip's configuration is left alone on purpose: the public index and the machine's CA bundle come from it
 (the README's first command is tested against them); tests that must not reach the public index override
