@@ -338,3 +338,28 @@ def test_exported_hashes_satisfy_pip_require_hashes(cli: Cli, tmp_path: Path, pr
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = sorted(p.name for p in (tmp_path / "dl").iterdir())
     assert f"torch-{TORCH}-cp312-cp312-manylinux_2_28_x86_64.whl" in got and "filelock-3.13.1-py3-none-any.whl" in got
+
+
+def test_private_index_with_credentials_from_netrc(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No credential variables set: the login comes from netrc, for pins and closure alike; `netrc = false`
+    on the index turns that off."""
+    private = IndexServer(auth=("builder", "netrc-s3cret"))
+    populate_musa(private, tmp_path / "pw")
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login builder password netrc-s3cret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    with private:
+        r = cli("resolve", str(profile), *idx(private, public), "--json")
+        assert r.code == 0, r.err
+        assert {c["name"] for c in json.loads(r.out)["closure"]} == {"filelock"}
+        pages = private.requests_to(r"^/simple/torch/$")
+        assert pages and all(h.get("Authorization", "").startswith("Basic ") for _, _, h in pages)
+        lock = profile.with_suffix(".lock").read_text()
+        profile.write_text(profile.read_text().replace('password_env = "MUSA_TEST_PASSWORD"\n',
+                                                       'password_env = "MUSA_TEST_PASSWORD"\nnetrc = false\n'))
+        denied = cli("resolve", str(profile), *idx(private, public), "--no-cache")
+    assert denied.code == 3 and "HTTP 401" in denied.err
+    for text in (r.out, r.err, lock, denied.err):
+        assert "netrc-s3cret" not in text
