@@ -57,6 +57,28 @@ def test_invalid_version_is_one_line_exit_2(cli: Cli, tmp_path: Path) -> None:
         "(pins are exact: 2.11.0.post2+musa5.2.0)"]
 
 
+def test_malformed_toml_is_one_line_exit_2(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text('[stack]\nname = "x"\nversion = = 2\n')
+    for extra in ((), ("--json",)):
+        r = cli("validate", str(path), *extra)
+        assert r.code == 2, r.out + r.err
+        assert [line for line in r.err.splitlines() if line.strip()] == [
+            f"error: {path}:3: malformed TOML: Invalid value (at line 3, column 11)"]
+    assert json.loads(r.out)["problems"] == [f"{path}:3: malformed TOML: Invalid value (at line 3, column 11)"]
+
+
+def test_validate_and_export_json(cli: Cli, tmp_path: Path) -> None:
+    r = cli("validate", POST2, "--json")
+    assert r.code == 0, r.err
+    [ok] = json.loads(r.out)
+    assert (ok["stack"], ok["pins"]) == ("torch-2.11-post2", 9)
+    assert ok["sources"] == [POST2, POST1] and ok["digest"].startswith("sha256:")
+    r = cli("export", POST2, "--out", str(tmp_path), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == {"written": [str(tmp_path / "common.txt"), str(tmp_path / "musa_private.txt")]}
+
+
 def test_show_effective_profile(cli: Cli) -> None:
     r = cli("show", POST2)
     assert r.code == 0, r.err
