@@ -363,3 +363,17 @@ def test_private_index_with_credentials_from_netrc(cli: Cli, tmp_path: Path, pro
     assert denied.code == 3 and "HTTP 401" in denied.err
     for text in (r.out, r.err, lock, denied.err):
         assert "netrc-s3cret" not in text
+
+
+def test_lock_is_byte_for_byte_reproducible_and_train_window_applies(cli: Cli, profile: Path, musa: IndexServer,
+                                                                     public: IndexServer) -> None:
+    lock = profile.with_suffix(".lock")
+    resolve_json(cli, profile, musa, public, "--no-closure")
+    first = lock.read_bytes()
+    resolve_json(cli, profile, musa, public, "--no-closure", "--no-cache")
+    assert lock.read_bytes() == first  # a re-resolve of unchanged indexes leaves no diff to review
+    # torchaudio trails its train by 180 minutes: flagged under the default hour, not under a 4-hour window.
+    wide = resolve_json(cli, profile, musa, public, "--no-closure", "--train-window", str(4 * 3600))
+    [train] = wide["trains"]
+    assert train["spread_seconds"] == 180 * 60 and train["trailing"] == []
+    assert not any("torchaudio was published" in w for w in wide["warnings"])

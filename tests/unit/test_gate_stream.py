@@ -58,7 +58,7 @@ def test_other_step_failure_shows_the_tail_of_the_log() -> None:
 
 
 def test_no_image_id_is_a_service_error() -> None:
-    with pytest.raises(ServiceError, match="^the engine finished the build without naming an image id$"):
+    with pytest.raises(ServiceError, match=r"^the engine finished the build without naming an image id$"):
         parse_build_stream(iter(stream("Step 1/1 : FROM base\n")))
     assert parse_build_stream(iter(stream("Successfully built 0123abcd\n"))).image_id == "0123abcd"
 

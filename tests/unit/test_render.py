@@ -77,6 +77,7 @@ def test_labels_name_the_revision_and_escape(tmp_path: Path, cli: Callable[..., 
     assert '"com.example.note"="a \\"quoted\\" \\$value"' in text
     assert "org.opencontainers.image.created" not in text
     assert '"io.stackctl.lock-digest"="sha256:' in text
+    assert '"org.opencontainers.image.title"="r"' in text and '"io.stackctl.stack"="r"' in text
     git(repo.root, "tag", "v1.2")
     (repo.root / "stacks" / "r.toml").write_text((repo.root / "stacks" / "r.toml").read_text() + "\n")
     render(cli, repo.root, tmp_path / "ctx2", "--created", "2026-01-02T03:04:05Z")
