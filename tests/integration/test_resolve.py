@@ -228,7 +228,8 @@ def test_lock_diff(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer, p
 
 
 def test_fetch_wheelhouse_api(tmp_path: Path, profile: Path, musa: IndexServer, public: IndexServer) -> None:
-    """The interface `build` uses: pins and closure for one target, hash-checked, in lock order."""
+    """The interface `build` uses: the lock's wheels for one target (resolve() without a closure function
+    locks the pins only), hash-checked, in lock order."""
     from stackctl.index import ClientOptions, IndexClient
     from stackctl.index.config import endpoints
     from stackctl.loader import load_stack
@@ -240,7 +241,9 @@ def test_fetch_wheelhouse_api(tmp_path: Path, profile: Path, musa: IndexServer, 
     lock = resolve(stack, IndexClient(ClientOptions()), endpoints(stack, overrides))
     paths = fetch_wheelhouse(lock, stack, "cp310-linux_x86_64", tmp_path / "wh", overrides=overrides)
     assert [p.name for p in paths] == [f.filename for f in lock.wheels_for("cp310-linux_x86_64")]
-    assert all(p.is_file() for p in paths)
+    assert len(paths) == 6 and f"torch-{TORCH}-cp310-cp310-linux_x86_64.whl" in {p.name for p in paths}
+    for p in paths:  # the bytes the indexes serve, not merely files of the right names
+        assert sha256_file(p) == (musa.files.get(p.name) or public.files[p.name]).sha256, p.name
 
 
 def test_private_index_with_credentials_and_closure(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer,
