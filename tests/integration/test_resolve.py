@@ -380,3 +380,16 @@ def test_lock_is_byte_for_byte_reproducible_and_train_window_applies(cli: Cli, p
     [train] = wide["trains"]
     assert train["spread_seconds"] == 180 * 60 and train["trailing"] == []
     assert not any("torchaudio was published" in w for w in wide["warnings"])
+
+
+def test_pages_are_asked_for_concurrently(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer) -> None:
+    """Issue 3: ~20 pins must not cost 20 round trips in sequence. With 20 ms per answer the index sees
+    requests overlap under the default --jobs, and never more than one at a time under --jobs 1."""
+    server = IndexServer(latency=0.02)
+    populate_musa(server, tmp_path / "slow")
+    with server:
+        resolve_json(cli, profile, server, public, "--no-closure", "--no-cache")
+        assert server.most_at_once > 1
+        server.most_at_once = 0
+        resolve_json(cli, profile, server, public, "--no-closure", "--no-cache", "--jobs", "1")
+        assert server.most_at_once == 1

@@ -53,6 +53,9 @@ class IndexServer:
     files: dict[str, IndexFile] = field(default_factory=dict)
     faults: dict[str, list[Fault]] = field(default_factory=dict)
     log: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # (method, path, headers)
+    most_at_once: int = 0  # the most requests this server was answering at the same moment
+    _in_flight: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     _httpd: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
@@ -151,6 +154,17 @@ class Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self) -> None:
+        idx = self.index
+        with idx._lock:
+            idx._in_flight += 1
+            idx.most_at_once = max(idx.most_at_once, idx._in_flight)
+        try:
+            self._answer()
+        finally:
+            with idx._lock:
+                idx._in_flight -= 1
+
+    def _answer(self) -> None:
         idx = self.index
         idx.log.append((self.command, self.path, dict(self.headers.items())))
         if idx.latency:
