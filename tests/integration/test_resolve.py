@@ -393,3 +393,13 @@ def test_pages_are_asked_for_concurrently(cli: Cli, tmp_path: Path, profile: Pat
         server.most_at_once = 0
         resolve_json(cli, profile, server, public, "--no-closure", "--no-cache", "--jobs", "1")
         assert server.most_at_once == 1
+
+
+def test_no_cache_leaves_no_cache_behind(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
+                                         public: IndexServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--no-cache holds for the closure too: uv neither reads nor fills a cache of its own (a stale one
+    could give a closure the fresh pins do not match)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # where uv's own default cache would go
+    data = resolve_json(cli, profile, musa, public, "--no-cache")
+    assert {c["name"] for c in data["closure"]} == {"filelock"}
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "cache").exists()
