@@ -81,7 +81,7 @@ def docker_client() -> Iterator[Any]:
 @contextlib.contextmanager
 def _engine_shared() -> Iterator[Callable[[], bool]]:
     """A shared lock on the engine for the session; yields a test of whether this session is now alone."""
-    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = os.open(LOCK, os.O_RDONLY | os.O_CREAT, 0o644)  # flock needs no write access: any user may share it
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
 
