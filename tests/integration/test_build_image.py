@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import Result
 from tests.support.engine import unique_tag
-from tests.support.imagestack import StackRepo, git, make_stack_repo
+from tests.support.gitrepo import git
+from tests.support.imagestack import StackRepo, make_stack_repo
 from tests.support.imagetest import remove_images
 
 pytestmark = pytest.mark.integration

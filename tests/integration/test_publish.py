@@ -18,7 +18,8 @@ from stackctl.image import ImageRef, diff_installed
 from stackctl.publish import append_record, publish, read_records
 from tests.conftest import Result
 from tests.support.engine import unique_tag
-from tests.support.imagestack import git, make_stack_repo
+from tests.support.gitrepo import git
+from tests.support.imagestack import make_stack_repo
 from tests.support.imagetest import delete_from_registry, remove_images
 from tests.support.index_server import free_port
 

@@ -208,7 +208,8 @@ def test_lock_diff(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer, p
                     requires_dist=[f"torch=={TORCH}"], files={"torchaudio/__init__.py": "# rebuilt\n"})
     old = musa.files[w.name]
     assert old.sha256 != hashlib.sha256(w.read_bytes()).hexdigest()
-    musa.add(w, upload_time=old.upload_time + timedelta(days=1))  # type: ignore[operator]
+    assert old.upload_time is not None
+    musa.add(w, upload_time=old.upload_time + timedelta(days=1))
     b = tmp_path / "b.lock"
     resolve_json(cli, profile, musa, public, "--no-closure", "--lock", str(b))
     r = cli("diff", str(a), str(b), "--json")
@@ -307,7 +308,7 @@ def test_human_output(cli: Cli, profile: Path, musa: IndexServer, public: IndexS
 
 def test_lock_diff_against_git_revision(cli: Cli, tmp_path: Path, git_repo: Path, musa: IndexServer,
                                         public: IndexServer) -> None:
-    from tests.conftest import git
+    from tests.support.gitrepo import git
 
     profile = musa_profile(git_repo / "stacks")
     lock = profile.with_suffix(".lock")

@@ -14,7 +14,8 @@ import pytest
 from stackctl.lock import read_lock
 from tests.conftest import Result
 from tests.support.engine import unique_tag
-from tests.support.imagestack import VERSIONS, git, make_stack_repo
+from tests.support.gitrepo import git
+from tests.support.imagestack import VERSIONS, make_stack_repo
 from tests.support.imagetest import delete_from_registry, remove_images
 from tests.support.index_server import IndexServer
 

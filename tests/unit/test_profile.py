@@ -49,7 +49,7 @@ def test_reference_stacks_load() -> None:
     post2 = load_stack(STACKS / "torch-2.11-post2.toml")
     assert post2.pin("torch").version == "2.11.0.post2+musa5.2.0"  # type: ignore[union-attr]
     assert post2.pin("deep-ep").version == "1.1.0+musa5.2.0torch2.11.0.post2"  # type: ignore[union-attr]
-    assert post2.pin("mate").version == "0.2.7"  # type: ignore[union-attr]  inherited from post1
+    assert post2.pin("mate").version == "0.2.7"  # type: ignore[union-attr]  # inherited from post1
     assert [t.label for t in post2.targets] == ["cp310-linux_x86_64", "cp312-linux_x86_64"]
     gate = post2.gate_entries()
     assert [e.dist for e in gate[:3]] == ["torchada", "numpy", "torch"]

@@ -13,7 +13,8 @@ from stackctl.errors import CheckFailed
 from stackctl.lock import read_lock
 from stackctl.render import plan_layers
 from tests.conftest import Result
-from tests.support.imagestack import TARGET, git, make_stack_repo, refresh_lock
+from tests.support.gitrepo import git
+from tests.support.imagestack import TARGET, make_stack_repo, refresh_lock
 
 REPO_NAME = "127.0.0.1:5000/t/r"
 

@@ -7,7 +7,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import DATA, STACKS, Result, git
+from tests.conftest import DATA, STACKS, Result
+from tests.support.gitrepo import git
 
 Cli = Callable[..., Result]
 POST1 = str(STACKS / "torch-2.11-post1.toml")
