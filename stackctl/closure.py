@@ -82,8 +82,8 @@ def uv_command(stack: Stack, eps: Mapping[str, IndexEndpoint], t: Target, *, off
             env[f"UV_INDEX_{_env_name(name)}_PASSWORD"] = ep.credentials.password
     if offline:
         cmd.append("--offline")
-    if cache_dir is not None:
-        cmd += ["--cache-dir", str(cache_dir)]
+    # no cache of ours (--no-cache): none of uv's either, or a stale uv cache could outlive the fresh pins
+    cmd += ["--cache-dir", str(cache_dir)] if cache_dir is not None else ["--no-cache"]
     return cmd, env
 
 

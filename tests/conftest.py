@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -8,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from stackctl.cli import main
+from tests.support.gitrepo import git
 
-pytest_plugins = ["tests.support.engine"]
+pytest_plugins = ["tests.support.engine", "tests.support.isolation"]
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = REPO / "stacks"
@@ -41,13 +41,6 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
         return Result(code, captured.out, captured.err)
 
     return run
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-                               "HOME": str(repo), "PATH": "/usr/bin:/bin:/usr/local/bin"}).stdout
 
 
 @pytest.fixture

@@ -10,13 +10,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import Result
-from tests.support.imagestack import StackRepo, git, make_stack_repo
-from tests.support.imagetest import (
-    address,
-    no_stage_images_left,  # noqa: F401  (autouse)
-    remove_images,
-    unique,
-)
+from tests.support.engine import unique_tag
+from tests.support.gitrepo import git
+from tests.support.imagestack import StackRepo, make_stack_repo
+from tests.support.imagetest import remove_images
 
 pytestmark = pytest.mark.integration
 
@@ -24,9 +21,9 @@ pytestmark = pytest.mark.integration
 SECRET = "vendor-s3cr3t-never-in-an-image"
 
 
-def stack(tmp_path: Path, registry: Any, **kw: Any) -> StackRepo:
-    repository = f"{address(registry)}/stackctl-test/{unique('build')}"
-    return make_stack_repo(tmp_path, "e2e", repository, nonce=unique("n"), **kw)
+def stack(tmp_path: Path, registry: str, **kw: Any) -> StackRepo:
+    repository = f"{registry}/stackctl-test/{unique_tag('build')}"
+    return make_stack_repo(tmp_path, "e2e", repository, nonce=unique_tag("n"), **kw)
 
 
 def build(cli: Callable[..., Result], repo: StackRepo, tmp_path: Path, *args: str) -> Result:
@@ -35,7 +32,7 @@ def build(cli: Callable[..., Result], repo: StackRepo, tmp_path: Path, *args: st
 
 
 def test_build_passes_gate_and_labels_carry_the_revision(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any,
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_USER", "robot")
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_PASSWORD", SECRET)
@@ -87,7 +84,7 @@ def test_build_passes_gate_and_labels_carry_the_revision(
 
 
 def test_wrong_pin_and_wrong_order_fail_the_build_with_fail_lines(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
     # corelib gated before patcher (its import fails unless patcher came first), and a gate pin the
     # resolved closure does not satisfy.
     extra = '\n[gate.extra.helperdep]\norder = 5\nmodule = "helperdep"\ncheck = "exact"\nexpect = "1.5"\n'
@@ -112,7 +109,7 @@ def test_wrong_pin_and_wrong_order_fail_the_build_with_fail_lines(
 
 
 def test_dirty_tree_is_refused_unless_allowed(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
     repo = stack(tmp_path, registry)
     repository = repo.stack.image.repository  # type: ignore[union-attr]
     repo.profile.write_text(repo.profile.read_text() + "\n# edited\n")
@@ -129,8 +126,8 @@ def test_dirty_tree_is_refused_unless_allowed(
 
 
 def test_top_pin_change_reuses_the_layers_below(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
-    repository, nonce = f"{address(registry)}/stackctl-test/{unique('reuse')}", unique("n")
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    repository, nonce = f"{registry}/stackctl-test/{unique_tag('reuse')}", unique_tag("n")
     a = make_stack_repo(tmp_path / "a", "e2e", repository, nonce=nonce)
     b = make_stack_repo(tmp_path / "b", "e2e", repository, {"toplib": "0.4.0"}, nonce=nonce)  # only toplib moves
     try:
@@ -149,7 +146,7 @@ def test_top_pin_change_reuses_the_layers_below(
 
 
 def test_base_image_with_another_python_fails_plainly(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
     repo = stack(tmp_path, registry, python="3.10")
     repository = repo.stack.image.repository  # type: ignore[union-attr]
     try:

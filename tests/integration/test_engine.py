@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import docker.errors
 import pytest
 
 from tests.support.engine import unique_tag
+from tests.support.imagetest import delete_from_registry
 
 pytestmark = pytest.mark.integration
 
@@ -101,6 +101,4 @@ def test_build_push_pull_by_digest(docker_client: Any, base_image: str, registry
                 with contextlib.suppress(docker.errors.NotFound):
                     docker_client.images.remove(ref, force=True)
         if digest:  # the registry has delete enabled; drop the manifest so test runs do not pile up
-            request = urllib.request.Request(f"http://{registry}/v2/{name}/manifests/{digest}", method="DELETE")
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(request, timeout=10).close()
+            delete_from_registry(registry, repository, digest)

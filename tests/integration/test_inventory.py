@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import Result
 from tests.support.elf_fixtures import EXT, Libs, Wheels
+from tests.support.engine import unique_tag
 
 # The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
 pytest_plugins = ("tests.support.elf_plugin",)
@@ -18,17 +19,9 @@ pytest_plugins = ("tests.support.elf_plugin",)
 pytestmark = pytest.mark.integration
 
 
-def _reference(base_image: Any) -> str:
-    """The fixture's image as a reference the CLI takes (a tag string, or an SDK image object)."""
-    if isinstance(base_image, str):
-        return base_image
-    tags = getattr(base_image, "tags", None)
-    return str(tags[0] if tags else base_image.id)
-
-
-def test_inventory_of_the_base_image_then_abi(cli: Callable[..., Result], docker_client: Any, base_image: Any,
+def test_inventory_of_the_base_image_then_abi(cli: Callable[..., Result], docker_client: Any, base_image: str,
                                               stack_wheels: Wheels, tmp_path: Path) -> None:
-    image = _reference(base_image)
+    image = base_image
     out = tmp_path / "base.inventory.json"
     r = cli("inventory", image, "--out", str(out), "--json")
     assert r.code == 0, r.err
@@ -71,7 +64,7 @@ def test_inventory_of_a_missing_image(cli: Callable[..., Result], docker_client:
 
 
 def test_inventory_sees_ld_library_path_and_ld_so_conf(cli: Callable[..., Result], docker_client: Any,
-                                                       base_image: Any, elf_libs: Libs, stack_wheels: Wheels,
+                                                       base_image: str, elf_libs: Libs, stack_wheels: Wheels,
                                                        tmp_path: Path) -> None:
     """A vendor runtime outside the default directories: one on LD_LIBRARY_PATH, one in ld.so.conf.d."""
     ctx = tmp_path / "ctx"
@@ -79,12 +72,12 @@ def test_inventory_sees_ld_library_path_and_ld_so_conf(cli: Callable[..., Result
     (ctx / "libkern.so").write_bytes(elf_libs.kern.read_bytes())
     (ctx / "libfakepython.so.1.0").write_bytes(elf_libs.fakepython.read_bytes())
     (ctx / "Dockerfile").write_text(
-        f"FROM {_reference(base_image)}\n"
+        f"FROM {base_image}\n"
         "COPY libkern.so /opt/vendor/lib/libkern.so\n"
         "COPY libfakepython.so.1.0 /opt/py/lib/libfakepython.so.1.0\n"
         "RUN echo /opt/py/lib > /etc/ld.so.conf.d/py.conf && ldconfig\n"
         "ENV LD_LIBRARY_PATH=/opt/vendor/lib\n")
-    tag = "stackctl-test-abi-vendor:latest"
+    tag = f"stackctl-test/{unique_tag('abi-vendor')}:latest"  # concurrent runs share the engine
     docker_client.images.build(path=str(ctx), tag=tag, rm=True, forcerm=True)
     try:
         out = tmp_path / "vendor.json"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,30 +17,19 @@ from stackctl.errors import CheckFailed
 from stackctl.image import ImageRef, diff_installed
 from stackctl.publish import append_record, publish, read_records
 from tests.conftest import Result
-from tests.support.imagestack import git, make_stack_repo
-from tests.support.imagetest import (
-    address,
-    delete_from_registry,
-    no_stage_images_left,  # noqa: F401  (autouse)
-    remove_images,
-    unique,
-)
+from tests.support.engine import unique_tag
+from tests.support.gitrepo import git
+from tests.support.imagestack import make_stack_repo
+from tests.support.imagetest import delete_from_registry, remove_images
+from tests.support.index_server import free_port
 
 pytestmark = pytest.mark.integration
 
 
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def built(tmp_path: Path, cli: Callable[..., Result], registry: Any, versions: dict[str, str] | None = None,
+def built(tmp_path: Path, cli: Callable[..., Result], registry: str, versions: dict[str, str] | None = None,
           repository: str | None = None) -> tuple[Path, str]:
-    repository = repository or f"{address(registry)}/stackctl-test/{unique('pub')}"
-    repo = make_stack_repo(tmp_path, "e2e", repository, versions, nonce=unique("n"))
+    repository = repository or f"{registry}/stackctl-test/{unique_tag('pub')}"
+    repo = make_stack_repo(tmp_path, "e2e", repository, versions, nonce=unique_tag("n"))
     r = cli("build", "e2e", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "build"),
             "--json", cwd=repo.root)
     assert r.code == 0, r.out + r.err
@@ -49,7 +37,7 @@ def built(tmp_path: Path, cli: Callable[..., Result], registry: Any, versions: d
 
 
 def test_publish_pull_back_record_and_inspect(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
     root, image = built(tmp_path, cli, registry)
     repository = image.rsplit(":", 1)[0]
     record = tmp_path / "publications.jsonl"
@@ -93,13 +81,15 @@ def test_publish_pull_back_record_and_inspect(
 
 
 def test_image_diff_from_installed_labels(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
-    repository = f"{address(registry)}/stackctl-test/{unique('diff')}"
-    _, a = built(tmp_path / "a", cli, registry, repository=repository)
-    root_b, b = built(tmp_path / "b", cli, registry, {"toplib": "0.4.0"}, repository=repository)
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    repository = f"{registry}/stackctl-test/{unique_tag('diff')}"
+    published = ""
     try:
+        _, a = built(tmp_path / "a", cli, registry, repository=repository)
+        root_b, b = built(tmp_path / "b", cli, registry, {"toplib": "0.4.0"}, repository=repository)
         assert cli("publish", "e2e", "--record", str(tmp_path / "p.jsonl"), cwd=root_b).code == 0
         published = read_records(tmp_path / "p.jsonl")[0].digest
+        docker_client.images.remove(b)  # from here on only the registry holds b
         rows = diff_installed(image_pins(a), image_pins(b))  # a from the engine, b from the registry
         assert [(r.package, r.before, r.after, r.change) for r in rows if r.change != "unchanged"] == [
             ("toplib", "0.3.0", "0.4.0", "changed")]
@@ -109,13 +99,14 @@ def test_image_diff_from_installed_labels(
         assert r.out.splitlines()[2:] == ["| toplib | 0.3.0 | 0.4.0 | minor |"]
         j = json.loads(cli("diff", a, b, "--json").out)
         assert {p["package"]: p["change"] for p in j["pins"]}["corelib"] == "unchanged"
-        delete_from_registry(registry, repository, published)
     finally:
         remove_images(docker_client, repository)
+        if published:
+            delete_from_registry(registry, repository, published)
 
 
 def test_registry_down_fails_publish_and_writes_no_record(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
     root, image = built(tmp_path, cli, registry)
     down = f"127.0.0.1:{free_port()}/stackctl-test/down"
     record = tmp_path / "publications.jsonl"
@@ -138,7 +129,7 @@ def test_registry_down_fails_publish_and_writes_no_record(
         assert "was built from another profile or lock: io.stackctl.profile-digest" in r.err
         assert not record.exists()
         name = image.rsplit(":", 1)[0].split("/", 1)[1]
-        assert requests.get(f"http://{address(registry)}/v2/{name}/tags/list", timeout=10).status_code == 404
+        assert requests.get(f"http://{registry}/v2/{name}/tags/list", timeout=10).status_code == 404
     finally:
         remove_images(docker_client, image.rsplit(":", 1)[0])
         remove_images(docker_client, down)
@@ -155,10 +146,10 @@ def _relock(root: Path) -> None:
 
 
 def test_publish_under_another_repository_pushes_the_current_build(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any) -> None:
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
     # An older build left under the other name must not be what is pushed after a rebuild.
     root, image = built(tmp_path, cli, registry)
-    other = f"{address(registry)}/stackctl-test/{unique('other')}"
+    other = f"{registry}/stackctl-test/{unique_tag('other')}"
     tag = image.rsplit(":", 1)[1]
     digests: list[str] = []
     try:

@@ -208,7 +208,8 @@ def test_lock_diff(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer, p
                     requires_dist=[f"torch=={TORCH}"], files={"torchaudio/__init__.py": "# rebuilt\n"})
     old = musa.files[w.name]
     assert old.sha256 != hashlib.sha256(w.read_bytes()).hexdigest()
-    musa.add(w, upload_time=old.upload_time + timedelta(days=1))  # type: ignore[operator]
+    assert old.upload_time is not None
+    musa.add(w, upload_time=old.upload_time + timedelta(days=1))
     b = tmp_path / "b.lock"
     resolve_json(cli, profile, musa, public, "--no-closure", "--lock", str(b))
     r = cli("diff", str(a), str(b), "--json")
@@ -228,7 +229,8 @@ def test_lock_diff(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer, p
 
 
 def test_fetch_wheelhouse_api(tmp_path: Path, profile: Path, musa: IndexServer, public: IndexServer) -> None:
-    """The interface `build` uses: pins and closure for one target, hash-checked, in lock order."""
+    """The interface `build` uses: the lock's wheels for one target (resolve() without a closure function
+    locks the pins only), hash-checked, in lock order."""
     from stackctl.index import ClientOptions, IndexClient
     from stackctl.index.config import endpoints
     from stackctl.loader import load_stack
@@ -240,7 +242,9 @@ def test_fetch_wheelhouse_api(tmp_path: Path, profile: Path, musa: IndexServer, 
     lock = resolve(stack, IndexClient(ClientOptions()), endpoints(stack, overrides))
     paths = fetch_wheelhouse(lock, stack, "cp310-linux_x86_64", tmp_path / "wh", overrides=overrides)
     assert [p.name for p in paths] == [f.filename for f in lock.wheels_for("cp310-linux_x86_64")]
-    assert all(p.is_file() for p in paths)
+    assert len(paths) == 6 and f"torch-{TORCH}-cp310-cp310-linux_x86_64.whl" in {p.name for p in paths}
+    for p in paths:  # the bytes the indexes serve, not merely files of the right names
+        assert sha256_file(p) == (musa.files.get(p.name) or public.files[p.name]).sha256, p.name
 
 
 def test_private_index_with_credentials_and_closure(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer,
@@ -304,7 +308,7 @@ def test_human_output(cli: Cli, profile: Path, musa: IndexServer, public: IndexS
 
 def test_lock_diff_against_git_revision(cli: Cli, tmp_path: Path, git_repo: Path, musa: IndexServer,
                                         public: IndexServer) -> None:
-    from tests.conftest import git
+    from tests.support.gitrepo import git
 
     profile = musa_profile(git_repo / "stacks")
     lock = profile.with_suffix(".lock")
@@ -338,3 +342,65 @@ def test_exported_hashes_satisfy_pip_require_hashes(cli: Cli, tmp_path: Path, pr
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = sorted(p.name for p in (tmp_path / "dl").iterdir())
     assert f"torch-{TORCH}-cp312-cp312-manylinux_2_28_x86_64.whl" in got and "filelock-3.13.1-py3-none-any.whl" in got
+
+
+def test_private_index_with_credentials_from_netrc(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No credential variables set: the login comes from netrc, for pins and closure alike; `netrc = false`
+    on the index turns that off."""
+    private = IndexServer(auth=("builder", "netrc-s3cret"))
+    populate_musa(private, tmp_path / "pw")
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login builder password netrc-s3cret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    with private:
+        r = cli("resolve", str(profile), *idx(private, public), "--json")
+        assert r.code == 0, r.err
+        assert {c["name"] for c in json.loads(r.out)["closure"]} == {"filelock"}
+        pages = private.requests_to(r"^/simple/torch/$")
+        assert pages and all(h.get("Authorization", "").startswith("Basic ") for _, _, h in pages)
+        lock = profile.with_suffix(".lock").read_text()
+        profile.write_text(profile.read_text().replace('password_env = "MUSA_TEST_PASSWORD"\n',
+                                                       'password_env = "MUSA_TEST_PASSWORD"\nnetrc = false\n'))
+        denied = cli("resolve", str(profile), *idx(private, public), "--no-cache")
+    assert denied.code == 3 and "HTTP 401" in denied.err
+    for text in (r.out, r.err, lock, denied.err):
+        assert "netrc-s3cret" not in text
+
+
+def test_lock_is_byte_for_byte_reproducible_and_train_window_applies(cli: Cli, profile: Path, musa: IndexServer,
+                                                                     public: IndexServer) -> None:
+    lock = profile.with_suffix(".lock")
+    resolve_json(cli, profile, musa, public, "--no-closure")
+    first = lock.read_bytes()
+    resolve_json(cli, profile, musa, public, "--no-closure", "--no-cache")
+    assert lock.read_bytes() == first  # a re-resolve of unchanged indexes leaves no diff to review
+    # torchaudio trails its train by 180 minutes: flagged under the default hour, not under a 4-hour window.
+    wide = resolve_json(cli, profile, musa, public, "--no-closure", "--train-window", str(4 * 3600))
+    [train] = wide["trains"]
+    assert train["spread_seconds"] == 180 * 60 and train["trailing"] == []
+    assert not any("torchaudio was published" in w for w in wide["warnings"])
+
+
+def test_pages_are_asked_for_concurrently(cli: Cli, tmp_path: Path, profile: Path, public: IndexServer) -> None:
+    """Issue 3: ~20 pins must not cost 20 round trips in sequence. With 20 ms per answer the index sees
+    requests overlap under the default --jobs, and never more than one at a time under --jobs 1."""
+    server = IndexServer(latency=0.02)
+    populate_musa(server, tmp_path / "slow")
+    with server:
+        resolve_json(cli, profile, server, public, "--no-closure", "--no-cache")
+        assert server.most_at_once > 1
+        server.most_at_once = 0
+        resolve_json(cli, profile, server, public, "--no-closure", "--no-cache", "--jobs", "1")
+        assert server.most_at_once == 1
+
+
+def test_no_cache_leaves_no_cache_behind(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
+                                         public: IndexServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--no-cache holds for the closure too: uv neither reads nor fills a cache of its own (a stale one
+    could give a closure the fresh pins do not match)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # where uv's own default cache would go
+    data = resolve_json(cli, profile, musa, public, "--no-cache")
+    assert {c["name"] for c in data["closure"]} == {"filelock"}
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "cache").exists()

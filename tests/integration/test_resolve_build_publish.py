@@ -13,14 +13,10 @@ import pytest
 
 from stackctl.lock import read_lock
 from tests.conftest import Result
-from tests.support.imagestack import VERSIONS, git, make_stack_repo
-from tests.support.imagetest import (
-    address,
-    delete_from_registry,
-    no_stage_images_left,  # noqa: F401  (autouse)
-    remove_images,
-    unique,
-)
+from tests.support.engine import unique_tag
+from tests.support.gitrepo import git
+from tests.support.imagestack import VERSIONS, make_stack_repo
+from tests.support.imagetest import delete_from_registry, remove_images
 from tests.support.index_server import IndexServer
 
 pytestmark = pytest.mark.integration
@@ -28,16 +24,14 @@ SECRET = "vendor-s3cr3t-e2e"
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=timezone.utc)
 
 
-
-
 def test_served_stack_resolves_builds_gates_and_publishes(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: Any,
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_USER", "robot")
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_PASSWORD", SECRET)
     monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache"))
-    repository = f"{address(registry)}/stackctl-test/{unique('chain')}"
-    repo = make_stack_repo(tmp_path, "e2e", repository, nonce=unique("n"), commit=False)
+    repository = f"{registry}/stackctl-test/{unique_tag('chain')}"
+    repo = make_stack_repo(tmp_path, "e2e", repository, nonce=unique_tag("n"), commit=False)
     repo.lock.unlink()  # this time the lock comes from resolve
     vendor = IndexServer(html_only=True, auth=("robot", SECRET)).start()
     public = IndexServer().start()

@@ -3,6 +3,11 @@
 `bash .ci/services.sh` starts all three. When one is missing the tests that use it are skipped, except in
 CI (environment variable `CI` set and non-empty), where a missing service fails the run instead.
 
+The classic builder keeps every multi-stage build's stage images as untagged cache. The session removes the
+ones its builds left, at its end, and only when no other test session shares the engine: another run (in
+CI there is one; on a developer's machine there may be several) may be building on those very images, the
+cache being shared. Each session holds a shared lock on `LOCK` while it runs and tries for it alone at the end.
+
 Environment:
     STACKCTL_TEST_BASE_IMAGE  image the tests build on (default `stackctl-base:bookworm`)
     STACKCTL_TEST_REGISTRY    host:port of a plain-HTTP registry without auth (default `127.0.0.1:5000`)
@@ -11,12 +16,16 @@ Environment:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
+import tempfile
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import docker
@@ -27,6 +36,7 @@ import requests
 DEFAULT_BASE_IMAGE = "stackctl-base:bookworm"
 DEFAULT_REGISTRY = "127.0.0.1:5000"
 SERVICES_HINT = "run `bash .ci/services.sh` (as root) to start the Docker engine, registry and base image"
+LOCK = Path(tempfile.gettempdir()) / "stackctl-tests-engine.lock"
 
 
 def in_ci() -> bool:
@@ -59,9 +69,52 @@ def docker_client() -> Iterator[Any]:
         client.close()
         unavailable(f"Docker engine at {client.api.base_url} does not answer ping: {exc}")
     try:
-        yield client
+        with _engine_shared() as alone:
+            before = dangling_stage_images(client)
+            yield client
+            if alone():
+                remove_new_stage_images(client, before)
     finally:
         client.close()
+
+
+@contextlib.contextmanager
+def _engine_shared() -> Iterator[Callable[[], bool]]:
+    """A shared lock on the engine for the session; yields a test of whether this session is now alone."""
+    fd = os.open(LOCK, os.O_RDONLY | os.O_CREAT, 0o644)  # flock needs no write access: any user may share it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+
+        def alone() -> bool:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # another session is running: it cleans up when it is the last
+            return True
+
+        yield alone
+    finally:
+        os.close(fd)
+
+
+_STAGE_MARKERS = ("/opt/stack", "/tmp/group", "/opt/venv", "stackctl")
+
+
+def dangling_stage_images(client: Any) -> set[str]:
+    """Untagged images left by stackctl's install stages (the classic builder keeps them as cache)."""
+    found = set()
+    for image in client.images.list(filters={"dangling": True}):
+        cmd = " ".join((image.attrs.get("ContainerConfig") or {}).get("Cmd") or [])
+        if any(m in cmd for m in _STAGE_MARKERS):
+            found.add(image.id)
+    return found
+
+
+def remove_new_stage_images(client: Any, before: set[str]) -> None:
+    for _ in range(3):  # a parent becomes dangling once its child is gone
+        for image_id in dangling_stage_images(client) - before:
+            with contextlib.suppress(docker.errors.APIError):  # in use, or already gone with its child
+                client.images.remove(image_id)
 
 
 @pytest.fixture(scope="session")

@@ -7,14 +7,15 @@ wheelhouse laid down by the test (the resolve/fetch path is exercised elsewhere)
 
 from __future__ import annotations
 
-import subprocess
 import textwrap
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackctl.loader import load_stack
 from stackctl.lock import ClosureEntry, Lock, LockedFile, LockedPin, write_lock
 from stackctl.profile import Stack
+from tests.support.gitrepo import git
 from tests.support.wheels import build_wheel, sha256_file
 
 TARGET = "cp311-linux_x86_64"
@@ -118,6 +119,15 @@ def build_wheels(dest: Path, versions: dict[str, str], *, toplib_attr: str | Non
     }
 
 
+def unpack(wheels: dict[str, Path], site: Path) -> Path:
+    """Install pure-python wheels into `site` by unpacking them (their .dist-info included)."""
+    site.mkdir(parents=True, exist_ok=True)
+    for w in wheels.values():
+        with zipfile.ZipFile(w) as zf:
+            zf.extractall(site)
+    return site
+
+
 def make_lock(stack: Stack, wheels: dict[str, Path], target: str = TARGET) -> Lock:
     def lf(name: str) -> LockedFile:
         w = wheels[name]
@@ -138,13 +148,6 @@ class StackRepo:
     wheelhouse: Path
     stack: Stack
     versions: dict[str, str] = field(default_factory=dict)
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-                               "HOME": str(repo), "PATH": "/usr/bin:/bin:/usr/local/bin"}).stdout
 
 
 def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, str] | None = None,

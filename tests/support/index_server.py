@@ -12,6 +12,7 @@ import hashlib
 import html
 import json
 import re
+import socket
 import threading
 import time
 import zipfile
@@ -52,6 +53,9 @@ class IndexServer:
     files: dict[str, IndexFile] = field(default_factory=dict)
     faults: dict[str, list[Fault]] = field(default_factory=dict)
     log: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # (method, path, headers)
+    most_at_once: int = 0  # the most requests this server was answering at the same moment
+    _in_flight: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     _httpd: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
@@ -99,7 +103,9 @@ class IndexServer:
             ctx.load_cert_chain(*self.tls)
             self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # shutdown() waits for the loop to notice; at the default 0.5 s poll that is most of a test's teardown
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
         self._thread.start()
         return self
 
@@ -148,6 +154,17 @@ class Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self) -> None:
+        idx = self.index
+        with idx._lock:
+            idx._in_flight += 1
+            idx.most_at_once = max(idx.most_at_once, idx._in_flight)
+        try:
+            self._answer()
+        finally:
+            with idx._lock:
+                idx._in_flight -= 1
+
+    def _answer(self) -> None:
         idx = self.index
         idx.log.append((self.command, self.path, dict(self.headers.items())))
         if idx.latency:
@@ -266,6 +283,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(206, data[start:end + 1], "application/octet-stream", headers)
                 return
         self.send(200, data, "application/octet-stream", headers)
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (closed again before it is returned)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 # --- ready-made faults -----------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from stackctl.inventory import (
     read_inventory,
     write_inventory,
 )
+from tests.conftest import Result
 
 CACHE = """90 libs found in cache `/etc/ld.so.cache'
 \tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1
@@ -64,7 +66,8 @@ def test_bad_inventory_files(tmp_path: Path, text: str, msg: str) -> None:
         read_inventory(p)
 
 
-def test_inventory_without_an_engine_is_exit_3(cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_inventory_without_an_engine_is_exit_3(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
     r = cli("inventory", "stackctl-base:bookworm", "--out", str(tmp_path / "inv.json"))
     assert r.code == 3 and "cannot reach the Docker engine" in r.err

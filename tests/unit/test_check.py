@@ -38,7 +38,7 @@ def test_check_passes_when_everything_matches(cli: Cli, tmp_path: Path) -> None:
 def test_check_fails_with_one_line_per_failure(cli: Cli, tmp_path: Path) -> None:
     profile = _setup(tmp_path)
     out = tmp_path / "requirements"
-    cli("export", str(profile), "--out", str(out))
+    assert cli("export", str(profile), "--out", str(out)).code == 0
     # The profile moves on; neither the lock nor the requirement files follow.
     profile.write_text(profile.read_text().replace('version = "0.1.90"', 'version = "0.1.91"'))
     r = cli("check", str(profile), "--requirements", str(out), "--json")

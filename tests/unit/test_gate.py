@@ -7,25 +7,15 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPO
-from tests.support.imagestack import VERSIONS, build_wheels
+from tests.support.imagestack import VERSIONS, build_wheels, unpack
 
 GATE = REPO / "gates" / "gate.py"
-
-
-def unpack(wheels: dict[str, Path], site: Path) -> Path:
-    """A pure-python wheel installs by unpacking it (its .dist-info included)."""
-    site.mkdir(parents=True, exist_ok=True)
-    for w in wheels.values():
-        with zipfile.ZipFile(w) as zf:
-            zf.extractall(site)
-    return site
 
 
 @pytest.fixture
@@ -122,13 +112,20 @@ def test_freeze_and_bad_spec(site: Path, tmp_path: Path) -> None:
 
 
 def _other_pythons() -> list[str]:
-    """Real interpreters ≥3.8 on this machine (version-manager shims need their environment; skip them)."""
+    """Real interpreters >= 3.8 on PATH or in the pyenv on PATH (its shims need their environment; skip them).
+
+    The gate runs under each stack's target Python inside its image; CI has only the base image's, so a
+    machine with more interpreters proves more.
+    """
+    pyenv = shutil.which("pyenv")
+    root = os.environ.get("PYENV_ROOT") or (
+        subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip() if pyenv else "")
     found = []
     for v in ("3.8", "3.9", "3.10", "3.12", "3.13"):
-        candidates = [f"/usr/bin/python{v}",
-                      *sorted(str(p) for p in Path.home().glob(f".pyenv/versions/{v}*/bin/python{v}"))]
-        exe = next((c for c in candidates if Path(c).is_file()), None) or shutil.which(f"python{v}")
-        if exe and "/shims/" not in exe and subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0:
+        managed = sorted(str(p) for p in Path(root).glob(f"versions/{v}*/bin/python{v}")) if root else []
+        candidates = [*managed, shutil.which(f"python{v}")]
+        exe = next((c for c in candidates if c and "/shims/" not in c and Path(c).is_file()), None)
+        if exe and subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0:
             found.append(exe)
     return found
 

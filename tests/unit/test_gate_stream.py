@@ -58,7 +58,7 @@ def test_other_step_failure_shows_the_tail_of_the_log() -> None:
 
 
 def test_no_image_id_is_a_service_error() -> None:
-    with pytest.raises(ServiceError):
+    with pytest.raises(ServiceError, match=r"^the engine finished the build without naming an image id$"):
         parse_build_stream(iter(stream("Step 1/1 : FROM base\n")))
     assert parse_build_stream(iter(stream("Successfully built 0123abcd\n"))).image_id == "0123abcd"
 
@@ -105,7 +105,7 @@ def test_engine_lost_mid_build_is_a_service_error(tmp_path: Path, monkeypatch: p
     from stackctl.engine import DockerEngine
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _DroppingEngine)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{server.server_address[1]}")
         (tmp_path / "Dockerfile").write_text("FROM scratch\n")

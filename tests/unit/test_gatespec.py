@@ -17,8 +17,7 @@ from stackctl.gatespec import gate_spec, installed_pins
 from stackctl.loader import load_stack
 from stackctl.lock import read_lock
 from tests.conftest import STACKS, Result
-from tests.support.imagestack import TARGET, VERSIONS, build_wheels, make_stack_repo
-from tests.unit.test_gate import unpack
+from tests.support.imagestack import TARGET, VERSIONS, build_wheels, make_stack_repo, unpack
 
 
 def test_reference_stack_spec_order_and_checks() -> None:

@@ -49,7 +49,7 @@ def test_reference_stacks_load() -> None:
     post2 = load_stack(STACKS / "torch-2.11-post2.toml")
     assert post2.pin("torch").version == "2.11.0.post2+musa5.2.0"  # type: ignore[union-attr]
     assert post2.pin("deep-ep").version == "1.1.0+musa5.2.0torch2.11.0.post2"  # type: ignore[union-attr]
-    assert post2.pin("mate").version == "0.2.7"  # type: ignore[union-attr]  inherited from post1
+    assert post2.pin("mate").version == "0.2.7"  # type: ignore[union-attr]  # inherited from post1
     assert [t.label for t in post2.targets] == ["cp310-linux_x86_64", "cp312-linux_x86_64"]
     gate = post2.gate_entries()
     assert [e.dist for e in gate[:3]] == ["torchada", "numpy", "torch"]
@@ -207,34 +207,20 @@ def test_skip_condition_must_name_a_pin(tmp_path: Path) -> None:
     assert any("skip_import_if: must name another pin of this stack" in p for p in problems(path))
 
 
-def test_gate_extra_that_is_also_a_pin(tmp_path: Path) -> None:
-    path = write(tmp_path, "s", BASE + '\n[gate.extra.torch]\norder = 3\n')
-    assert any("gate.extra.torch: is also a pin" in p for p in problems(path))
-
-
-def test_unpinned_exact_check_needs_expect(tmp_path: Path) -> None:
-    path = write(tmp_path, "s", BASE + '\n[gate.extra.vllm]\norder = 3\ncheck = "exact"\n')
-    assert any("check = \"exact\" on an unpinned entry needs expect = VERSION" in p for p in problems(path))
-
-
-def test_tag_template_with_unknown_field(tmp_path: Path) -> None:
-    path = write(tmp_path, "s", BASE + '\n[image]\nbase = "b"\nrepository = "r"\ntag = "x{distro}"\n')
-    assert any("image.tag: unknown field {distro}" in p for p in problems(path))
-
-
-def test_tag_template_too_long(tmp_path: Path) -> None:
-    path = write(tmp_path, "s", BASE + f'\n[image]\nbase = "b"\nrepository = "r"\ntag = "{"x" * 120}{{pins[torch]}}"\n')
-    assert any("longer than 128 characters" in p for p in problems(path))
-
-
-def test_tag_template_naming_a_missing_pin(tmp_path: Path) -> None:
-    path = write(tmp_path, "s", BASE + '\n[image]\nbase = "b"\nrepository = "r"\ntag = "{pins[vllm]}"\n')
-    assert any("{pins[vllm]} names no pin of this stack" in p for p in problems(path))
-
-
-def test_index_needs_exactly_one_source(tmp_path: Path) -> None:
-    path = write(tmp_path, "s", BASE + '\n[indexes.both]\nurl = "https://x.example/simple/"\nfrom_pip = true\n')
-    assert any("indexes.both: give exactly one of url" in p for p in problems(path))
+@pytest.mark.parametrize(("extra", "message"), [
+    ('[gate.extra.torch]\norder = 3\n', "gate.extra.torch: is also a pin"),
+    ('[gate.extra.vllm]\norder = 3\ncheck = "exact"\n',
+     'check = "exact" on an unpinned entry needs expect = VERSION'),
+    ('[image]\nbase = "b"\nrepository = "r"\ntag = "x{distro}"\n', "image.tag: unknown field {distro}"),
+    (f'[image]\nbase = "b"\nrepository = "r"\ntag = "{"x" * 120}{{pins[torch]}}"\n', "longer than 128 characters"),
+    ('[image]\nbase = "b"\nrepository = "r"\ntag = "{pins[vllm]}"\n', "{pins[vllm]} names no pin of this stack"),
+    ('[indexes.both]\nurl = "https://x.example/simple/"\nfrom_pip = true\n', "indexes.both: give exactly one of url"),
+], ids=["gate-extra-is-a-pin", "unpinned-exact-needs-expect", "tag-unknown-field", "tag-too-long",
+        "tag-names-a-missing-pin", "index-needs-one-source"])
+def test_rule_added_to_a_valid_profile_is_reported(tmp_path: Path, extra: str, message: str) -> None:
+    load_stack(write(tmp_path, "ok", BASE))  # valid without the addition
+    path = write(tmp_path, "s", BASE + "\n" + extra)
+    assert any(message in p for p in problems(path)), problems(path)
 
 
 def test_digest_is_stable_and_tracks_content(tmp_path: Path) -> None:

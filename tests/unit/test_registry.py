@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -14,15 +16,25 @@ from tests.conftest import Result
 
 
 class Fake:
-    """A real loopback HTTP server answering the registry paths with whatever a test sets."""
+    """A real loopback HTTP server answering the registry paths with whatever a test sets.
+
+    With `login` set, every /v2/ path asks for it: as HTTP basic auth, or (`scheme = "bearer"`) as a token
+    from the realm at /token, which itself takes the login as basic auth, as Docker's token servers do.
+    """
+
+    TOKEN = "tok-from-the-realm"
 
     def __init__(self) -> None:
         self.routes: dict[str, tuple[int, bytes, dict[str, str]]] = {}
-        routes = self.routes
+        self.login: tuple[str, str] | None = None
+        self.scheme = "basic"
+        self.log: list[tuple[str, dict[str, str]]] = []
+        fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                status, body, headers = routes.get(self.path, (404, b"{}", {}))
+                fake.log.append((self.path, dict(self.headers.items())))
+                status, body, headers = fake.answer(self.path.split("?", 1)[0], self.headers.get("Authorization"))
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)
@@ -35,7 +47,21 @@ class Fake:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def answer(self, path: str, authorization: str | None) -> tuple[int, bytes, dict[str, str]]:
+        if self.login is not None:
+            basic = "Basic " + base64.b64encode(":".join(self.login).encode()).decode()
+            if path == "/token":
+                if authorization != basic:
+                    return 401, b"{}", {}
+                return 200, json.dumps({"token": self.TOKEN}).encode(), {}
+            wanted = basic if self.scheme == "basic" else f"Bearer {self.TOKEN}"
+            if authorization != wanted:
+                challenge = ('Basic realm="fake"' if self.scheme == "basic"
+                             else f'Bearer realm="http://{self.host}/token",service="fake"')
+                return 401, b"{}", {"WWW-Authenticate": challenge}
+        return self.routes.get(path, (404, b"{}", {}))
 
 
 @pytest.fixture
@@ -91,3 +117,37 @@ def test_a_broken_registry_is_one_error_line(fake: Fake, cli: Callable[..., Resu
     r = cli("inspect", f"{fake.host}/t/x:1")
     assert r.code == code, r.out + r.err
     assert r.err.count("error:") == 1 and message in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("scheme", ["basic", "bearer"])
+def test_registry_login_comes_from_the_docker_config_and_is_never_shown(
+        fake: Fake, cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str) -> None:
+    fake.login, fake.scheme = ("robot", "p4ss-w0rd"), scheme
+    config = json.dumps({"config": {"Labels": {"org.opencontainers.image.revision": "abc"}}}).encode()
+    manifest = json.dumps({"schemaVersion": 2, "config": {"digest": digest(config)}}).encode()
+    fake.routes["/v2/t/x/manifests/1"] = (200, manifest, {})
+    fake.routes[f"/v2/t/x/blobs/{digest(config)}"] = (200, config, {})
+    docker_config = tmp_path / "docker"
+    docker_config.mkdir()
+    monkeypatch.setenv("DOCKER_CONFIG", str(docker_config))
+
+    # No login for this registry in the Docker config: refused, and said where the login would come from.
+    r = cli("inspect", f"{fake.host}/t/x:1")
+    assert r.code == 3, r.out + r.err
+    assert r.err.count("error:") == 1 and "refused /v2/t/x/manifests/1 (401)" in r.err and "Docker config" in r.err
+
+    auth = base64.b64encode(b"robot:p4ss-w0rd").decode()
+    (docker_config / "config.json").write_text(json.dumps({"auths": {f"http://{fake.host}/v1/": {"auth": auth}}}))
+    fake.log.clear()
+    r = cli("inspect", f"{fake.host}/t/x:1", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["labels"] == {"org.opencontainers.image.revision": "abc"}
+    for text in (r.out, r.err):
+        assert "p4ss-w0rd" not in text and auth not in text and Fake.TOKEN not in text
+    if scheme == "bearer":  # the login went to the realm only; the registry saw the token
+        assert [p for p, h in fake.log if h.get("Authorization", "").startswith("Basic ")] == [
+            "/token?service=fake&scope=repository%3At%2Fx%3Apull"]
+
+    (docker_config / "config.json").write_text(json.dumps({"auths": {fake.host: {"auth": "not base64!"}}}))
+    r = cli("inspect", f"{fake.host}/t/x:1")
+    assert r.code == 2 and "is not base64 of user:password" in r.err and r.err.count("error:") == 1

@@ -13,7 +13,8 @@ from stackctl.errors import CheckFailed
 from stackctl.lock import read_lock
 from stackctl.render import plan_layers
 from tests.conftest import Result
-from tests.support.imagestack import TARGET, git, make_stack_repo, refresh_lock
+from tests.support.gitrepo import git
+from tests.support.imagestack import TARGET, make_stack_repo, refresh_lock
 
 REPO_NAME = "127.0.0.1:5000/t/r"
 
@@ -77,6 +78,7 @@ def test_labels_name_the_revision_and_escape(tmp_path: Path, cli: Callable[..., 
     assert '"com.example.note"="a \\"quoted\\" \\$value"' in text
     assert "org.opencontainers.image.created" not in text
     assert '"io.stackctl.lock-digest"="sha256:' in text
+    assert '"org.opencontainers.image.title"="r"' in text and '"io.stackctl.stack"="r"' in text
     git(repo.root, "tag", "v1.2")
     (repo.root / "stacks" / "r.toml").write_text((repo.root / "stacks" / "r.toml").read_text() + "\n")
     render(cli, repo.root, tmp_path / "ctx2", "--created", "2026-01-02T03:04:05Z")
@@ -141,10 +143,11 @@ def test_no_credential_reaches_the_context(tmp_path: Path, cli: Callable[..., Re
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_PASSWORD", secret)
     repo = make_stack_repo(tmp_path, "r", REPO_NAME)
     render(cli, repo.root, tmp_path / "ctx", "--wheelhouse", str(repo.wheelhouse))
-    for p in (tmp_path / "ctx").rglob("*"):
-        if p.is_file():
-            assert secret.encode() not in p.read_bytes(), p
-            assert b"STACKCTL_TEST_VENDOR_PASSWORD" not in p.read_bytes(), p
+    files = [p for p in (tmp_path / "ctx").rglob("*") if p.is_file()]
+    assert len([p for p in files if p.suffix == ".whl"]) == len(repo.versions)  # the wheels were looked at too
+    for p in files:
+        assert secret.encode() not in p.read_bytes(), p
+        assert b"STACKCTL_TEST_VENDOR_PASSWORD" not in p.read_bytes(), p
 
 
 def test_missing_wheel_and_stale_lock_are_refused(tmp_path: Path, cli: Callable[..., Result]) -> None:

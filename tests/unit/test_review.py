@@ -7,7 +7,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import DATA, STACKS, Result, git
+from tests.conftest import DATA, STACKS, Result
+from tests.support.gitrepo import git
 
 Cli = Callable[..., Result]
 POST1 = str(STACKS / "torch-2.11-post1.toml")
@@ -55,6 +56,28 @@ def test_invalid_version_is_one_line_exit_2(cli: Cli, tmp_path: Path) -> None:
     assert r.err.strip().splitlines() == [
         f"error: {tmp_path / 'p.toml'}:{line} pins.numpy.version: '2.2.x' is not a PEP 440 version "
         "(pins are exact: 2.11.0.post2+musa5.2.0)"]
+
+
+def test_malformed_toml_is_one_line_exit_2(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text('[stack]\nname = "x"\nversion = = 2\n')
+    for extra in ((), ("--json",)):
+        r = cli("validate", str(path), *extra)
+        assert r.code == 2, r.out + r.err
+        assert [line for line in r.err.splitlines() if line.strip()] == [
+            f"error: {path}:3: malformed TOML: Invalid value (at line 3, column 11)"]
+    assert json.loads(r.out)["problems"] == [f"{path}:3: malformed TOML: Invalid value (at line 3, column 11)"]
+
+
+def test_validate_and_export_json(cli: Cli, tmp_path: Path) -> None:
+    r = cli("validate", POST2, "--json")
+    assert r.code == 0, r.err
+    [ok] = json.loads(r.out)
+    assert (ok["stack"], ok["pins"]) == ("torch-2.11-post2", 9)
+    assert ok["sources"] == [POST2, POST1] and ok["digest"].startswith("sha256:")
+    r = cli("export", POST2, "--out", str(tmp_path), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == {"written": [str(tmp_path / "common.txt"), str(tmp_path / "musa_private.txt")]}
 
 
 def test_show_effective_profile(cli: Cli) -> None:
@@ -148,7 +171,7 @@ def test_export_writes_requirement_files(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_export_check_reports_drift(cli: Cli, tmp_path: Path) -> None:
-    cli("export", POST2, "--out", str(tmp_path))
+    assert cli("export", POST2, "--out", str(tmp_path)).code == 0
     path = tmp_path / "common.txt"
     path.write_text(path.read_text().replace("0.1.90", "0.1.89"))
     (tmp_path / "musa_private.txt").unlink()
@@ -245,8 +268,9 @@ def test_usage_errors_are_one_message_and_exit_2(cli: Cli) -> None:
 
 
 def test_diff_refuses_to_mix_kinds(cli: Cli) -> None:
-    r = cli("diff", "stacks/torch-2.11-post2.lock", POST2)
+    lock = str(STACKS / "torch-2.11-post2.lock")  # the kind is told by the name: the file need not exist
+    r = cli("diff", lock, POST2)
     assert r.code == 2
-    assert r.err.strip() == (f"error: cannot compare a lock (stacks/torch-2.11-post2.lock) with a profile ({POST2}): "
+    assert r.err.strip() == (f"error: cannot compare a lock ({lock}) with a profile ({POST2}): "
                              "give two profiles, two locks or two images")
     assert cli("diff", POST1, "127.0.0.1:5000/x:1").code == 2
