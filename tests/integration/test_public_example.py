@@ -15,6 +15,8 @@ import pytest
 
 from tests.conftest import STACKS, Result
 
+pytestmark = pytest.mark.network
+
 Cli = Callable[..., Result]
 
 
