@@ -38,6 +38,14 @@ class _Output:
 output = _Output()
 
 
+def one_format(as_json: bool, markdown: bool) -> None:
+    """--json and --markdown both claim stdout: a run prints one document, never a guess between them."""
+    if as_json and markdown:
+        from stackctl.errors import InputError
+
+        raise InputError("--json and --markdown exclude each other: pick one")
+
+
 def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
     """Print `value` as JSON when asked, else let `human` render it for a person."""
     if as_json:
