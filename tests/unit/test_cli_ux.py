@@ -215,3 +215,15 @@ def test_resolve_table_has_no_blank_column(tmp_path: Path) -> None:
     cells = [c.strip() for c in header.strip("┃").split("┃")]
     assert cells == ["package", "version", "index", "target", "uploaded", "newest in line"]
     assert "yanked" in tables[2]
+
+
+def test_markdown_cells_render_as_written_in_a_pull_request() -> None:
+    from stackctl.cli.app import markdown_table
+
+    text = markdown_table(["member", "note"], [["<dist-info>/METADATA", "a|b"],
+                                               ["demo/__init__.py", "*.json and libcuda.so.*"],
+                                               ["deep_ep", ""]])
+    assert text.splitlines()[2:] == [
+        "| &lt;dist-info&gt;/METADATA | a\\|b |",
+        "| demo/\\_\\_init\\_\\_.py | \\*.json and libcuda.so.\\* |",
+        "| deep_ep |   |"]
