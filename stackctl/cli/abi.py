@@ -19,6 +19,7 @@ from stackctl.cli.app import (
     console_err,
     emit,
     markdown_table,
+    markdown_text,
     one_format,
     table,
 )
@@ -386,7 +387,7 @@ def wheel_diff(
 
     def human() -> None:
         if markdown:
-            print(f"**{d.old} → {d.new}**: {d.summary}\n")
+            print(f"**{markdown_text(d.old)} → {markdown_text(d.new)}**: {markdown_text(d.summary)}\n")
             print(markdown_table(["member", "size before", "size after", "crc before", "crc after"], rows))
             if erows:
                 print()

@@ -69,14 +69,18 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str
 _EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
+def markdown_text(text: str) -> str:
+    """Text a pull request shows as written: `<dist-info>` would be dropped as an unknown HTML tag, two
+    globs (`*.json`, `libcuda.so.*`) would italicise the text between them, and `__init__.py` would print
+    as a bold "init". An underscore inside a word (deep_ep) is literal and stays as it is."""
+    for raw, escaped in (("|", "\\|"), ("\n", " "), ("<", "&lt;"), (">", "&gt;"), ("*", "\\*")):
+        text = text.replace(raw, escaped)
+    return _EDGE_UNDERSCORE.sub(r"\\_", text)
+
+
 def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    # A pull request renders the table: `<dist-info>` would be dropped as an unknown HTML tag, two globs
-    # in one cell (`*.json`, `libcuda.so.*`) would italicise the text between them, and `__init__.py`
-    # would print as a bold "init". An underscore inside a word (deep_ep) is literal and stays as it is.
     def cell(text: str) -> str:
-        for raw, escaped in (("|", "\\|"), ("\n", " "), ("<", "&lt;"), (">", "&gt;"), ("*", "\\*")):
-            text = text.replace(raw, escaped)
-        return _EDGE_UNDERSCORE.sub(r"\\_", text) or " "
+        return markdown_text(text) or " "
 
     out = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
     out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]

@@ -227,3 +227,16 @@ def test_markdown_cells_render_as_written_in_a_pull_request() -> None:
         "| &lt;dist-info&gt;/METADATA | a\\|b |",
         "| demo/\\_\\_init\\_\\_.py | \\*.json and libcuda.so.\\* |",
         "| deep_ep |   |"]
+
+
+def test_wheel_diff_markdown_summary_is_escaped(cli: Cli, tmp_path: Path) -> None:
+    from tests.support.wheels import build_wheel
+
+    old = build_wheel(tmp_path / "a", "demo", "1.0", files={"demo/__init__.py": "x = 1\n"})
+    new = build_wheel(tmp_path / "b", "demo", "1.1", files={"demo/__init__.py": "x = 2\n"})
+    r = cli("wheel-diff", str(old), str(new), "--markdown")
+    assert r.code == 0, r.err
+    first = r.out.splitlines()[0]
+    assert first.startswith("**demo-1.0-py3-none-any.whl → demo-1.1-py3-none-any.whl**: ")
+    assert "\\_\\_init\\_\\_.py" in first and "(__init__" not in first
+    assert "| &lt;dist-info&gt;/METADATA |" in r.out
