@@ -240,3 +240,15 @@ def test_wheel_diff_markdown_summary_is_escaped(cli: Cli, tmp_path: Path) -> Non
     assert first.startswith("**demo-1.0-py3-none-any.whl → demo-1.1-py3-none-any.whl**: ")
     assert "\\_\\_init\\_\\_.py" in first and "(__init__" not in first
     assert "| &lt;dist-info&gt;/METADATA |" in r.out
+
+
+def test_several_resolve_errors_say_what_the_others_are() -> None:
+    from stackctl.errors import CheckFailed, ServiceError
+    from stackctl.resolve import _first_error
+
+    one = _first_error([CheckFailed("pin a: not on index x"), ServiceError("index x: connection failed after 4 "
+                                                                           "attempts", hint="h")])
+    assert isinstance(one, ServiceError)
+    assert str(one) == "index x: connection failed after 4 attempts (and 1 more error)" and one.hint == "h"
+    many = _first_error([ServiceError("e1"), ServiceError("e2"), ServiceError("e3")])
+    assert str(many) == "e1 (and 2 more errors)"
