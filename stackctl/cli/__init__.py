@@ -65,6 +65,10 @@ def _report(exc: StackctlError, as_json: bool) -> None:
 def _report_usage(exc: Exception, as_json: bool) -> int:
     """click's usage errors as one `error:` line and a pointer to the command's --help, not its usage block."""
     code = int(getattr(exc, "exit_code", EXIT_INPUT) or EXIT_INPUT)
+    show = getattr(exc, "show", None)
+    if type(exc).__name__ == "NoArgsIsHelpError" and callable(show):
+        show()  # a bare `stackctl` (or group): the help is the message, not an error
+        return code
     format_message = getattr(exc, "format_message", None)
     message = str(format_message() if callable(format_message) else exc).strip()
     ctx = getattr(exc, "ctx", None)

@@ -252,3 +252,11 @@ def test_several_resolve_errors_say_what_the_others_are() -> None:
     assert str(one) == "index x: connection failed after 4 attempts (and 1 more error)" and one.hint == "h"
     many = _first_error([ServiceError("e1"), ServiceError("e2"), ServiceError("e3")])
     assert str(many) == "e1 (and 2 more errors)"
+
+
+def test_bare_stackctl_shows_the_help_not_an_error(cli: Cli) -> None:
+    r = cli()
+    assert r.code == 2
+    text = r.out + r.err
+    assert text.startswith("Usage: stackctl [OPTIONS] COMMAND [ARGS]...")
+    assert "error:" not in text and "Commands:" in text
