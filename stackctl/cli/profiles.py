@@ -97,7 +97,8 @@ def show(
 def export(
     profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file or stack name.")],
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the requirement files.")] = Path("."),
-    lock: Annotated[Path | None, typer.Option("--lock", help="Add --hash lines from this lock.")] = None,
+    lock: Annotated[Path | None, typer.Option("--lock", metavar="PATH",
+                                              help="Add --hash lines from this lock.")] = None,
     check: Annotated[bool, typer.Option("--check", help="Compare with the files in --out; exit 1 on drift.")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,

@@ -260,3 +260,20 @@ def test_bare_stackctl_shows_the_help_not_an_error(cli: Cli) -> None:
     text = r.out + r.err
     assert text.startswith("Usage: stackctl [OPTIONS] COMMAND [ARGS]...")
     assert "error:" not in text and "Commands:" in text
+
+
+def test_every_command_reports_json_and_pr_facing_ones_markdown() -> None:
+    import typer
+
+    from stackctl.cli import COMMAND_MODULES, app, register
+
+    register([])
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    assert set(commands) == {c for names in COMMAND_MODULES.values() for c in names}
+    for name, command in commands.items():
+        options = {o for p in command.params for o in p.opts}
+        assert "--json" in options, name
+        assert ("--markdown" in options) == (name in {"diff", "outdated", "scan", "abi", "wheel-diff"}), name
+        for option, metavar in (("--index", "NAME=URL"), ("--target", "LABEL"), ("--lock", "PATH")):
+            param = next((p for p in command.params if option in p.opts), None)
+            assert param is None or param.metavar == metavar, (name, option)
