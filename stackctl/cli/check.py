@@ -10,7 +10,7 @@ import typer
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit
 from stackctl.cli.profiles import load_profile
 from stackctl.cli.resolve import lock_path_for
-from stackctl.errors import CheckFailed, StackctlError
+from stackctl.errors import CheckFailed, InputError, StackctlError
 
 
 @app.command()
@@ -36,6 +36,8 @@ def check(
     from stackctl.lock import read_lock
 
     stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
+    if requirements is not None and requirements.exists() and not requirements.is_dir():
+        raise InputError(f"--requirements {requirements}: not a directory (the one `stackctl export --out` wrote)")
     failures: list[str] = []
     passes: list[str] = []
     path = lock_path_for(profile, lock)

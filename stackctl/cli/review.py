@@ -129,7 +129,7 @@ def scan(
     allow_file = allow or (path / ".stackctl-scan-allow" if path.is_dir() else None)
     rules: tuple[core.AllowRule, ...] = ()
     if allow is not None and not allow.is_file():
-        raise InputError(f"{allow}: no such allow file")
+        raise InputError(f"{allow}: " + ("a directory, not an allow file" if allow.is_dir() else "no such allow file"))
     if allow_file is not None and allow_file.is_file():
         rules = core.parse_allow(allow_file.read_text(encoding="utf-8"), str(allow_file))
     # The old profile itself is meant to name the old versions.

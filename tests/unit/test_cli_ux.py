@@ -277,3 +277,14 @@ def test_every_command_reports_json_and_pr_facing_ones_markdown() -> None:
         for option, metavar in (("--index", "NAME=URL"), ("--target", "LABEL"), ("--lock", "PATH")):
             param = next((p for p in command.params if option in p.opts), None)
             assert param is None or param.metavar == metavar, (name, option)
+
+
+def test_a_directory_where_a_file_belongs_and_the_reverse(cli: Cli, tmp_path: Path) -> None:
+    root = _stack_dir(tmp_path)
+    (root / "allow").mkdir()
+    r = cli("scan", ".", "--stack", "public-example", "--since", "public-example", "--allow", "allow", cwd=root)
+    assert (r.code, r.err.strip()) == (2, "error: allow: a directory, not an allow file")
+    (root / "req.txt").write_text("")
+    r = cli("check", "public-example", "--requirements", "req.txt", cwd=root)
+    assert (r.code, r.err.strip()) == (
+        2, "error: --requirements req.txt: not a directory (the one `stackctl export --out` wrote)")
