@@ -326,8 +326,8 @@ def inventory(
         client = docker.from_env()
         client.ping()
     except docker.errors.DockerException as exc:
-        raise ServiceError(f"cannot reach the Docker engine ({exc})",
-                           hint="start dockerd or set DOCKER_HOST") from None
+        raise ServiceError(f"cannot reach the Docker engine (DOCKER_HOST or /var/run/docker.sock): {exc}",
+                           hint="start the engine (`bash .ci/services.sh`) or set DOCKER_HOST") from None
     status = console_err.status(f"reading {image}'s libraries through the engine")
     show = console_err.is_terminal and not as_json
     try:
