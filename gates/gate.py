@@ -131,7 +131,8 @@ class Gate:
             if have == pin["version"]:
                 self.line(True, "preserve {}=={}".format(pin["dist"], have))
             else:
-                self.line(False, "preserve {} expected={} found={}".format(pin["dist"], pin["version"], have))
+                self.line(False, "preserve {} expected={} found={}".format(pin["dist"], pin["version"],
+                                                                           have or "(not installed)"))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -24,9 +24,9 @@ def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,
     each wheel hashed (gigabytes for a torch stack: worth a progress bar).
     """
     if dest.exists() and not dest.is_dir():
-        raise InputError(f"{dest}: exists and is not a directory; pick an empty --context dir")
+        raise InputError(f"{dest}: exists and is not a directory; pick an empty directory")
     if dest.is_dir() and any(dest.iterdir()) and not (dest / MARKER).exists():
-        raise InputError(f"{dest}: exists and is not a stackctl build context; pick an empty --context dir")
+        raise InputError(f"{dest}: exists and is not a stackctl build context; pick an empty directory")
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))

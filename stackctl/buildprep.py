@@ -23,7 +23,8 @@ def lock_path(stack: Stack, lock: Path | None) -> Path:
     if lock is not None:
         return lock
     if not stack.sources or "@" in stack.sources[0]:
-        raise InputError(f"{stack.name}: pass --lock (no lock path can be derived from {stack.sources[:1]})")
+        where = stack.sources[0] if stack.sources else "a profile read from git"
+        raise InputError(f"{stack.name}: pass --lock (no lock path follows from {where})")
     return Path(stack.sources[0]).with_suffix(".lock")
 
 

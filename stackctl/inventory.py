@@ -111,7 +111,8 @@ def loads(text: str, origin: str = "inventory") -> Inventory:
         d = json.loads(text)
         if not isinstance(d, dict) or d.get("format") != INVENTORY_FORMAT:
             found = d.get("format") if isinstance(d, dict) else None
-            raise InputError(f"{origin}: not a stackctl inventory (format {found!r} is not {INVENTORY_FORMAT}); "
+            what = "no format field" if found is None else f"format {found!r} is not {INVENTORY_FORMAT}"
+            raise InputError(f"{origin}: not a stackctl inventory ({what}); "
                              f"re-run `stackctl inventory IMAGE --out {origin}`")
         return Inventory(
             image=str(d["image"]), image_id=str(d.get("image_id", "")), arch=str(d["arch"]),

@@ -52,7 +52,9 @@ def _first_error(errors: Sequence[StackctlError]) -> StackctlError:
     first = ordered[0]
     if len(errors) == 1:
         return first
-    return type(first)(f"{first} (and {len(errors) - 1} more)", hint=first.hint)
+    more = len(errors) - 1
+    # "after 4 attempts (and 7 more)" read as seven more attempts: say what the others are.
+    return type(first)(f"{first} (and {more} more error{'' if more == 1 else 's'})", hint=first.hint)
 
 
 def requires_dist(metadata: bytes) -> tuple[str, ...]:

@@ -52,7 +52,10 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
     wheels = list({f.filename: f for f in lock.wheels_for(target)}.values())
     if not wheels:
         raise CheckFailed(f"the lock for {stack.name} lists no wheels for {target}")
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{dest}: cannot create the wheelhouse: {exc.strerror or exc}") from None
 
     def one(f: LockedFile) -> Path:
         path = dest / f.filename

@@ -41,20 +41,40 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
 _ABORTS: tuple[type[BaseException], ...] = tuple({click.exceptions.Abort, typer.Abort})
 
 
-def _report(exc: StackctlError, as_json: bool) -> None:
-    if as_json and not output.json_emitted:
+def _print_error(lines: list[str], hint: str | None, payload: dict[str, object] | None) -> None:
+    """The JSON error document (with --json, when no report was printed), then `error:` and `hint:` lines."""
+    if payload is not None and not output.json_emitted:
         import json
 
-        payload: dict[str, object] = {"error": str(exc), "exit_code": exc.exit_code}
-        if isinstance(exc, ProfileError):
-            payload["problems"] = [str(p) for p in exc.problems]
         print(json.dumps(payload, indent=2))
-    lines = [str(p) for p in exc.problems] if isinstance(exc, ProfileError) else [str(exc)]
     # Messages quote user input ([image], key paths): never read them as rich markup.
     for line in lines:
         console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
-    if exc.hint:
-        console_err.print(Text.assemble(("hint:", "yellow"), " ", exc.hint), soft_wrap=True)
+    if hint:
+        console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=True)
+
+
+def _report(exc: StackctlError, as_json: bool) -> None:
+    payload: dict[str, object] = {"error": str(exc), "exit_code": exc.exit_code}
+    if isinstance(exc, ProfileError):
+        payload["problems"] = [str(p) for p in exc.problems]
+    lines = [str(p) for p in exc.problems] if isinstance(exc, ProfileError) else [str(exc)]
+    _print_error(lines, exc.hint, payload if as_json else None)
+
+
+def _report_usage(exc: Exception, as_json: bool) -> int:
+    """click's usage errors as one `error:` line and a pointer to the command's --help, not its usage block."""
+    code = int(getattr(exc, "exit_code", EXIT_INPUT) or EXIT_INPUT)
+    show = getattr(exc, "show", None)
+    if type(exc).__name__ == "NoArgsIsHelpError" and callable(show):
+        show()  # a bare `stackctl` (or group): the help is the message, not an error
+        return code
+    format_message = getattr(exc, "format_message", None)
+    message = str(format_message() if callable(format_message) else exc).strip()
+    ctx = getattr(exc, "ctx", None)
+    hint = f"see `{ctx.command_path} --help`" if ctx is not None else None
+    _print_error([message], hint, {"error": message, "exit_code": code} if as_json else None)
+    return code
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,12 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         _report(exc, "--json" in args)
         code = exc.exit_code
     except _USAGE_ERRORS as exc:
-        show = getattr(exc, "show", None)
-        if callable(show):
-            show()
-        else:
-            console_err.print(Text.assemble(("error:", "bold red"), " ", str(exc)))
-        code = int(getattr(exc, "exit_code", EXIT_INPUT) or EXIT_INPUT)
+        code = _report_usage(exc, "--json" in args)
     except _ABORTS:
         console_err.print("aborted")
         code = 130

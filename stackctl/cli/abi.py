@@ -10,7 +10,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, console_err, emit, markdown_table, table
+from stackctl.cli.app import (
+    JsonOpt,
+    MarkdownOpt,
+    VerboseOpt,
+    app,
+    console,
+    console_err,
+    emit,
+    markdown_table,
+    markdown_text,
+    one_format,
+    table,
+)
 from stackctl.errors import CheckFailed, InputError
 
 if TYPE_CHECKING:
@@ -25,7 +37,8 @@ if TYPE_CHECKING:
 _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
 
 
-MaxSizeOpt = Annotated[int | None, typer.Option("--max-size", help="Largest member size in bytes read from a "
+MaxSizeOpt = Annotated[int | None, typer.Option("--max-size", metavar="BYTES",
+                                                help="Largest member size in bytes read from a "
                                               "wheel (zip bomb cap).")]
 
 
@@ -180,28 +193,37 @@ def _resolution_rows(report: AbiReport) -> list[list[str]]:
 
 @app.command()
 def abi(
-    targets: Annotated[list[str], typer.Argument(help="A profile (file, PATH@GITREV or stack name), or wheel "
+    targets: Annotated[list[str], typer.Argument(metavar="PROFILE | WHEEL...",
+                                                 help="A profile (file, PATH@GITREV or stack name), or wheel "
                                                       "files / URLs to check together.")],
-    lock: Annotated[Path | None, typer.Option("--lock", help="Lock to read (default: the profile's .lock beside "
-                                              "it, or stacks/NAME.lock).")] = None,
-    target: Annotated[str | None, typer.Option("--target", help="Check one target (cp310-linux_x86_64); "
+    lock: Annotated[Path | None, typer.Option("--lock", metavar="PATH", help="Lock file (default: the .lock beside "
+                                              "the profile, else stacks/NAME.lock).")] = None,
+    target: Annotated[str | None, typer.Option("--target", metavar="LABEL",
+                                               help="Check one target (cp310-linux_x86_64); "
                                                "default: every target of the stack.")] = None,
-    inventory: Annotated[str | None, typer.Option("--inventory", help="Base image inventory (JSON from "
+    inventory: Annotated[str | None, typer.Option("--inventory", metavar="FILE", help="Base image inventory (JSON from "
                                                   "`stackctl inventory`); overrides the profile's.")] = None,
-    allow: Annotated[list[str] | None, typer.Option("--allow", help="Glob of libraries the host provides "
+    allow: Annotated[list[str] | None, typer.Option("--allow", metavar="GLOB",
+                                                    help="Glob of libraries the host provides "
                                                     "(libcuda.so.*); adds to the profile's.")] = None,
-    arch: Annotated[str | None, typer.Option("--arch", help="Expected machine (x86_64, aarch64); default from "
+    arch: Annotated[str | None, typer.Option("--arch", metavar="MACHINE",
+                                             help="Expected machine (x86_64, aarch64); default from "
                                              "the target or the wheels' tags.")] = None,
     max_size: MaxSizeOpt = None,
     index: Annotated[list[str] | None, typer.Option(
-        "--index", help="NAME=URL: the index NAME is at URL for this run (its credentials go to that origin "
+        "--index", metavar="NAME=URL",
+        help="NAME=URL: the index NAME is at URL for this run (its credentials go to that origin "
         "only; also STACKCTL_INDEX_<NAME>_URL).")] = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Resolve every DT_NEEDED of the checked wheels; exit 1 naming each unresolved library or exceeded
-    symbol version."""
+    """Check that every DT_NEEDED of the wheels resolves.
+
+    Where each library the checked wheels need is found (RUNPATH, another wheel, the image, the allow
+    list); exit 1 naming each unresolved library and each exceeded symbol version.
+    """
+    one_format(as_json, markdown)
     limits = _limits(max_size)
     wheel_mode = all(t.endswith(".whl") for t in targets)
     if not wheel_mode and len(targets) != 1:
@@ -283,12 +305,17 @@ def _report_json(rep: AbiReport) -> dict[str, object]:
 
 @app.command()
 def inventory(
-    image: Annotated[str, typer.Argument(help="Image on the Docker engine (DOCKER_HOST or the default socket).")],
-    out: Annotated[Path, typer.Option("--out", help="Inventory file to write (JSON).")],
+    image: Annotated[str, typer.Argument(metavar="IMAGE",
+                                         help="Image on the Docker engine (DOCKER_HOST or the default socket).")],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Inventory file to write (JSON).")],
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Record what the image's dynamic loader finds and the libc/libstdc++ symbol versions it defines."""
+    """Record an image's libraries for `stackctl abi`.
+
+    What the image's dynamic loader finds, and the libc/libstdc++ symbol versions it defines, as a JSON
+    file that `abi --inventory` reads without an engine.
+    """
     import docker
     import docker.errors
 
@@ -299,8 +326,8 @@ def inventory(
         client = docker.from_env()
         client.ping()
     except docker.errors.DockerException as exc:
-        raise ServiceError(f"cannot reach the Docker engine ({exc})",
-                           hint="start dockerd or set DOCKER_HOST") from None
+        raise ServiceError(f"cannot reach the Docker engine (DOCKER_HOST or /var/run/docker.sock): {exc}",
+                           hint="start the engine (`bash .ci/services.sh`) or set DOCKER_HOST") from None
     status = console_err.status(f"reading {image}'s libraries through the engine")
     show = console_err.is_terminal and not as_json
     try:
@@ -311,7 +338,10 @@ def inventory(
         if show:
             status.stop()
         client.close()
-    write_inventory(out, inv)
+    try:
+        write_inventory(out, inv)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write the inventory: {exc.strerror or exc}") from None
 
     def human() -> None:
         tops = ", ".join(t for t in (inv.ceiling(f) for f in ("GLIBC", "GLIBCXX", "CXXABI")) if t)
@@ -325,17 +355,22 @@ def inventory(
 
 @app.command("wheel-diff")
 def wheel_diff(
-    old: Annotated[str, typer.Argument(help="The old wheel: a file or an http(s) URL.")],
-    new: Annotated[str, typer.Argument(help="The new wheel: a file or an http(s) URL.")],
+    old: Annotated[str, typer.Argument(metavar="OLD", help="The old wheel: a file or an http(s) URL.")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="The new wheel: a file or an http(s) URL.")],
     max_size: MaxSizeOpt = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Members added, removed and changed; DT_NEEDED gained and dropped; metadata changes; one summary line."""
+    """Compare two builds of a wheel.
+
+    Members added, removed and changed; DT_NEEDED gained and dropped; SONAME, RUNPATH, symbol-version and
+    metadata changes; one summary line.
+    """
     from stackctl.wheeldiff import diff_wheels
     from stackctl.wheelsource import OpenedWheel
 
+    one_format(as_json, markdown)
     limits = _limits(max_size)
     scans, sources = [], []
     with _progress(2, "reading wheels", not as_json) as advance:
@@ -352,7 +387,7 @@ def wheel_diff(
 
     def human() -> None:
         if markdown:
-            print(f"**{d.old} → {d.new}**: {d.summary}\n")
+            print(f"**{markdown_text(d.old)} → {markdown_text(d.new)}**: {markdown_text(d.summary)}\n")
             print(markdown_table(["member", "size before", "size after", "crc before", "crc after"], rows))
             if erows:
                 print()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
@@ -38,6 +39,14 @@ class _Output:
 output = _Output()
 
 
+def one_format(as_json: bool, markdown: bool) -> None:
+    """--json and --markdown both claim stdout: a run prints one document, never a guess between them."""
+    if as_json and markdown:
+        from stackctl.errors import InputError
+
+        raise InputError("--json and --markdown exclude each other: pick one")
+
+
 def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
     """Print `value` as JSON when asked, else let `human` render it for a person."""
     if as_json:
@@ -57,9 +66,21 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str
     return t
 
 
+_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def markdown_text(text: str) -> str:
+    """Text a pull request shows as written: `<dist-info>` would be dropped as an unknown HTML tag, two
+    globs (`*.json`, `libcuda.so.*`) would italicise the text between them, and `__init__.py` would print
+    as a bold "init". An underscore inside a word (deep_ep) is literal and stays as it is."""
+    for raw, escaped in (("|", "\\|"), ("\n", " "), ("<", "&lt;"), (">", "&gt;"), ("*", "\\*")):
+        text = text.replace(raw, escaped)
+    return _EDGE_UNDERSCORE.sub(r"\\_", text)
+
+
 def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ") or " "
+        return markdown_text(text) or " "
 
     out = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
     out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]

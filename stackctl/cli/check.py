@@ -10,26 +10,34 @@ import typer
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit
 from stackctl.cli.profiles import load_profile
 from stackctl.cli.resolve import lock_path_for
-from stackctl.errors import CheckFailed, StackctlError
+from stackctl.errors import CheckFailed, InputError, StackctlError
 
 
 @app.command()
 def check(
-    profile: Annotated[str, typer.Argument(help="Profile file or stack name.")],
-    lock: Annotated[Path | None, typer.Option("--lock", help="The lock (default: beside the profile).")] = None,
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file or stack name.")],
+    lock: Annotated[Path | None, typer.Option("--lock", metavar="PATH",
+                                              help="Lock file (default: the .lock beside the profile).")] = None,
     requirements: Annotated[Path | None, typer.Option(
-        "--requirements", help="Directory whose requirement files must match the profile (and the lock's hashes "
+        "--requirements", metavar="DIR",
+        help="Directory whose requirement files must match the profile (and the lock's hashes "
         "with --hashes).")] = None,
     hashes: Annotated[bool, typer.Option("--hashes", help="The requirement files carry the lock's --hash lines.")]
     = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Fail (exit 1) when the lock or the requirement files no longer match the profile."""
+    """For CI: exit 1 when the lock or requirement files are stale.
+
+    One PASS or FAIL line per check: the lock matches the profile, and each requirement file in
+    --requirements matches what `stackctl export` writes.
+    """
     from stackctl.export import drift, render_requirements
     from stackctl.lock import read_lock
 
     stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
+    if requirements is not None and requirements.exists() and not requirements.is_dir():
+        raise InputError(f"--requirements {requirements}: not a directory (the one `stackctl export --out` wrote)")
     failures: list[str] = []
     passes: list[str] = []
     path = lock_path_for(profile, lock)
@@ -49,10 +57,11 @@ def check(
         existing = {n: (requirements / n).read_text(encoding="utf-8") if (requirements / n).is_file() else None
                     for n in expected}
         drifted = {d.file for d in drift(expected, existing)}
+        with_lock = f" --lock {path}" if hashes else ""
         for name in expected:
             if name in drifted:
-                with_lock = f" --lock {path}" if hashes else ""
-                failures.append(f"{requirements / name}: differs from {stack.name}; "
+                what = "missing" if existing[name] is None else f"differs from {stack.name}"
+                failures.append(f"{requirements / name}: {what}; "
                                 f"run `stackctl export {profile} --out {requirements}{with_lock}`")
             else:
                 passes.append(f"{requirements / name} matches {stack.name}")

@@ -20,17 +20,25 @@ if TYPE_CHECKING:
     from stackctl.engine import BuildResult, Engine
     from stackctl.render import Rendered
 
-LockOpt = Annotated[Path | None, typer.Option("--lock", help="The lock (default: the profile's .lock beside it).")]
-TargetOpt = Annotated[str | None, typer.Option("--target", help="Target label, e.g. cp311-linux_x86_64 "
+LockOpt = Annotated[Path | None, typer.Option("--lock", metavar="PATH",
+                                              help="Lock file (default: the .lock beside the profile).")]
+TargetOpt = Annotated[str | None, typer.Option("--target", metavar="LABEL",
+                                               help="Target label, e.g. cp311-linux_x86_64 "
                                                "(default: the image's python on linux_x86_64).")]
-RepoOpt = Annotated[str | None, typer.Option("--repository", help="Image repository instead of the profile's.")]
-RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Source revision for a build from an archive.")]
-RefOpt = Annotated[str | None, typer.Option("--ref", help="Source tag or branch for the .version label.")]
-CreatedOpt = Annotated[str | None, typer.Option("--created", help="Set org.opencontainers.image.created "
+RepoOpt = Annotated[str | None, typer.Option("--repository", metavar="REPO",
+                                             help="Image repository instead of the profile's.")]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", metavar="REV",
+                                                 help="Source revision for a build from an archive.")]
+RefOpt = Annotated[str | None, typer.Option("--ref", metavar="REF",
+                                            help="Source tag or branch for the .version label.")]
+CreatedOpt = Annotated[str | None, typer.Option("--created", metavar="TIME",
+                                                help="Set org.opencontainers.image.created "
                                                 "(ISO 8601, or `now`); absent by default for reproducibility.")]
-WheelhouseOpt = Annotated[Path | None, typer.Option("--wheelhouse", help="Directory holding the lock's wheels.")]
+WheelhouseOpt = Annotated[Path | None, typer.Option("--wheelhouse", metavar="DIR",
+                                                    help="Directory holding the lock's wheels.")]
 IndexOpt = Annotated[list[str] | None, typer.Option(
-    "--index", help="NAME=URL: fetch missing wheels of index NAME from URL (also STACKCTL_INDEX_<NAME>_URL).")]
+    "--index", metavar="NAME=URL",
+    help="NAME=URL: fetch missing wheels of index NAME from URL (also STACKCTL_INDEX_<NAME>_URL).")]
 
 
 def _wheelhouse(prep: Prepared, wheelhouse: Path | None, default: Path, index: list[str] | None) -> Path:
@@ -46,6 +54,26 @@ def _wheelhouse(prep: Prepared, wheelhouse: Path | None, default: Path, index: l
     return where
 
 
+def check_local_ref(ref: str) -> None:
+    """An engine reference must be NAME[:TAG][@DIGEST] (or an image id): the engine's 400 for a malformed one
+    is the user's input, not a failing service."""
+    import re
+
+    from stackctl.tag import REPOSITORY_RE, TAG_RE
+
+    name, _, digest = ref.partition("@")
+    last = name.rpartition("/")[2]
+    repository, tag = (name.rpartition(":")[0], name.rpartition(":")[2]) if ":" in last else (name, None)
+    first = repository.partition("/")[0]
+    # Only a host (a dot, a port or localhost) may hold capitals; Docker reads `Upper/x` as a path.
+    host = "/" in repository and ("." in first or ":" in first or first == "localhost")
+    if (REPOSITORY_RE.fullmatch(repository) and (host or first == first.lower())
+            and (tag is None or TAG_RE.fullmatch(tag))
+            and (not digest or re.fullmatch(r"[a-z0-9]+:[0-9a-f]{32,}", digest))):
+        return
+    raise InputError(f"{ref!r} is not an image reference (NAME[:TAG][@DIGEST], names in lowercase)")
+
+
 def _write(path: Path, text: str, what: str) -> None:
     from stackctl.fsutil import write_atomic
 
@@ -57,12 +85,12 @@ def _write(path: Path, text: str, what: str) -> None:
 
 @app.command()
 def tag(
-    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
     repository: RepoOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Print the image tag the profile's template gives for its pins."""
+    """Print the image tag the profile's template gives."""
     from stackctl.image import image_ref
 
     ref = image_ref(load_profile(profile), repository)
@@ -71,17 +99,22 @@ def tag(
 
 @app.command()
 def gate(
-    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
-    python: Annotated[str, typer.Option("--python", help="Interpreter whose environment is gated.")] = sys.executable,
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    python: Annotated[str, typer.Option("--python", metavar="PY",
+                                        help="Interpreter whose environment is gated.")] = sys.executable,
     lock: LockOpt = None,
     target: TargetOpt = None,
-    spec_out: Annotated[Path | None, typer.Option("--spec-out", help="Also write the gate spec here.")] = None,
+    spec_out: Annotated[Path | None, typer.Option("--spec-out", metavar="FILE",
+                                                  help="Also write the gate spec here.")] = None,
     spec_only: Annotated[bool, typer.Option("--spec-only", help="Render the spec (to --spec-out, else stdout) "
                                             "and run nothing.")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Run the stack's import/version gate against an interpreter; exit 1 on any FAIL."""
+    """Run the stack's import/version gate; exit 1 on any FAIL.
+
+    The gate runs under --python (default: this interpreter); --spec-only renders its spec and runs nothing.
+    """
     from stackctl import gatespec
     from stackctl.gaterun import GateRun, verdict
     from stackctl.render import ROOT
@@ -133,8 +166,8 @@ def gate(
 
 @app.command()
 def render(
-    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
-    out: Annotated[Path, typer.Option("--out", help="Directory for the build context.")],
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the build context.")],
     lock: LockOpt = None,
     target: TargetOpt = None,
     wheelhouse: WheelhouseOpt = None,
@@ -144,7 +177,11 @@ def render(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Write the Dockerfile, requirement files and gate (and, with --wheelhouse, the wheels) into --out."""
+    """Write the build context into --out.
+
+    The Dockerfile, the requirement files from the lock, the gate and its spec, and with --wheelhouse the
+    wheels.
+    """
     from stackctl.render import Rendered
 
     prep = prepare(load_profile(profile), lock, target, revision, ref, created, None, os.environ)
@@ -192,12 +229,12 @@ def _run_build(engine: Engine, context: Path, image: str, show: bool, nocache: b
 
 @app.command()
 def build(
-    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
     lock: LockOpt = None,
     target: TargetOpt = None,
     wheelhouse: WheelhouseOpt = None,
     index: IndexOpt = None,
-    context: Annotated[Path | None, typer.Option("--context", help="Build context dir (default: "
+    context: Annotated[Path | None, typer.Option("--context", metavar="DIR", help="Build context dir (default: "
                                                  "build/STACK/context).")] = None,
     repository: RepoOpt = None,
     allow_dirty: Annotated[bool, typer.Option("--allow-dirty", help="Build from a dirty tree; the revision "
@@ -205,12 +242,17 @@ def build(
     revision: RevisionOpt = None,
     ref: RefOpt = None,
     created: CreatedOpt = None,
-    record_dir: Annotated[Path, typer.Option("--record-dir", help="Where the build record goes.")] = Path("build"),
+    record_dir: Annotated[Path, typer.Option("--record-dir", metavar="DIR",
+                                             help="Where the build record goes.")] = Path("build"),
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Build every step afresh (release builds).")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Render, build on the Docker engine (DOCKER_HOST), gate inside the build, record a fingerprint."""
+    """Build and gate the stack's image on the Docker engine.
+
+    Renders the context, builds it on the engine (DOCKER_HOST), runs the gate as the last build step and
+    writes build/STACK.build.json with a fingerprint.
+    """
     from stackctl.engine import BuildFailed, DockerEngine
     from stackctl.fingerprint import Fingerprint, file_inputs
     from stackctl.image import image_ref
@@ -264,15 +306,20 @@ def build(
 
 @app.command()
 def publish(
-    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
     repository: RepoOpt = None,
     lock: LockOpt = None,
-    record: Annotated[Path, typer.Option("--record", help="Publication record (JSON lines) to append to.")] = Path(
+    record: Annotated[Path, typer.Option("--record", metavar="FILE",
+                                         help="Publication record (JSON lines) to append to.")] = Path(
         "build/publications.jsonl"),
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Push the built image, pull it back by digest, check id and labels, then record the publication."""
+    """Push the built image and verify it by digest.
+
+    Refuses a stale image, pushes, pulls it back by digest, checks its id and labels, then appends the
+    publication record.
+    """
     from stackctl.engine import DockerEngine
     from stackctl.image import LABEL_LOCK, LABEL_PROFILE, image_ref
     from stackctl.publish import append_record, check_record_writable, stale
@@ -301,11 +348,14 @@ def publish(
 
 @app.command()
 def inspect(
-    ref: Annotated[str, typer.Argument(help="host[:port]/name[:tag|@digest], or a local image.")],
+    ref: Annotated[str, typer.Argument(metavar="REF", help="host[:port]/name[:tag|@digest], or a local image.")],
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Labels and installed pins of an image, read from the registry without pulling its layers."""
+    """Show an image's labels and installed pins.
+
+    Read from the registry without pulling layers when REF names a registry host, else from the engine.
+    """
     from stackctl.image import installed_from_labels
     from stackctl.registry import parse_ref, read_remote
 
@@ -315,6 +365,7 @@ def inspect(
     else:
         from stackctl.engine import DockerEngine
 
+        check_local_ref(ref)
         facts = DockerEngine().facts(ref)
         if facts is None:
             raise InputError(f"{ref}: no such image in the engine (name a registry host to read it remotely)")
@@ -350,6 +401,7 @@ def image_pins(ref: str) -> dict[str, str]:
             pass
     from stackctl.engine import DockerEngine
 
+    check_local_ref(ref)
     facts = DockerEngine().facts(ref)
     if facts is None:
         raise InputError(f"{ref}: no such image in the registry or the engine")

@@ -33,11 +33,15 @@ def load_profile(spec: str) -> Stack:
 
 @app.command()
 def validate(
-    profiles: Annotated[list[str], typer.Argument(help="Profile files (or stack names in ./stacks/).")],
+    profiles: Annotated[list[str], typer.Argument(metavar="PROFILE...",
+                                                  help="Profile files (or stack names in ./stacks/).")],
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Check profiles; print every problem as FILE:LINE KEY: WHAT, exit 2 on any."""
+    """Check profiles; exit 2 listing every problem.
+
+    One line per problem: FILE:LINE KEY.PATH: what is wrong.
+    """
     from stackctl.errors import Problem, ProfileError
 
     stacks: list[Stack] = []
@@ -55,13 +59,13 @@ def validate(
             console.print(f"[green]ok[/] {s.name}: {len(s.pins)} pins, {len(s.targets)} targets "
                           f"({', '.join(s.sources)})")
 
-    emit([{"stack": s.name, "sources": list(s.sources), "pins": len(s.pins), "digest": s.digest()}
-          for s in stacks], as_json, human)
+    emit({"stacks": [{"stack": s.name, "sources": list(s.sources), "pins": len(s.pins), "digest": s.digest()}
+                     for s in stacks]}, as_json, human)
 
 
 @app.command()
 def show(
-    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -91,14 +95,18 @@ def show(
 
 @app.command()
 def export(
-    profile: Annotated[str, typer.Argument(help="Profile file or stack name.")],
-    out: Annotated[Path, typer.Option("--out", help="Directory for the requirement files.")] = Path("."),
-    lock: Annotated[Path | None, typer.Option("--lock", help="Add --hash lines from this lock.")] = None,
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file or stack name.")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the requirement files.")] = Path("."),
+    lock: Annotated[Path | None, typer.Option("--lock", metavar="PATH",
+                                              help="Add --hash lines from this lock.")] = None,
     check: Annotated[bool, typer.Option("--check", help="Compare with the files in --out; exit 1 on drift.")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Write the pip requirement files the profile declares (or check them for drift)."""
+    """Write the pip requirement files the profile declares.
+
+    With --check, write nothing: exit 1 with a diff when the files in --out drifted.
+    """
     from stackctl.export import drift, render_requirements
     from stackctl.fsutil import write_atomic
     from stackctl.lock import read_lock
@@ -117,13 +125,16 @@ def export(
             if not drifts:
                 console.print(f"[green]ok[/] {', '.join(sorted(files))} match {s.name}")
 
-        emit({"drift": drifts, "checked": sorted(files)}, as_json, show_drift)
+        emit({"stack": s.name, "drift": drifts, "checked": sorted(files)}, as_json, show_drift)
         if drifts:
             raise CheckFailed(f"{len(drifts)} requirement file(s) in {out} drifted from {s.name}: "
                               + ", ".join(d.file for d in drifts),
                               hint=f"run `stackctl export {profile} --out {out}` and commit the result")
         return
     for name, text in files.items():
-        write_atomic(out / name, text)
-    emit({"written": sorted(str(out / n) for n in files)}, as_json,
+        try:
+            write_atomic(out / name, text)
+        except OSError as exc:
+            raise InputError(f"{out / name}: cannot write the requirement file: {exc.strerror or exc}") from None
+    emit({"stack": s.name, "written": sorted(str(out / n) for n in files)}, as_json,
          lambda: console.print("\n".join(f"wrote {out / n}" for n in files)))

@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, console_err, emit, markdown_table, table
+from stackctl.cli.app import (
+    JsonOpt,
+    MarkdownOpt,
+    VerboseOpt,
+    app,
+    console,
+    console_err,
+    emit,
+    markdown_table,
+    one_format,
+    table,
+)
 from stackctl.cli.profiles import load_profile, resolve_profile_arg
 from stackctl.errors import CheckFailed, InputError
 
@@ -19,15 +30,18 @@ if TYPE_CHECKING:
     from stackctl.profile import Stack
 
 IndexOpt = Annotated[list[str] | None, typer.Option(
-    "--index", help="NAME=URL: use URL for the index NAME in this run (also STACKCTL_INDEX_<NAME>_URL).")]
+    "--index", metavar="NAME=URL",
+    help="NAME=URL: use URL for the index NAME in this run (also STACKCTL_INDEX_<NAME>_URL).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Use the HTTP cache only; never the network.")]
 CacheDirOpt = Annotated[Path | None, typer.Option(
-    "--cache-dir", help="HTTP cache directory (default: $STACKCTL_CACHE_DIR or ~/.cache/stackctl/http).")]
+    "--cache-dir", metavar="DIR",
+    help="HTTP cache directory (default: $STACKCTL_CACHE_DIR or ~/.cache/stackctl/http).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the HTTP cache.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for an index to answer.")]
 RetriesOpt = Annotated[int, typer.Option("--retries", help="Retries after a 5xx answer or a connection error.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", help="Concurrent requests.")]
-LockOpt = Annotated[Path | None, typer.Option("--lock", help="Lock file (default: the profile's path, .lock).")]
+LockOpt = Annotated[Path | None, typer.Option("--lock", metavar="PATH",
+                                              help="Lock file (default: the .lock beside the profile).")]
 
 
 def lock_path_for(spec: str, explicit: Path | None) -> Path:
@@ -115,15 +129,16 @@ def _print_lock(lock: Lock, path: Path | None) -> None:
     # File names run to 70 characters: on a narrow terminal keep the columns a person scans, and
     # leave file names and hashes to --json and the lock itself.
     wide = console.width >= 150
-    columns = ["package", "version", "index", "target", *(["file", "sha256"] if wide else []), "uploaded", "",
-               "newest in line"]
+    yanked = any(f.yanked for p in lock.pins for f in p.files)
+    columns = ["package", "version", "index", "target", *(["file", "sha256"] if wide else []), "uploaded",
+               *(["yanked"] if yanked else []), "newest in line"]
     rows = []
     for p in lock.pins:
         for f in p.files:
             rows.append([p.name, p.version, p.index, f.target, *([f.filename, f.sha256[:12]] if wide else []),
                          _short_time(f.upload_time) + ("" if f.upload_time_source == "index" else
                                                        f" ({f.upload_time_source})"),
-                         "yanked" if f.yanked else "", p.newest_in_line or "—"])
+                         *(["yanked" if f.yanked else ""] if yanked else []), p.newest_in_line or "—"])
     console.print(table(f"{lock.stack}: {len(lock.pins)} pins", columns, rows))
     for t in lock.trains:
         spread = f"{t.spread_seconds / 60:.0f} min" if t.spread_seconds is not None else "unknown"
@@ -142,7 +157,7 @@ def _print_lock(lock: Lock, path: Path | None) -> None:
 
 @app.command("resolve")
 def resolve_cmd(
-    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
     lock: LockOpt = None,
     index: IndexOpt = None,
     no_closure: Annotated[bool, typer.Option("--no-closure", help="Skip the dependency closure (uv).")] = False,
@@ -156,7 +171,11 @@ def resolve_cmd(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Prove every pin on its index for every target; write the lock (atomically)."""
+    """Prove every pin on its own index; write the lock.
+
+    For every target: the file pip would pick, its sha256, size and upload time, the newest in line, the
+    release trains and the dependency closure. The lock is written atomically.
+    """
     from stackctl.lock import write_lock
 
     stack = load_profile(profile)
@@ -173,14 +192,17 @@ def resolve_cmd(
 
 @app.command("lock")
 def lock_cmd(
-    profile: Annotated[str, typer.Argument(help="Profile file or stack name.")],
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file or stack name.")],
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when the lock was made from another profile.")]
     = False,
     lock: LockOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Show the lock summary; with --check, fail when the profile changed and the lock did not."""
+    """Say whether the lock was made from the current profile.
+
+    With --check, exit 1 when the profile changed and the lock did not.
+    """
     from stackctl.lock import read_lock
 
     stack = load_profile(profile)
@@ -202,8 +224,9 @@ OUTDATED_COLUMNS = ["artifact", "pinned", "newest in line", "published", "other 
 
 @app.command()
 def outdated(
-    profile: Annotated[str, typer.Argument(help="Profile file, PATH@GITREV, or stack name.")],
-    from_lock: Annotated[Path | None, typer.Option("--from-lock", help="Read the lock instead of the indexes.")]
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    from_lock: Annotated[Path | None, typer.Option("--from-lock", metavar="LOCK",
+                                                   help="Read the lock instead of the indexes.")]
     = None,
     index: IndexOpt = None,
     offline: OfflineOpt = False,
@@ -216,9 +239,13 @@ def outdated(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """"Is this the newest?": artifact, pinned, newest in line, published (and newer builds of other lines)."""
+    """Is each pin the newest of its line?
+
+    Artifact, pinned, newest in line, when that was published, and newer builds of other lines.
+    """
     from stackctl.lock import read_lock
 
+    one_format(as_json, markdown)
     stack = load_profile(profile)
     if from_lock is not None:
         lk = read_lock(from_lock)
@@ -250,9 +277,9 @@ def outdated(
 
 @app.command()
 def fetch(
-    profile: Annotated[str, typer.Argument(help="Profile file or stack name.")],
-    target: Annotated[str, typer.Option("--target", help="Target label, e.g. cp310-linux_x86_64.")],
-    dest: Annotated[Path, typer.Option("--dest", help="Wheelhouse directory.")],
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file or stack name.")],
+    target: Annotated[str, typer.Option("--target", metavar="LABEL", help="Target label, e.g. cp310-linux_x86_64.")],
+    dest: Annotated[Path, typer.Option("--dest", metavar="DIR", help="Wheelhouse directory.")],
     lock: LockOpt = None,
     index: IndexOpt = None,
     timeout: TimeoutOpt = 30.0,
@@ -260,7 +287,10 @@ def fetch(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Download every wheel the lock lists for TARGET into DEST, each checked against its sha256."""
+    """Download the lock's wheels for one target, sha256-checked.
+
+    Every wheel the lock lists for --target goes into --dest; a matching file already there is kept.
+    """
     from stackctl.index import ClientOptions, IndexClient
     from stackctl.index.config import parse_overrides
     from stackctl.lock import read_lock
@@ -304,6 +334,6 @@ def lock_diff_report(before: str, after: str, markdown: bool, as_json: bool) -> 
             print(markdown_table(cols, rows))
         else:
             console.print(table(f"{before} → {after}", cols, rows))
-            console.print(f"{len(d.changes)} changes")
+            console.print(f"{len(d.changes)} change{'' if len(d.changes) == 1 else 's'}")
 
     emit(d, as_json, human)

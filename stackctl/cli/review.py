@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, emit, markdown_table, table
+from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, emit, markdown_table, one_format, table
 from stackctl.cli.profiles import load_profile, resolve_profile_arg
 from stackctl.errors import CheckFailed, InputError
 
@@ -16,21 +16,25 @@ _PIN_COLUMNS = ["package", "before", "after", "note"]
 
 @app.command()
 def diff(
-    before: Annotated[str, typer.Argument(help="Profile, PATH@GITREV, or stack name.")],
-    after: Annotated[str, typer.Argument(help="Profile, PATH@GITREV, or stack name.")],
+    before: Annotated[str, typer.Argument(metavar="A",
+                                          help="Profile, lock or image (profiles and locks may be PATH@GITREV).")],
+    after: Annotated[str, typer.Argument(metavar="B",
+                                         help="Profile, lock or image (profiles and locks may be PATH@GITREV).")],
     markdown: MarkdownOpt = False,
     changed_only: Annotated[bool, typer.Option("--changed-only", help="Leave unchanged pins out.")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Package / before / after / note for two stacks (profiles, locks, or image references).
+    """Compare two profiles, locks or images, pin by pin.
 
-    Profiles also show index, target, gate and image changes; locks show file and hash changes; images
-    (`host:port/name:tag`) compare the distributions each image says it has installed.
+    Package / before / after / note. Profiles also show index, target, gate and image changes; locks
+    show file and hash changes; images (`host:port/name:tag`) compare the distributions each image says it
+    has installed.
     """
     from stackctl.cli.resolve import is_lock_ref, lock_diff_report
     from stackctl.diff import diff_stacks
 
+    one_format(as_json, markdown)
     kinds = [("lock" if is_lock_ref(x) else "image" if _is_image_ref(x) else "profile") for x in (before, after)]
     if kinds[0] != kinds[1]:
         raise InputError(f"cannot compare a {kinds[0]} ({before}) with a {kinds[1]} ({after}): "
@@ -105,10 +109,12 @@ def _image_diff(before: str, after: str, markdown: bool, changed_only: bool, as_
 
 @app.command()
 def scan(
-    path: Annotated[Path, typer.Argument(help="Tree (or file) to search; git-tracked files in a repository.")],
-    stack: Annotated[str, typer.Option("--stack", help="The new profile.")],
-    since: Annotated[str, typer.Option("--since", help="The old profile whose pins NEW superseded.")],
-    allow: Annotated[Path | None, typer.Option("--allow", help="Allow file: PATH_GLOB or PATH_GLOB:LINE a line "
+    path: Annotated[Path, typer.Argument(metavar="PATH",
+                                         help="Tree (or file) to search; git-tracked files in a repository.")],
+    stack: Annotated[str, typer.Option("--stack", metavar="NEW", help="The new profile.")],
+    since: Annotated[str, typer.Option("--since", metavar="OLD", help="The old profile whose pins NEW superseded.")],
+    allow: Annotated[Path | None, typer.Option("--allow", metavar="FILE",
+                                               help="Allow file: PATH_GLOB or PATH_GLOB:LINE a line "
                                                 "(default: PATH/.stackctl-scan-allow if present).")] = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
@@ -117,12 +123,13 @@ def scan(
     """Find references to superseded pins; exit 1 when any remain."""
     from stackctl import scan as core
 
+    one_format(as_json, markdown)
     new, old = load_profile(stack), load_profile(since)
     items = core.superseded(old, new)
     allow_file = allow or (path / ".stackctl-scan-allow" if path.is_dir() else None)
     rules: tuple[core.AllowRule, ...] = ()
     if allow is not None and not allow.is_file():
-        raise InputError(f"{allow}: no such allow file")
+        raise InputError(f"{allow}: " + ("a directory, not an allow file" if allow.is_dir() else "no such allow file"))
     if allow_file is not None and allow_file.is_file():
         rules = core.parse_allow(allow_file.read_text(encoding="utf-8"), str(allow_file))
     # The old profile itself is meant to name the old versions.

@@ -88,7 +88,7 @@ def test_probes_and_preserve(site: Path, tmp_path: Path) -> None:
                        {"name": "v", "kind": "attr", "module": "toplib", "attr": "__version__", "value": "0.3.0"},
                        {"name": "v2", "kind": "attr", "module": "toplib", "attr": "__version__", "value": "9"}],
             "preserve": [{"dist": "helperdep", "version": "1.4"}, {"dist": "corelib_ext", "version": "2.0.0+vendor1"},
-                         {"dist": "toplib", "version": "0.2"}]}
+                         {"dist": "toplib", "version": "0.2"}, {"dist": "notinstalled", "version": "1.0"}]}
     code, out = run_gate(site, spec, tmp_path)
     assert code == 1
     assert "PASS probe data: 3 files corelib/data/*.json expected=3" in out
@@ -98,6 +98,7 @@ def test_probes_and_preserve(site: Path, tmp_path: Path) -> None:
     assert "PASS preserve helperdep==1.4" in out
     assert "PASS preserve corelib_ext==2.0.0+vendor1" in out  # names compare normalized
     assert "FAIL preserve toplib expected=0.2 found=0.3.0" in out
+    assert "FAIL preserve notinstalled expected=1.0 found=(not installed)" in out
 
 
 def test_freeze_and_bad_spec(site: Path, tmp_path: Path) -> None:

@@ -264,7 +264,8 @@ def test_usage_errors_are_one_message_and_exit_2(cli: Cli) -> None:
     for args in (["resolve"], ["diff", "--bogus", "a", "b"], ["abi"]):
         r = cli(*args)
         assert r.code == 2, (args, r.err)
-        assert "Traceback" not in r.err and "Error:" in r.err
+        lines = r.err.strip().splitlines()
+        assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: see `stackctl ")
 
 
 def test_diff_refuses_to_mix_kinds(cli: Cli) -> None:
