@@ -72,7 +72,7 @@ def test_malformed_toml_is_one_line_exit_2(cli: Cli, tmp_path: Path) -> None:
 def test_validate_and_export_json(cli: Cli, tmp_path: Path) -> None:
     r = cli("validate", POST2, "--json")
     assert r.code == 0, r.err
-    [ok] = json.loads(r.out)
+    [ok] = json.loads(r.out)["stacks"]
     assert (ok["stack"], ok["pins"]) == ("torch-2.11-post2", 9)
     assert ok["sources"] == [POST2, POST1] and ok["digest"].startswith("sha256:")
     r = cli("export", POST2, "--out", str(tmp_path), "--json")
