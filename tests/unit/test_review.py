@@ -77,7 +77,8 @@ def test_validate_and_export_json(cli: Cli, tmp_path: Path) -> None:
     assert ok["sources"] == [POST2, POST1] and ok["digest"].startswith("sha256:")
     r = cli("export", POST2, "--out", str(tmp_path), "--json")
     assert r.code == 0, r.err
-    assert json.loads(r.out) == {"written": [str(tmp_path / "common.txt"), str(tmp_path / "musa_private.txt")]}
+    assert json.loads(r.out) == {"stack": "torch-2.11-post2",
+                                 "written": [str(tmp_path / "common.txt"), str(tmp_path / "musa_private.txt")]}
 
 
 def test_show_effective_profile(cli: Cli) -> None:
