@@ -18,6 +18,15 @@ T = TypeVar("T")
 R = TypeVar("R")
 Progress = Callable[[str, int, int], None]
 
+_live: set[threading.Thread] = set()
+_live_lock = threading.Lock()
+
+
+def workers_alive() -> bool:
+    """True while a worker is still inside a call: only after an interrupt or a bug left it behind."""
+    with _live_lock:
+        return any(t.is_alive() for t in _live)
+
 
 def parallel(jobs: int, fn: Callable[[T], R], items: Iterable[T], progress: Progress | None = None,
              label: str = "") -> list[R | StackctlError]:
@@ -31,18 +40,25 @@ def parallel(jobs: int, fn: Callable[[T], R], items: Iterable[T], progress: Prog
         pending.put(i)
 
     def worker() -> None:
-        while True:
-            try:
-                i = pending.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                finished.put((i, fn(todo[i])))
-            except BaseException as exc:  # handed to the main thread, which decides
-                finished.put((i, exc))
+        try:
+            while True:
+                try:
+                    i = pending.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    finished.put((i, fn(todo[i])))
+                except BaseException as exc:  # handed to the main thread, which decides
+                    finished.put((i, exc))
+        finally:
+            with _live_lock:
+                _live.discard(threading.current_thread())
 
     for _ in range(max(1, min(jobs, len(todo)))):
-        threading.Thread(target=worker, daemon=True).start()
+        t = threading.Thread(target=worker, daemon=True)
+        with _live_lock:
+            _live.add(t)
+        t.start()
     for n in range(1, len(todo) + 1):
         i, r = finished.get()
         if isinstance(r, BaseException) and not isinstance(r, StackctlError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import traceback
 
@@ -95,4 +96,12 @@ def main(argv: list[str] | None = None) -> None:
     except _ABORTS:
         console_err.print("aborted")
         code = 130
+    from stackctl.concurrency import workers_alive
+
+    if workers_alive():
+        # A worker still blocked on a hanging index (Ctrl-C): finalizing the interpreter under a daemon
+        # thread can abort it ("exception not rethrown"). Every write is atomic, so leave at once.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
