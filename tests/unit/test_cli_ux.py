@@ -194,7 +194,7 @@ def test_inventory_without_format_says_so(tmp_path: Path) -> None:
     assert "(no format field)" in str(exc.value) and "None" not in str(exc.value)
 
 
-def test_resolve_table_has_no_blank_column(tmp_path: Path) -> None:
+def test_resolve_table_has_no_blank_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rich.console import Console
 
     import stackctl.cli.resolve as cmd
@@ -202,14 +202,10 @@ def test_resolve_table_has_no_blank_column(tmp_path: Path) -> None:
     lock = Lock("s", "d", (LockedPin("a", "1", "public", (LockedFile("cp310-linux_x86_64", "a-1-py3-none-any.whl",
                                                                        "u", "0" * 64, upload_time=None),)),))
     console = Console(record=True, width=120)
-    saved = cmd.console
-    cmd.console = console
-    try:
-        cmd._print_lock(lock, None)
-        yanked = replace(lock, pins=(replace(lock.pins[0], files=(replace(lock.pins[0].files[0], yanked=True),)),))
-        cmd._print_lock(yanked, None)
-    finally:
-        cmd.console = saved
+    monkeypatch.setattr(cmd, "console", console)
+    cmd._print_lock(lock, None)
+    yanked = replace(lock, pins=(replace(lock.pins[0], files=(replace(lock.pins[0].files[0], yanked=True),)),))
+    cmd._print_lock(yanked, None)
     tables = console.export_text().split("s: 1 pins")
     header = next(line for line in tables[1].splitlines() if "package" in line)
     cells = [c.strip() for c in header.strip("┃").split("┃")]
