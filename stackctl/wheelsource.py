@@ -11,13 +11,13 @@ What can be verified depends on how the wheel was read, and the `Source` says wh
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from stackctl.errors import CheckFailed
+from stackctl.fsutil import sha256_file
 
 if TYPE_CHECKING:
     import requests
@@ -75,11 +75,7 @@ class OpenedWheel:
         self._size = path.stat().st_size
         self._verified = "none"
         if sha256 is not None:
-            h = hashlib.sha256()
-            with path.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-            if h.hexdigest() != sha256.removeprefix("sha256:").lower():
+            if sha256_file(path) != sha256.removeprefix("sha256:").lower():
                 self.close()
                 raise CheckFailed(f"{path}: sha256 differs from the lock's")
             self._verified = "sha256"

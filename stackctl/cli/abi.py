@@ -21,6 +21,7 @@ from stackctl.cli.app import (
     markdown_table,
     markdown_text,
     one_format,
+    progress_display,
     table,
 )
 from stackctl.errors import CheckFailed, InputError
@@ -62,11 +63,9 @@ def _limits(max_size: int | None) -> Limits:
 
 @contextlib.contextmanager
 def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[str], None]]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console_err, transient=True,
-                  disable=not enabled or not console_err.is_terminal) as progress:
+    progress = progress_display()
+    progress.disable = not enabled or not console_err.is_terminal
+    with progress:
         task = progress.add_task(label, total=total)
         yield lambda desc: progress.update(task, advance=1, description=desc)
 

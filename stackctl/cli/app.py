@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -12,6 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from stackctl import jsonout
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 app = typer.Typer(
     name="stackctl",
@@ -54,6 +57,15 @@ def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
         output.json_emitted = True
     else:
         human()
+
+
+def progress_display(head: str | None = None) -> Progress:
+    """How every bar looks: on stderr, gone when done; `head` names the work before the bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+
+    columns: list[ProgressColumn] = [TextColumn(f"[bold]{head}[/]")] if head else []
+    columns += [BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}")]
+    return Progress(*columns, console=console_err, transient=True)
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from stackctl.buildprep import Prepared, lock_path, pick_target, prepare, read_stack_lock
-from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, console_err, emit, table
+from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, console_err, emit, progress_display, table
 from stackctl.cli.profiles import load_profile
 from stackctl.errors import CheckFailed, InputError
 
@@ -203,10 +203,7 @@ def _write_context(rendered: Rendered, wheelhouse: Path, out: Path, show: bool) 
     wheels = sum(1 for f in rendered.files if f.wheel)
     if not show or not wheels:
         return write_context(rendered, wheelhouse, out)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    with Progress(TextColumn("[bold]context[/]"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.description}"), console=console_err, transient=True) as bar:
+    with progress_display("context") as bar:
         task = bar.add_task("", total=wheels)
         return write_context(rendered, wheelhouse, out,
                              lambda name: bar.update(task, advance=1, description=name[:60]))
@@ -215,10 +212,7 @@ def _write_context(rendered: Rendered, wheelhouse: Path, out: Path, show: bool) 
 def _run_build(engine: Engine, context: Path, image: str, show: bool, nocache: bool) -> BuildResult:
     if not show:
         return engine.build(context, image, nocache=nocache)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("[bold]build[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=console_err, transient=True) as bar:
+    with progress_display("build") as bar:
         task = bar.add_task("", total=None)
 
         def step(n: int, of: int, what: str) -> None:

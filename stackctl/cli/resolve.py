@@ -19,6 +19,7 @@ from stackctl.cli.app import (
     emit,
     markdown_table,
     one_format,
+    progress_display,
     table,
 )
 from stackctl.cli.profiles import load_profile, resolve_profile_arg
@@ -74,10 +75,7 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | No
     if not enabled or not console_err.is_terminal:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console_err, transient=True) as bar:
+    with progress_display() as bar:
         tasks: dict[str, Any] = {}
 
         def update(label: str, done: int, total: int) -> None:
