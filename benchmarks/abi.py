@@ -100,9 +100,9 @@ def best(cmd: list[str], repeat: int) -> tuple[float, int]:
 
 
 def remote_costs(wheel: Path) -> tuple[int, int, int, int, int]:
-    from stackctl.remotezip import RemoteFile
-    from stackctl.wheel import WheelReader
-    from stackctl.wheelscan import scan_wheel
+    from stackctl.wheels.archive import WheelReader
+    from stackctl.wheels.remotezip import RemoteFile
+    from stackctl.wheels.scan import scan_wheel
 
     with IndexServer() as server:
         server.add(wheel)

@@ -68,7 +68,7 @@ def fatten(wheelhouse: Path, name: str, version: str, module: str, mb: int, seed
 
 def relock(repo: Any) -> None:
     """The lock's sha256 must match the (fattened) wheels: rewrite it from the wheelhouse."""
-    from stackctl.lock import read_lock, write_lock
+    from stackctl.resolve.lock import read_lock, write_lock
 
     lock = read_lock(repo.lock)
     by_name = {p.name: p for p in repo.wheelhouse.glob("*.whl")}
@@ -131,7 +131,8 @@ def peer_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str, An
 
 
 def engine_build(ctx: Path, tag: str, nocache: bool) -> tuple[float, dict[str, Any]]:
-    from stackctl.engine import DockerEngine, parse_build_stream
+    from stackctl.engine.docker import DockerEngine
+    from stackctl.image.buildlog import parse_build_stream
 
     engine = DockerEngine()
     t0 = time.perf_counter()
@@ -145,7 +146,7 @@ def engine_build(ctx: Path, tag: str, nocache: bool) -> tuple[float, dict[str, A
 
 def new_layer_bytes(before: dict[str, Any], after: dict[str, Any]) -> tuple[int, int, int]:
     """(layers reused, layers new, bytes written by the steps the rebuild did not take from cache)."""
-    from stackctl.engine import DockerEngine
+    from stackctl.engine.docker import DockerEngine
 
     api = DockerEngine().client.api
     old_ids = {h["Id"] for h in api.history(before["id"]) if h["Id"] != "<missing>"}
@@ -156,7 +157,7 @@ def new_layer_bytes(before: dict[str, Any], after: dict[str, Any]) -> tuple[int,
 
 
 def installed_bytes(image: str, paths: str) -> int:
-    from stackctl.engine import DockerEngine
+    from stackctl.engine.docker import DockerEngine
 
     out = DockerEngine().client.containers.run(image, ["sh", "-c", f"du -sb {paths} | awk '{{s+=$1}} END {{print s}}'"],
                                                remove=True, network_disabled=True)
@@ -168,7 +169,7 @@ def main() -> int:
     ap.add_argument("--core-mb", type=int, default=300, help="size of the big vendor wheel's payload")
     ap.add_argument("--keep", action="store_true", help="keep the images")
     args = ap.parse_args()
-    from stackctl.engine import DockerEngine
+    from stackctl.engine.docker import DockerEngine
 
     client = DockerEngine().client
     base_size = client.api.inspect_image(BASE)["Size"]

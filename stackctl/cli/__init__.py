@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     except _ABORTS:
         console_err.print("aborted")
         code = 130
-    from stackctl.concurrency import workers_alive
+    from stackctl.base.concurrency import workers_alive
 
     if workers_alive():
         # A worker still blocked on a hanging index (Ctrl-C): finalizing the interpreter under a daemon

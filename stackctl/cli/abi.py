@@ -29,11 +29,11 @@ from stackctl.errors import CheckFailed, InputError
 if TYPE_CHECKING:
     import requests
 
-    from stackctl.abi import AbiReport
-    from stackctl.inventory import Inventory
-    from stackctl.wheel import Limits
-    from stackctl.wheelscan import WheelScan
-    from stackctl.wheelsource import OpenedWheel, Source
+    from stackctl.abi.check import AbiReport
+    from stackctl.abi.inventory import Inventory
+    from stackctl.wheels.archive import Limits
+    from stackctl.wheels.scan import WheelScan
+    from stackctl.wheels.source import OpenedWheel, Source
 
 _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
 
@@ -52,7 +52,7 @@ class _Planned:
 
 
 def _limits(max_size: int | None) -> Limits:
-    from stackctl.wheel import Limits
+    from stackctl.wheels.archive import Limits
 
     if max_size is None:
         return Limits()
@@ -71,7 +71,7 @@ def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[str],
 
 
 def _load_inventory(path: str | None) -> Inventory | None:
-    from stackctl.inventory import read_inventory
+    from stackctl.abi.inventory import read_inventory
 
     return read_inventory(path) if path else None
 
@@ -84,9 +84,9 @@ def _stack_wheels(spec: str, lock_path: Path | None, target: str | None, index: 
     from stackctl.cli.profiles import load_profile, resolve_profile_arg
     from stackctl.index.client import credentialed_session
     from stackctl.index.config import endpoints, parse_overrides
-    from stackctl.lock import read_lock
-    from stackctl.profile import AbiRole
-    from stackctl.wheelscan import platform_arch
+    from stackctl.profile.model import AbiRole
+    from stackctl.resolve.lock import read_lock
+    from stackctl.wheels.scan import platform_arch
 
     stack = load_profile(spec)
     session = credentialed_session(endpoints(stack, parse_overrides(index or [])))
@@ -128,8 +128,8 @@ def _check_target(label: str, arch: str | None, items: list[_Planned], inv: Inve
     central directory); the ones a checked file resolved to have their ELF headers read so a library for
     another machine never counts as found; their libraries are read whole only if a name is left
     unresolved. `opened` keeps each wheel open across passes and targets."""
-    from stackctl.abi import StackWheel, check_abi
-    from stackctl.wheelsource import OpenedWheel
+    from stackctl.abi.check import StackWheel, check_abi
+    from stackctl.wheels.source import OpenedWheel
 
     scans: dict[tuple[str, bool], WheelScan] = {}  # (location, libraries read) -> scan
 
@@ -166,7 +166,7 @@ def _check_target(label: str, arch: str | None, items: list[_Planned], inv: Inve
 
 def _print_sources(sources: list[Source]) -> None:
     """What reading each remote wheel cost, and how far it was verified."""
-    from stackctl.wheel import human_size
+    from stackctl.wheels.archive import human_size
 
     for s in sources:
         if s.fetched is not None:
@@ -294,7 +294,7 @@ def abi(
 
 
 def _report_json(rep: AbiReport) -> dict[str, object]:
-    from stackctl.jsonout import to_jsonable
+    from stackctl.base.jsonout import to_jsonable
 
     d: dict[str, object] = to_jsonable(rep)
     d["ok"] = rep.ok
@@ -315,28 +315,18 @@ def inventory(
     What the image's dynamic loader finds, and the libc/libstdc++ symbol versions it defines, as a JSON
     file that `abi --inventory` reads without an engine.
     """
-    import docker
-    import docker.errors
+    from stackctl.abi.inventory import write_inventory
+    from stackctl.engine.inventory import image_inventory
 
-    from stackctl.errors import ServiceError
-    from stackctl.inventory import collect, write_inventory
-
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise ServiceError(f"cannot reach the Docker engine (DOCKER_HOST or /var/run/docker.sock): {exc}",
-                           hint="start the engine (`bash .ci/services.sh`) or set DOCKER_HOST") from None
     status = console_err.status(f"reading {image}'s libraries through the engine")
     show = console_err.is_terminal and not as_json
     try:
         if show:
             status.start()
-        inv = collect(client, image)
+        inv = image_inventory(image)
     finally:
         if show:
             status.stop()
-        client.close()
     try:
         write_inventory(out, inv)
     except OSError as exc:
@@ -366,8 +356,8 @@ def wheel_diff(
     Members added, removed and changed; DT_NEEDED gained and dropped; SONAME, RUNPATH, symbol-version and
     metadata changes; one summary line.
     """
-    from stackctl.wheeldiff import diff_wheels
-    from stackctl.wheelsource import OpenedWheel
+    from stackctl.abi.wheeldiff import diff_wheels
+    from stackctl.wheels.source import OpenedWheel
 
     one_format(as_json, markdown)
     limits = _limits(max_size)
@@ -401,6 +391,6 @@ def wheel_diff(
         console.print(d.summary, markup=False)
         _print_sources(sources)
 
-    from stackctl.jsonout import to_jsonable
+    from stackctl.base.jsonout import to_jsonable
 
     emit({**to_jsonable(d), "sources": sources}, as_json, human)

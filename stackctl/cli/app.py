@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from stackctl import jsonout
+from stackctl.base import jsonout
 
 if TYPE_CHECKING:
     from rich.progress import Progress

@@ -32,8 +32,8 @@ def check(
     One PASS or FAIL line per check: the lock matches the profile, and each requirement file in
     --requirements matches what `stackctl export` writes.
     """
-    from stackctl.export import drift, render_requirements
-    from stackctl.lock import read_lock
+    from stackctl.resolve.export import drift, render_requirements
+    from stackctl.resolve.lock import read_lock
 
     stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
     if requirements is not None and requirements.exists() and not requirements.is_dir():

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stackctl.buildprep import Prepared, lock_path, pick_target, prepare, read_stack_lock
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, console_err, emit, progress_display, table
 from stackctl.cli.profiles import load_profile
 from stackctl.errors import CheckFailed, InputError
+from stackctl.image.prepare import Prepared, lock_path, pick_target, prepare, read_stack_lock
 
 if TYPE_CHECKING:
-    from stackctl.engine import BuildResult, Engine
-    from stackctl.render import Rendered
+    from stackctl.image.buildlog import BuildResult, Engine
+    from stackctl.image.render import Rendered
 
 LockOpt = Annotated[Path | None, typer.Option("--lock", metavar="PATH",
                                               help="Lock file (default: the .lock beside the profile).")]
@@ -44,7 +44,7 @@ IndexOpt = Annotated[list[str] | None, typer.Option(
 def _wheelhouse(prep: Prepared, wheelhouse: Path | None, default: Path, index: list[str] | None) -> Path:
     """The lock's wheels: the given wheelhouse when it holds them all, else fetched from the indexes."""
     from stackctl.index.config import parse_overrides
-    from stackctl.wheelhouse import fetch_wheelhouse
+    from stackctl.resolve.wheelhouse import fetch_wheelhouse
 
     needed = [f.wheel for f in prep.rendered.files if f.wheel]
     where = wheelhouse or default
@@ -59,7 +59,7 @@ def check_local_ref(ref: str) -> None:
     is the user's input, not a failing service."""
     import re
 
-    from stackctl.tag import REPOSITORY_RE, TAG_RE
+    from stackctl.profile.tag import REPOSITORY_RE, TAG_RE
 
     name, _, digest = ref.partition("@")
     last = name.rpartition("/")[2]
@@ -75,7 +75,7 @@ def check_local_ref(ref: str) -> None:
 
 
 def _write(path: Path, text: str, what: str) -> None:
-    from stackctl.fsutil import write_atomic
+    from stackctl.base.files import write_atomic
 
     try:
         write_atomic(path, text)
@@ -91,7 +91,7 @@ def tag(
     verbose: VerboseOpt = False,
 ) -> None:
     """Print the image tag the profile's template gives."""
-    from stackctl.image import image_ref
+    from stackctl.image.labels import image_ref
 
     ref = image_ref(load_profile(profile), repository)
     emit({"repository": ref.repository, "tag": ref.tag, "ref": str(ref)}, as_json, lambda: print(ref.tag))
@@ -115,9 +115,9 @@ def gate(
 
     The gate runs under --python (default: this interpreter); --spec-only renders its spec and runs nothing.
     """
-    from stackctl import gatespec
-    from stackctl.gaterun import GateRun, verdict
-    from stackctl.render import ROOT
+    from stackctl.base.assets import asset_root
+    from stackctl.image import gatespec
+    from stackctl.image.gaterun import GateRun, verdict
 
     stack = load_profile(profile)
     preserve = None
@@ -131,7 +131,7 @@ def gate(
         if not spec_out:
             sys.stdout.write(spec)
         return
-    script = ROOT / "gates" / "gate.py"
+    script = asset_root() / "gates" / "gate.py"
     with tempfile.TemporaryDirectory(prefix="stackctl-gate-") as tmp:
         (Path(tmp) / "gate.json").write_text(spec, encoding="utf-8")
         command = [python, "-I", str(script), str(Path(tmp) / "gate.json")]
@@ -182,7 +182,7 @@ def render(
     The Dockerfile, the requirement files from the lock, the gate and its spec, and with --wheelhouse the
     wheels.
     """
-    from stackctl.render import Rendered
+    from stackctl.image.render import Rendered
 
     prep = prepare(load_profile(profile), lock, target, revision, ref, created, None, os.environ)
     rendered = prep.rendered
@@ -198,7 +198,7 @@ def render(
 
 def _write_context(rendered: Rendered, wheelhouse: Path, out: Path, show: bool) -> dict[str, str]:
     """The context on disk, with a bar over the wheels as each is hashed and linked in."""
-    from stackctl.buildctx import write_context
+    from stackctl.image.context import write_context
 
     wheels = sum(1 for f in rendered.files if f.wheel)
     if not show or not wheels:
@@ -247,10 +247,11 @@ def build(
     Renders the context, builds it on the engine (DOCKER_HOST), runs the gate as the last build step and
     writes build/STACK.build.json with a fingerprint.
     """
-    from stackctl.engine import BuildFailed, DockerEngine
-    from stackctl.fingerprint import Fingerprint, file_inputs
-    from stackctl.image import image_ref
-    from stackctl.jsonout import dumps
+    from stackctl.base.jsonout import dumps
+    from stackctl.engine.docker import DockerEngine
+    from stackctl.image.buildlog import BuildFailed
+    from stackctl.image.fingerprint import Fingerprint, file_inputs
+    from stackctl.image.labels import image_ref
 
     prep = prepare(load_profile(profile), lock, target, revision, ref, created, allow_dirty, os.environ)
     image = image_ref(prep.stack, repository)
@@ -314,10 +315,10 @@ def publish(
     Refuses a stale image, pushes, pulls it back by digest, checks its id and labels, then appends the
     publication record.
     """
-    from stackctl.engine import DockerEngine
-    from stackctl.image import LABEL_LOCK, LABEL_PROFILE, image_ref
-    from stackctl.publish import append_record, check_record_writable, stale
-    from stackctl.publish import publish as do_publish
+    from stackctl.engine.docker import DockerEngine
+    from stackctl.image.labels import LABEL_LOCK, LABEL_PROFILE, image_ref
+    from stackctl.image.publish import append_record, check_record_writable, stale
+    from stackctl.image.publish import publish as do_publish
 
     stack = load_profile(profile)
     expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: read_stack_lock(stack, lock).digest()}
@@ -350,14 +351,14 @@ def inspect(
 
     Read from the registry without pulling layers when REF names a registry host, else from the engine.
     """
-    from stackctl.image import installed_from_labels
-    from stackctl.registry import parse_ref, read_remote
+    from stackctl.engine.registry import parse_ref, read_remote
+    from stackctl.image.labels import installed_from_labels
 
     if parse_ref(ref) is not None:
         remote = read_remote(ref)
         where, digest, image_id, labels = "registry", remote.digest, remote.image_id, dict(remote.labels)
     else:
-        from stackctl.engine import DockerEngine
+        from stackctl.engine.docker import DockerEngine
 
         check_local_ref(ref)
         facts = DockerEngine().facts(ref)
@@ -383,17 +384,17 @@ def inspect(
 def image_pins(ref: str) -> dict[str, str]:
     """Installed distributions of an image, from its registry, else the local engine.
 
-    For `stackctl diff IMAGE IMAGE`: rows come from `stackctl.image.diff_installed(image_pins(a), image_pins(b))`.
+    For `stackctl diff IMAGE IMAGE`: rows come from `diff_installed(image_pins(a), image_pins(b))` (image.labels).
     """
-    from stackctl.image import installed_from_labels
-    from stackctl.registry import parse_ref, read_remote
+    from stackctl.engine.registry import parse_ref, read_remote
+    from stackctl.image.labels import installed_from_labels
 
     if parse_ref(ref) is not None:
         try:
             return installed_from_labels(dict(read_remote(ref).labels))
         except InputError:  # not pushed (yet): the engine may hold it
             pass
-    from stackctl.engine import DockerEngine
+    from stackctl.engine.docker import DockerEngine
 
     check_local_ref(ref)
     facts = DockerEngine().facts(ref)

@@ -9,9 +9,9 @@ import typer
 
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit, table
 from stackctl.errors import CheckFailed, InputError
-from stackctl.loader import load_stack
-from stackctl.profile import Stack
-from stackctl.sources import split_ref
+from stackctl.profile.loader import load_stack
+from stackctl.profile.model import Stack
+from stackctl.profile.sources import split_ref
 
 
 def resolve_profile_arg(spec: str) -> str:
@@ -70,7 +70,7 @@ def show(
     verbose: VerboseOpt = False,
 ) -> None:
     """Print the effective profile after inheritance."""
-    from stackctl.diff import rendered_tag
+    from stackctl.review.diff import rendered_tag
 
     s = load_profile(profile)
 
@@ -107,9 +107,9 @@ def export(
 
     With --check, write nothing: exit 1 with a diff when the files in --out drifted.
     """
-    from stackctl.export import drift, render_requirements
-    from stackctl.fsutil import write_atomic
-    from stackctl.lock import read_lock
+    from stackctl.base.files import write_atomic
+    from stackctl.resolve.export import drift, render_requirements
+    from stackctl.resolve.lock import read_lock
 
     s = load_profile(profile)
     files = render_requirements(s, read_lock(lock) if lock else None)

@@ -26,9 +26,9 @@ from stackctl.cli.profiles import load_profile, resolve_profile_arg
 from stackctl.errors import CheckFailed, InputError
 
 if TYPE_CHECKING:
-    from stackctl.index import IndexClient
-    from stackctl.lock import Lock
-    from stackctl.profile import Stack
+    from stackctl.index.client import IndexClient
+    from stackctl.profile.model import Stack
+    from stackctl.resolve.lock import Lock
 
 IndexOpt = Annotated[list[str] | None, typer.Option(
     "--index", metavar="NAME=URL",
@@ -48,7 +48,7 @@ LockOpt = Annotated[Path | None, typer.Option("--lock", metavar="PATH",
 def lock_path_for(spec: str, explicit: Path | None) -> Path:
     if explicit is not None:
         return explicit
-    from stackctl.lock import default_lock_path
+    from stackctl.resolve.lock import default_lock_path
 
     path = resolve_profile_arg(spec)
     if "@" in path and not Path(path).exists():
@@ -58,8 +58,8 @@ def lock_path_for(spec: str, explicit: Path | None) -> Path:
 
 def make_client(offline: bool, cache_dir: Path | None, no_cache: bool, timeout: float, retries: int,
                 jobs: int) -> IndexClient:
-    from stackctl.index import ClientOptions, IndexClient
-    from stackctl.index.httpcache import default_cache_dir
+    from stackctl.index.cache import default_cache_dir
+    from stackctl.index.client import ClientOptions, IndexClient
 
     if offline and no_cache:
         raise InputError("--offline needs the cache; drop --no-cache")
@@ -89,12 +89,12 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | No
 def run_resolve(stack: Stack, client: IndexClient, overrides: list[str] | None, *, closure: bool,
                 train_window: float, progress: Callable[[str, int, int], None] | None) -> Lock:
     from stackctl.index.config import endpoints, parse_overrides
-    from stackctl.resolve import ResolveOptions, resolve
+    from stackctl.resolve.resolver import ResolveOptions, resolve
 
     eps = endpoints(stack, parse_overrides(overrides or []))
     closure_fn = None
     if closure:
-        from stackctl.closure import compute
+        from stackctl.resolve.closure import compute
 
         uv_cache = client.options.cache_dir.parent / "uv" if client.options.cache_dir else None
 
@@ -174,7 +174,7 @@ def resolve_cmd(
     For every target: the file pip would pick, its sha256, size and upload time, the newest in line, the
     release trains and the dependency closure. The lock is written atomically.
     """
-    from stackctl.lock import write_lock
+    from stackctl.resolve.lock import write_lock
 
     stack = load_profile(profile)
     path = lock_path_for(profile, lock)
@@ -201,7 +201,7 @@ def lock_cmd(
 
     With --check, exit 1 when the profile changed and the lock did not.
     """
-    from stackctl.lock import read_lock
+    from stackctl.resolve.lock import read_lock
 
     stack = load_profile(profile)
     path = lock_path_for(profile, lock)
@@ -241,7 +241,7 @@ def outdated(
 
     Artifact, pinned, newest in line, when that was published, and newer builds of other lines.
     """
-    from stackctl.lock import read_lock
+    from stackctl.resolve.lock import read_lock
 
     one_format(as_json, markdown)
     stack = load_profile(profile)
@@ -289,10 +289,10 @@ def fetch(
 
     Every wheel the lock lists for --target goes into --dest; a matching file already there is kept.
     """
-    from stackctl.index import ClientOptions, IndexClient
+    from stackctl.index.client import ClientOptions, IndexClient
     from stackctl.index.config import parse_overrides
-    from stackctl.lock import read_lock
-    from stackctl.wheelhouse import fetch_wheelhouse
+    from stackctl.resolve.lock import read_lock
+    from stackctl.resolve.wheelhouse import fetch_wheelhouse
 
     stack = load_profile(profile)
     lk = read_lock(lock_path_for(profile, lock))
@@ -310,8 +310,8 @@ def is_lock_ref(spec: str) -> bool:
 
 
 def read_lock_ref(spec: str) -> Lock:
-    from stackctl.lock import loads, read_lock
-    from stackctl.sources import split_ref
+    from stackctl.profile.sources import split_ref
+    from stackctl.resolve.lock import loads, read_lock
 
     if spec.endswith(".lock"):
         return read_lock(spec)
@@ -321,7 +321,7 @@ def read_lock_ref(spec: str) -> Lock:
 
 def lock_diff_report(before: str, after: str, markdown: bool, as_json: bool) -> None:
     """`stackctl diff A.lock B.lock` (either may be PATH@GITREV): file, hash and upload-time changes."""
-    from stackctl.diff import diff_locks
+    from stackctl.review.diff import diff_locks
 
     d = diff_locks(read_lock_ref(before), read_lock_ref(after), before, after)
     cols = ["package", "target", "field", "before", "after"]

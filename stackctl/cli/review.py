@@ -32,7 +32,7 @@ def diff(
     has installed.
     """
     from stackctl.cli.resolve import is_lock_ref, lock_diff_report
-    from stackctl.diff import diff_stacks
+    from stackctl.review.diff import diff_stacks
 
     one_format(as_json, markdown)
     kinds = [("lock" if is_lock_ref(x) else "image" if _is_image_ref(x) else "profile") for x in (before, after)]
@@ -78,8 +78,8 @@ def _is_image_ref(spec: str) -> bool:
 
 def _image_diff(before: str, after: str, markdown: bool, changed_only: bool, as_json: bool) -> None:
     from stackctl.cli.image import image_pins
-    from stackctl.image import diff_installed
-    from stackctl.versions import classify
+    from stackctl.image.labels import diff_installed
+    from stackctl.profile.versions import classify
 
     rows = [r for r in diff_installed(image_pins(before), image_pins(after))
             if not changed_only or r.change != "unchanged"]
@@ -121,7 +121,7 @@ def scan(
     verbose: VerboseOpt = False,
 ) -> None:
     """Find references to superseded pins; exit 1 when any remain."""
-    from stackctl import scan as core
+    from stackctl.review import scan as core
 
     one_format(as_json, markdown)
     new, old = load_profile(stack), load_profile(since)

@@ -1,9 +1,2 @@
-"""Package indexes: where they are for this run (`config`), how pages parse (`pages`), the HTTP client
-(`client`) and its on-disk cache (`httpcache`)."""
-
-from stackctl.index.client import ClientOptions, IndexClient, ProjectNotFound
-from stackctl.index.config import Credentials, IndexEndpoint, endpoints, public_index_url
-from stackctl.index.pages import IndexedFile, ProjectListing
-
-__all__ = ["ClientOptions", "Credentials", "IndexClient", "IndexEndpoint", "IndexedFile", "ProjectListing",
-           "ProjectNotFound", "endpoints", "public_index_url"]
+"""Stage 2, package indexes: where they are for this run (`config`), how pages parse (`pages`), the HTTP client
+(`client`), its on-disk cache (`cache`) and remote files read by range (`rangeio`, `rangefile`)."""

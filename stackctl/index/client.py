@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin
 
 from stackctl.errors import CheckFailed, ServiceError
+from stackctl.index.cache import Entry, HttpCache
 from stackctl.index.config import IndexEndpoint, origin, tls_verify
-from stackctl.index.httpcache import Entry, HttpCache
 from stackctl.index.pages import ACCEPT, IndexedFile, PageError, ProjectListing, parse_page
 from stackctl.index.rangefile import NoRanges, RangeReader, read_metadata
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from stackctl.errors import InputError
-from stackctl.profile import Index, Stack
+from stackctl.profile.model import Index, Stack
 
 
 @dataclass(frozen=True)

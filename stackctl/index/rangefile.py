@@ -2,7 +2,7 @@
 
 The blocks come from a callable the index client supplies, so every range request keeps the client's
 policy (credentials only to the index's own origin, redirects by hand, retries, the run's timeout).
-`stackctl.remotezip.RemoteFile` reads whole libraries out of large wheels through a plain session;
+`stackctl.wheels.remotezip.RemoteFile` reads whole libraries out of large wheels through a plain session;
 this reader only needs the zip directory and one small member.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Callable
 
-from stackctl.rangeio import RangeStream
+from stackctl.index.rangeio import RangeStream
 
 
 def read_metadata(zf: zipfile.ZipFile) -> bytes:

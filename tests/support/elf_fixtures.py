@@ -24,7 +24,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from stackctl.inventory import Inventory, Library
+from stackctl.abi.inventory import Inventory, Library
 from tests.support.wheels import build_wheel
 
 CORE_CPP = r"""

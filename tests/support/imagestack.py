@@ -12,9 +12,9 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackctl.loader import load_stack
-from stackctl.lock import ClosureEntry, Lock, LockedFile, LockedPin, write_lock
-from stackctl.profile import Stack
+from stackctl.profile.loader import load_stack
+from stackctl.profile.model import Stack
+from stackctl.resolve.lock import ClosureEntry, Lock, LockedFile, LockedPin, write_lock
 from tests.support.gitrepo import git
 from tests.support.wheels import build_wheel, sha256_file
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stackctl.errors import InputError
-from stackctl.inventory import (
+from stackctl.abi.inventory import (
     Library,
     merge,
     parse_ldconfig_cache,
@@ -16,6 +15,7 @@ from stackctl.inventory import (
     read_inventory,
     write_inventory,
 )
+from stackctl.errors import InputError
 from tests.conftest import Result
 
 CACHE = """90 libs found in cache `/etc/ld.so.cache'

@@ -7,8 +7,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from stackctl.loader import load_stack
-from stackctl.lock import Lock, LockedFile, LockedPin, write_lock
+from stackctl.profile.loader import load_stack
+from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
 from tests.conftest import STACKS, Result
 
 Cli = Callable[..., Result]

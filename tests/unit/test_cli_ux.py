@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stackctl.errors import InputError
-from stackctl.lock import Lock, LockedFile, LockedPin, write_lock
+from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
 from tests.conftest import STACKS, Result
 
 Cli = Callable[..., Result]
@@ -175,8 +175,8 @@ def test_well_formed_local_references_pass() -> None:
 
 
 def test_lock_path_error_names_the_source_not_a_tuple() -> None:
-    from stackctl.buildprep import lock_path
     from stackctl.cli.profiles import load_profile
+    from stackctl.image.prepare import lock_path
 
     stack = replace(load_profile(str(PUBLIC)), sources=("stacks/public-example.toml@HEAD",))
     with pytest.raises(InputError) as exc:
@@ -186,7 +186,7 @@ def test_lock_path_error_names_the_source_not_a_tuple() -> None:
 
 
 def test_inventory_without_format_says_so(tmp_path: Path) -> None:
-    from stackctl.inventory import read_inventory
+    from stackctl.abi.inventory import read_inventory
 
     (tmp_path / "inv.json").write_text('{"x": 1}')
     with pytest.raises(InputError) as exc:
@@ -240,7 +240,7 @@ def test_wheel_diff_markdown_summary_is_escaped(cli: Cli, tmp_path: Path) -> Non
 
 def test_several_resolve_errors_say_what_the_others_are() -> None:
     from stackctl.errors import CheckFailed, ServiceError
-    from stackctl.resolve import _first_error
+    from stackctl.resolve.resolver import _first_error
 
     one = _first_error([CheckFailed("pin a: not on index x"), ServiceError("index x: connection failed after 4 "
                                                                            "attempts", hint="h")])

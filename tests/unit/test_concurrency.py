@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from stackctl.concurrency import parallel, workers_alive
+from stackctl.base.concurrency import parallel, workers_alive
 from stackctl.errors import ServiceError
 
 

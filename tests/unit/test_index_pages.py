@@ -17,7 +17,7 @@ from stackctl.index.config import (
     tls_verify,
 )
 from stackctl.index.pages import JSON_TYPE, PageError, parse_page
-from stackctl.profile import Index
+from stackctl.profile.model import Index
 
 SHA = "ab" * 32
 WHL = "torch-2.11.0-cp310-cp310-linux_x86_64.whl"
@@ -115,7 +115,7 @@ def test_override_syntax() -> None:
 
 
 def test_http_cache_freshness_validators_and_torn_entries(tmp_path: Path) -> None:
-    from stackctl.index.httpcache import Entry, HttpCache
+    from stackctl.index.cache import Entry, HttpCache
 
     cache = HttpCache(tmp_path)
     url, accept = "http://i.test/simple/torch/", "application/json"

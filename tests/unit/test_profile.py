@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from stackctl.errors import ProfileError
-from stackctl.loader import load_stack
-from stackctl.profile import GateCheck, GateMode
+from stackctl.profile.loader import load_stack
+from stackctl.profile.model import GateCheck, GateMode
 from tests.conftest import DATA, STACKS
 
 BASE = """

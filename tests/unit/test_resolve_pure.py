@@ -7,16 +7,16 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from stackctl.closure import entries_from_pylock, uv_failure, uv_platform
-from stackctl.diff import diff_locks
 from stackctl.errors import CheckFailed, ServiceError
-from stackctl.export import render_closure
 from stackctl.index.pages import IndexedFile
-from stackctl.lock import ClosureEntry, Lock, LockedFile, LockedPin, dumps, loads
-from stackctl.newest import newest_in_line
-from stackctl.profile import Index, Stack, Target
-from stackctl.targets import best_wheel, platform_tags, ranked_tags
-from stackctl.trains import train_reports
+from stackctl.profile.model import Index, Stack, Target
+from stackctl.resolve.closure import entries_from_pylock, uv_failure, uv_platform
+from stackctl.resolve.export import render_closure
+from stackctl.resolve.lock import ClosureEntry, Lock, LockedFile, LockedPin, dumps, loads
+from stackctl.resolve.newest import newest_in_line
+from stackctl.resolve.targets import best_wheel, platform_tags, ranked_tags
+from stackctl.resolve.trains import train_reports
+from stackctl.review.diff import diff_locks
 
 T310 = Target("3.10", "linux_x86_64")
 T312 = Target("3.12", "linux_x86_64")

@@ -1,0 +1,107 @@
+"""The Docker engine adapter: build, inspect, push, pull, remove through the docker SDK (engine from
+`DOCKER_HOST`). Nothing else in stackctl imports docker; every SDK and API error is wrapped here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from stackctl.errors import InputError, ServiceError
+from stackctl.image.buildlog import BuildResult, ImageFacts, Progress, parse_build_stream
+
+SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
+
+
+class DockerEngine:
+    def __init__(self) -> None:
+        import docker
+        import docker.errors
+        import requests
+        import urllib3.exceptions
+
+        self._errors = docker.errors
+        # The SDK reads build, push and pull streams from urllib3 directly: its errors arrive unwrapped.
+        self._lost = (docker.errors.DockerException, requests.RequestException, urllib3.exceptions.HTTPError)
+        try:
+            self._client = docker.from_env(version="auto", timeout=600)
+            self._client.ping()
+        except self._lost as exc:
+            raise ServiceError(f"cannot reach the Docker engine (DOCKER_HOST or /var/run/docker.sock): {exc}",
+                               hint="start the engine (`bash .ci/services.sh`) or set DOCKER_HOST") from exc
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    @contextmanager
+    def talking(self, what: str) -> Iterator[None]:
+        """Every SDK error, and the connection dropping mid-stream, as one ServiceError."""
+        try:
+            yield
+        except self._errors.APIError as exc:
+            raise ServiceError(f"{what}: {exc.explanation or exc}") from exc
+        except self._lost as exc:
+            raise ServiceError(f"{what}: lost the engine: {type(exc).__name__}: {exc}") from exc
+
+    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+              nocache: bool = False) -> BuildResult:
+        with self.talking(f"build of {tag}"):
+            # A step may print nothing for long (pip unpacking a multi-GB torch wheel, the engine committing
+            # its layer): the client's 600 s read timeout would cut a healthy build's stream.
+            events = self._client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
+                                            pull=False, nocache=nocache, timeout=SILENT_STEP_LIMIT)
+            return parse_build_stream(events, on_step)
+
+    def facts(self, ref: str) -> ImageFacts | None:
+        with self.talking(f"cannot inspect {ref}"):
+            try:
+                attrs = self._client.api.inspect_image(ref)
+            except self._errors.ImageNotFound:
+                return None
+        config = attrs.get("Config") or {}
+        return ImageFacts(
+            id=attrs["Id"],
+            labels=tuple(sorted((config.get("Labels") or {}).items())),
+            repo_digests=tuple(attrs.get("RepoDigests") or ()),
+            size=int(attrs.get("Size") or 0),
+            layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+        )
+
+    def push(self, repository: str, tag: str) -> str:
+        """Push with the Docker config's credentials (the SDK reads them; nothing here prints them)."""
+        digest = None
+        with self.talking(f"push of {repository}:{tag} failed"):
+            for ev in self._client.api.push(repository, tag=tag, stream=True, decode=True):
+                if "error" in ev:
+                    msg = str(ev.get("errorDetail", {}).get("message") or ev["error"]).strip()
+                    raise ServiceError(f"push of {repository}:{tag} failed: {msg}")
+                aux = ev.get("aux")
+                if isinstance(aux, dict) and aux.get("Digest"):
+                    digest = str(aux["Digest"])
+        if not digest:
+            raise ServiceError(f"push of {repository}:{tag} reported no digest")
+        return digest
+
+    def pull(self, ref: str) -> ImageFacts:
+        repo, _, digest = ref.partition("@")
+        if not digest:
+            raise InputError(f"{ref}: pull back needs a digest reference")
+        with self.talking(f"pull of {ref} failed"):
+            for ev in self._client.api.pull(repo, tag=digest, stream=True, decode=True):
+                if "error" in ev:
+                    raise ServiceError(f"pull of {ref} failed: {ev['error']}")
+        facts = self.facts(ref)
+        if facts is None:
+            raise ServiceError(f"pull of {ref} finished but the engine has no such image")
+        return facts
+
+    def remove(self, ref: str) -> None:
+        with self.talking(f"cannot remove {ref}"), suppress(self._errors.ImageNotFound):
+            self._client.api.remove_image(ref, force=True, noprune=False)
+
+    def tag(self, source: str, repository: str, tag: str) -> None:
+        with self.talking(f"cannot tag {source} as {repository}:{tag}"):
+            self._client.api.tag(source, repository, tag=tag)

@@ -1,0 +1,1 @@
+"""Stage 6, the image: gate spec and runner, render, build context, labels, build result, fingerprint, publish."""

@@ -1,0 +1,108 @@
+"""What a build gives back, and the `Engine` Protocol the image stage builds, pushes and pulls through.
+
+The one real adapter is `stackctl.engine.docker.DockerEngine`; the fold of the engine's build stream into
+a `BuildResult` is pure and lives here, beside the result it makes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from stackctl.errors import CheckFailed, ServiceError
+
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    id: str
+    labels: tuple[tuple[str, str], ...]
+    repo_digests: tuple[str, ...]
+    size: int
+    layers: tuple[str, ...] = ()
+
+    def label(self, key: str) -> str | None:
+        return dict(self.labels).get(key)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    image_id: str
+    log: tuple[str, ...]
+    steps: int
+    cached_steps: int
+
+    @property
+    def gate_lines(self) -> tuple[str, ...]:
+        return tuple(line for line in self.log if line.startswith(("PASS ", "FAIL ", "gate ")))
+
+    @property
+    def gate_cached(self) -> bool:
+        """The gate's step came from the cache: an earlier build of the very same layers passed it."""
+        return not any(line.startswith(("gate ok: ", "gate FAILED: ")) for line in self.log)
+
+
+class BuildFailed(CheckFailed):
+    """The build ran and a step failed; `lines` are what the user must see (the gate's FAIL lines first)."""
+
+    def __init__(self, message: str, lines: tuple[str, ...], log: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.lines = lines
+        self.log = log
+
+
+Progress = Callable[[int, int, str], None]  # step, of steps, instruction
+
+
+class Engine(Protocol):
+    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+              nocache: bool = False) -> BuildResult: ...
+    def facts(self, ref: str) -> ImageFacts | None: ...
+    def push(self, repository: str, tag: str) -> str: ...
+    def pull(self, ref: str) -> ImageFacts: ...
+    def remove(self, ref: str) -> None: ...
+
+
+def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | None = None) -> BuildResult:
+    """Fold the engine's JSON build stream into a result; raise BuildFailed on an error event."""
+    log: list[str] = []
+    image_id = ""
+    steps = cached = 0
+    partial = ""
+    for ev in events:
+        if "stream" in ev:
+            partial += ev["stream"]
+            *lines, partial = partial.split("\n")
+            for line in lines:
+                line = line.rstrip("\r")
+                log.append(line)
+                m = _STEP.match(line)
+                if m:
+                    steps = int(m.group(2))
+                    if on_step:
+                        on_step(int(m.group(1)), steps, m.group(3))
+                elif line.strip() == "---> Using cache":
+                    cached += 1
+        elif "aux" in ev and isinstance(ev["aux"], dict) and "ID" in ev["aux"]:
+            image_id = ev["aux"]["ID"]
+        elif "error" in ev:
+            if partial:
+                log.append(partial)
+            error = str(ev.get("errorDetail", {}).get("message") or ev["error"]).strip()
+            fails = tuple(line for line in log if line.startswith("FAIL "))
+            if fails:
+                raise BuildFailed(f"the gate failed: {len(fails)} check(s) did not pass", fails, tuple(log))
+            last = tuple(line for line in log[-15:] if line.strip())
+            raise BuildFailed(f"the build failed: {error}", last, tuple(log))
+    if partial:
+        log.append(partial)
+    if not image_id:
+        built = [m.group(1) for x in log if (m := re.match(r"Successfully built ([0-9a-f]+)", x))]
+        image_id = built[-1] if built else ""
+    if not image_id:
+        raise ServiceError("the engine finished the build without naming an image id")
+    return BuildResult(image_id, tuple(log), steps, cached)

@@ -1,0 +1,75 @@
+"""The edge that lays a rendered build context down on disk, copying every wheel with its sha256 checked."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from stackctl.base.files import sha256_file
+from stackctl.errors import CheckFailed, InputError
+from stackctl.image.render import Rendered
+
+MARKER = ".stackctl-context"
+
+
+def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,
+                  on_wheel: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Write the context into `dest` (fresh each time); return path → sha256 of every file in it.
+
+    Written beside `dest` and renamed into place, so a missing or tampered wheel leaves the old context
+    (or none), never a half-written one a later `docker build` could pick up. `on_wheel(name)` follows
+    each wheel hashed (gigabytes for a torch stack: worth a progress bar).
+    """
+    if dest.exists() and not dest.is_dir():
+        raise InputError(f"{dest}: exists and is not a directory; pick an empty directory")
+    if dest.is_dir() and any(dest.iterdir()) and not (dest / MARKER).exists():
+        raise InputError(f"{dest}: exists and is not a stackctl build context; pick an empty directory")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+        tmp.chmod(0o755)
+    except OSError as exc:
+        raise InputError(f"{dest}: cannot write the build context here: {exc.strerror or exc}") from None
+    try:
+        digests = _fill(rendered, wheelhouse, tmp, on_wheel)
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(f"{dest}: cannot write the build context: {exc.strerror or exc}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return digests
+
+
+def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
+          on_wheel: Callable[[str], None] | None) -> dict[str, str]:
+    (dest / MARKER).write_text("written by stackctl; replaced on every render\n", encoding="utf-8")
+    digests: dict[str, str] = {}
+    for f in rendered.files:
+        out = dest / f.path
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if f.wheel is not None:
+            src = wheelhouse / f.wheel
+            if not src.is_file():
+                raise InputError(f"{src}: wheel missing from the wheelhouse; fetch it from the lock first")
+            digest = sha256_file(src)
+            if f.sha256 and digest != f.sha256:
+                raise CheckFailed(f"{src}: sha256 {digest} does not match the lock's {f.sha256}")
+            try:
+                out.hardlink_to(src)
+            except OSError:
+                shutil.copyfile(src, out)
+            digests[f.path] = digest
+            if on_wheel:
+                on_wheel(f.wheel)
+        else:
+            data = (f.text or "").encode("utf-8")
+            out.write_bytes(data)
+            digests[f.path] = hashlib.sha256(data).hexdigest()
+    return dict(sorted(digests.items()))

@@ -1,0 +1,93 @@
+"""The gate's JSON spec, rendered from a stack: what `gates/gate.py` checks, in order.
+
+Pure: a `Stack` (and optionally the lock's closure) in, a JSON-ready dict out. `skip_import_if` is decided
+here, against the exact pinned version, so the gate inside the image needs nothing beyond the stdlib.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from stackctl.errors import InputError
+from stackctl.profile.model import GateCheck, GateEntry, GateMode, Stack
+from stackctl.resolve.lock import Lock
+
+SPEC_FORMAT = 1
+
+
+def skip_import(stack: Stack, condition: str) -> bool:
+    """True when `condition` (a requirement on another pin, e.g. `torch_musa<2.11`) holds for this stack."""
+    try:
+        req = Requirement(condition)
+    except InvalidRequirement as exc:
+        raise InputError(f"{stack.name}: skip_import_if {condition!r} is not a requirement: {exc}") from None
+    pin = stack.pin(req.name)
+    if pin is None:
+        raise InputError(f"{stack.name}: skip_import_if {condition!r} names {req.name}, which this stack does not pin")
+    try:
+        version = Version(pin.version)
+    except InvalidVersion:
+        raise InputError(f"{stack.name}: pin {pin.name} {pin.version!r} is not a PEP 440 version") from None
+    return req.specifier.contains(version, prereleases=True)
+
+
+def version_prefix(stack: Stack, dist: str, prefix: str) -> str:
+    """`1.26.`, `1.26` or `==1.26.*` → `1.26.`: the gate, stdlib only, matches it at a dot boundary."""
+    text = prefix.strip()
+    if text.startswith("==") and text.endswith(".*"):
+        text = text[2:-2].strip()
+    if not re.fullmatch(r"[0-9A-Za-z]+(?:[.+!][0-9A-Za-z]+)*\.?", text):
+        raise InputError(f"{stack.name}: gate prefix {prefix!r} of {dist} is not a version prefix "
+                         "(write 1.26. or ==1.26.*)")
+    return text if text.endswith(".") else text + "."
+
+
+def _entry(stack: Stack, e: GateEntry) -> dict[str, Any]:
+    mode, note = e.mode, ""
+    if e.skip_import_if and mode is GateMode.IMPORT and skip_import(stack, e.skip_import_if):
+        mode, note = GateMode.VERSION, f"import skipped: {e.skip_import_if}"
+    expected = e.expected
+    if e.check is GateCheck.PREFIX and expected is not None:
+        expected = version_prefix(stack, e.dist, expected)
+    return {"dist": e.dist, "module": e.module, "mode": mode.value, "check": e.check.value,
+            "expected": expected, "note": note}
+
+
+def installed_pins(stack: Stack, lock: Lock | None, target: str | None) -> tuple[tuple[str, str], ...]:
+    """Every distribution the image installs at an exact version: the pins, then the lock's closure."""
+    out = {p.key: (p.name, p.version) for p in stack.pins}
+    if lock is not None and target is not None:
+        from packaging.utils import canonicalize_name
+
+        for c in lock.closure:
+            if c.target == target:
+                out.setdefault(canonicalize_name(c.name), (c.name, c.version))
+    return tuple(out.values())
+
+
+def gate_spec(stack: Stack, preserve: Iterable[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The spec gate.py reads. `preserve` defaults to the stack's pins."""
+    probes = [
+        {k: v for k, v in (("name", p.name), ("kind", p.kind), ("package", p.package), ("glob", p.glob),
+                           ("count", p.count), ("module", p.module), ("attr", p.attr), ("value", p.value))
+         if v is not None}
+        for p in stack.probes
+    ]
+    pins = preserve if preserve is not None else ((p.name, p.version) for p in stack.pins)
+    return {
+        "format": SPEC_FORMAT,
+        "stack": stack.name,
+        "entries": [_entry(stack, e) for e in stack.gate_entries()],
+        "probes": probes,
+        "preserve": [{"dist": d, "version": v} for d, v in pins],
+    }
+
+
+def dumps(spec: dict[str, Any]) -> str:
+    return json.dumps(spec, indent=2, sort_keys=True) + "\n"

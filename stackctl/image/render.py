@@ -1,0 +1,183 @@
+"""The build context, as values: layer groups planned from a stack and its lock, and the Dockerfile text.
+
+Pure: `plan_layers` and `render` take values and return values. `buildctx` writes the result to disk;
+`load_templates` is the one reader of Dockerfile.in, templates/ and gates/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from packaging.utils import canonicalize_name
+
+from stackctl.base.assets import asset_root
+from stackctl.errors import CheckFailed, InputError
+from stackctl.profile.model import Stack
+from stackctl.resolve.lock import Lock, LockedFile
+
+PREFIX = "/opt/stack"
+
+
+@dataclass(frozen=True)
+class InstallItem:
+    name: str
+    version: str
+    filename: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """Distributions installed together into one prefix, in one stage, copied as one layer."""
+
+    name: str  # a directory and stage name; never carries a version
+    kind: str  # "vendor" | "closure" | "public"
+    items: tuple[InstallItem, ...]
+
+
+@dataclass(frozen=True)
+class Templates:
+    dockerfile: str
+    stage: str
+    copy: str
+    requirements: str
+    gate_script: str
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    stack: str
+    target: str
+    base: str
+    lock_digest: str
+    groups: tuple[LayerGroup, ...]
+    gate_spec: str  # JSON text
+    labels: tuple[tuple[str, str], ...]
+    python: str = ""  # "3.10": the base image's python must be this one ("" checks nothing)
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    path: str  # relative to the context root
+    text: str | None = None
+    wheel: str | None = None  # a wheelhouse file name, copied (and hash-checked) by buildctx
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Rendered:
+    dockerfile: str
+    files: tuple[ContextFile, ...]
+
+
+def load_templates(root: Path | None = None) -> Templates:
+    root = root or asset_root()
+    try:
+        return Templates(
+            dockerfile=(root / "Dockerfile.in").read_text(encoding="utf-8"),
+            stage=(root / "templates" / "stage.in").read_text(encoding="utf-8"),
+            copy=(root / "templates" / "copy.in").read_text(encoding="utf-8"),
+            requirements=(root / "templates" / "requirements.in").read_text(encoding="utf-8"),
+            gate_script=(root / "gates" / "gate.py").read_text(encoding="utf-8"),
+        )
+    except FileNotFoundError as exc:
+        raise InputError(f"{exc.filename}: template missing from this installation") from None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+
+
+def _one_wheel(name: str, files: tuple[LockedFile, ...], target: str) -> LockedFile:
+    mine = [f for f in files if f.target == target and f.filename.endswith(".whl")]
+    if not mine:
+        raise CheckFailed(f"{name}: the lock has no wheel for target {target}",
+                          hint="run `stackctl resolve` for this target, or pick another with --target")
+    return mine[0]
+
+
+def plan_layers(stack: Stack, lock: Lock, target: str) -> tuple[LayerGroup, ...]:
+    """Groups ordered most stable first: vendor trains, other vendor pins, the closure, public pins.
+
+    That is also the reference's install order (vendor wheels first, then the public closure). A pin is
+    vendor when its index is named by URL, public when its index comes from the pip configuration.
+    """
+    groups: dict[str, tuple[str, list[InstallItem]]] = {}
+    order: dict[str, int] = {}
+
+    def add(group: str, kind: str, rank: int, item: InstallItem) -> None:
+        groups.setdefault(group, (kind, []))[1].append(item)
+        order.setdefault(group, rank)
+
+    for pin in stack.pins:
+        locked = lock.pin(pin.name)
+        if locked is None:
+            raise CheckFailed(f"{pin.name}: pinned by {stack.name} but missing from the lock",
+                              hint="run `stackctl resolve` again")
+        if locked.version != pin.version:
+            raise CheckFailed(f"{pin.name}: the profile pins {pin.version} but the lock has {locked.version}",
+                              hint="run `stackctl resolve` again")
+        f = _one_wheel(pin.name, locked.files, target)
+        index = stack.index(pin.index)
+        vendor = not (index is not None and index.from_pip)
+        item = InstallItem(pin.name, pin.version, f.filename, f.sha256)
+        if pin.train:
+            add(f"train-{_slug(pin.train)}", "vendor" if vendor else "public", 0 if vendor else 3, item)
+        else:
+            add(f"pin-{_slug(pin.name)}", "vendor" if vendor else "public", 1 if vendor else 3, item)
+    pinned = {p.key for p in stack.pins}
+    for c in lock.closure:
+        if c.target != target or canonicalize_name(c.name) in pinned:
+            continue
+        if c.file is None:
+            raise CheckFailed(f"{c.name} {c.version}: the lock's closure has no file for {target}")
+        add("deps", "closure", 2, InstallItem(c.name, c.version, c.file.filename, c.file.sha256))
+    ranked = sorted(groups, key=lambda g: order[g])  # stable: profile order within a rank
+    return tuple(LayerGroup(g, groups[g][0], tuple(groups[g][1])) for g in ranked)
+
+
+def requirement_lines(group: LayerGroup) -> str:
+    return "\n".join(f"{i.name}=={i.version} --hash=sha256:{i.sha256}" for i in group.items)
+
+
+def label_value(value: str) -> str:
+    """A Dockerfile double-quoted word: the classic builder expands `$` and unescapes `\\` and `"`."""
+    if "\n" in value or "\r" in value:
+        raise InputError(f"label value {value[:40]!r}... spans lines; labels are one line")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def render(plan: BuildPlan, templates: Templates) -> Rendered:
+    if plan.python and not re.fullmatch(r"\d+\.\d+", plan.python):
+        raise InputError(f"{plan.stack}: image python {plan.python!r} is not MAJOR.MINOR")
+    if not plan.groups:
+        raise InputError(f"{plan.stack}: nothing to install for {plan.target}")
+    stages, copies, files = [], [], []
+    for n, group in enumerate(plan.groups, 1):
+        stage = f"layer{n:02d}-{group.name}"
+        members = ", ".join(i.name for i in group.items)
+        stages.append(Template(templates.stage).substitute(group=group.name, stage=stage, members=members))
+        copies.append(Template(templates.copy).substitute(group=group.name, stage=stage).rstrip("\n"))
+        requirements = Template(templates.requirements).substitute(
+            group=group.name, stack=plan.stack, lines=requirement_lines(group))
+        files.append(ContextFile(f"groups/{group.name}/requirements.txt", text=requirements))
+        files += [ContextFile(f"groups/{group.name}/{i.filename}", wheel=i.filename, sha256=i.sha256)
+                  for i in group.items]
+    dirs = [f"{PREFIX}/{g.name}" for g in plan.groups]
+    # exec runs each .pth line in a function scope: no comprehension may refer to `site`.
+    pth = "import site; list(map(site.addsitedir, " + json.dumps(dirs) + "))\n"
+    labels = ""
+    if plan.labels:
+        labels = "LABEL " + " \\\n      ".join(f"{label_value(k)}={label_value(v)}" for k, v in plan.labels)
+    dockerfile = Template(templates.dockerfile).substitute(
+        stack=plan.stack, target=plan.target, base=plan.base, stages="".join(stages), python=plan.python,
+        path=":".join(["/opt/venv/bin", *(f"{d}/bin" for d in dirs),
+                       "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]),
+        copies="\n".join(copies), labels=labels)
+    files += [ContextFile("layers.pth", text=pth), ContextFile("gate/gate.py", text=templates.gate_script),
+              ContextFile("gate/gate.json", text=plan.gate_spec), ContextFile("Dockerfile", text=dockerfile)]
+    return Rendered(dockerfile, tuple(files))

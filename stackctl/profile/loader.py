@@ -1,0 +1,434 @@
+"""Read a profile and the profiles it extends, check every key, merge, and build a `Stack`.
+
+Every problem in every file is collected before anything is raised, and each one names the file,
+the line and the key path, so one run of `stackctl validate` shows the whole list.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from stackctl.errors import Problem, ProfileError
+from stackctl.profile.model import (
+    AbiPolicy,
+    AbiRole,
+    GateCheck,
+    GateMode,
+    GateRole,
+    Image,
+    Index,
+    Pin,
+    Probe,
+    Stack,
+    Target,
+)
+from stackctl.profile.sources import DirSource, Source
+from stackctl.profile.tag import TagTemplateError, check_repository, render_tag
+from stackctl.profile.tomlpos import key_lines, locate
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# The schema: a dict is a table with known keys, "*" stands for any key, [T] is an array of T.
+_GATE: dict[str, Any] = {"order": int, "module": str, "check": str, "mode": str, "prefix": str,
+                         "expect": str, "skip_import_if": str, "remove": bool}
+_PIN: dict[str, Any] = {"version": str, "index": str, "file": str, "train": str, "note": str, "abi": str,
+                        "gate": {k: v for k, v in _GATE.items() if k not in ("expect", "remove")},
+                        "remove": bool}
+_PROBE: dict[str, Any] = {"name": str, "kind": str, "package": str, "glob": str, "count": int,
+                          "module": str, "attr": str, "value": str}
+SCHEMA: dict[str, Any] = {
+    "stack": {"name": str, "extends": str, "description": str},
+    "targets": {"python": [str], "platforms": [str]},
+    "indexes": {"*": {"url": str, "from_pip": bool, "username_env": str, "password_env": str, "netrc": bool}},
+    "pins": {"*": _PIN},
+    "gate": {"extra": {"*": _GATE}, "probe": [_PROBE]},
+    "abi": {"allow": [str], "inventory": str},
+    "image": {"base": str, "repository": str, "tag": str, "python": str, "vars": {"*": str},
+              "labels": {"*": str}},
+}
+_CREDENTIAL_WORDS = ("password", "token", "secret", "auth")
+_PYTHON_RE = re.compile(r"3\.\d{1,2}")
+_PLATFORM_RE = re.compile(r"(linux|manylinux_\d+_\d+|musllinux_\d+_\d+)_(x86_64|aarch64|ppc64le|s390x|i686)")
+
+
+@dataclass
+class _Doc:
+    """One parsed file of the chain, with the line of every key it writes."""
+
+    name: str  # file name within the source
+    display: str
+    data: dict[str, Any]
+    lines: dict[tuple[str, ...], int]
+
+
+@dataclass
+class _Collector:
+    chain: list[_Doc] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, doc: _Doc | None, path: tuple[str, ...], message: str) -> None:
+        doc = doc or self._owner(path)
+        line = locate(doc.lines, path) if doc else None
+        self.problems.append(Problem(doc.display if doc else "?", line, ".".join(path), message))
+
+    def _owner(self, path: tuple[str, ...]) -> _Doc | None:
+        """The file (child first) that writes the deepest part of `path`."""
+        best, depth = (self.chain[0] if self.chain else None), 0
+        for doc in self.chain:
+            for d in range(len(path), depth, -1):
+                if path[:d] in doc.lines:
+                    best, depth = doc, d
+                    break
+        return best
+
+
+def load_stack(path: str | Path, source: Source | None = None) -> Stack:
+    """Load `path` (a file name within `source`, or a file path) with everything it extends."""
+    if source is None:
+        p = Path(path)
+        source, name = DirSource(p.parent), p.name
+    else:
+        name = str(path)
+    collector = _Collector()
+    _read_chain(source, name, collector)
+    if collector.problems:
+        raise ProfileError(tuple(collector.problems))
+    merged = _merge_chain(collector)
+    stack = _build(merged, collector)
+    if collector.problems:
+        raise ProfileError(tuple(collector.problems))
+    assert stack is not None
+    return stack
+
+
+def _read_chain(source: Source, name: str, out: _Collector) -> None:
+    seen: list[str] = []
+    parent_ref: tuple[_Doc, tuple[str, ...]] | None = None
+    while True:
+        if name in seen:
+            cycle = " -> ".join([*seen, name])
+            assert parent_ref is not None
+            out.add(parent_ref[0], parent_ref[1], f"extends cycle: {cycle}")
+            return
+        if parent_ref is not None and not source.exists(name):
+            out.add(parent_ref[0], parent_ref[1], f"unknown stack: no profile {source.display(name)}")
+            return
+        seen.append(name)
+        text = source.read(name)
+        display = source.display(name)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            line = re.search(r"line (\d+)", str(exc))
+            out.problems.append(Problem(display, int(line.group(1)) if line else None, "",
+                                        f"malformed TOML: {exc}"))
+            return
+        doc = _Doc(name, display, data, key_lines(text))
+        out.chain.append(doc)
+        _check_schema(data, SCHEMA, (), doc, out)
+        parent = data.get("stack", {}).get("extends") if isinstance(data.get("stack"), dict) else None
+        if not isinstance(parent, str):
+            return
+        parent_ref = (doc, ("stack", "extends"))
+        name = parent if parent.endswith(".toml") else f"{parent}.toml"
+
+
+def _typename(t: Any) -> str:
+    if isinstance(t, dict):
+        return "a table"
+    if isinstance(t, list):
+        return "an array of " + {str: "strings", int: "integers"}.get(t[0], "tables")
+    return {str: "a string", int: "an integer", bool: "true or false"}[t]
+
+
+def _check_schema(value: Any, schema: Any, path: tuple[str, ...], doc: _Doc, out: _Collector) -> None:
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            out.add(doc, path, f"must be {_typename(schema)}")
+            return
+        for key, sub in value.items():
+            kpath = (*path, key)
+            if "*" in schema:
+                _check_schema(sub, schema["*"], kpath, doc, out)
+            elif key in schema:
+                _check_schema(sub, schema[key], kpath, doc, out)
+            else:
+                out.add(doc, kpath, _unknown_key(key, schema))
+    elif isinstance(schema, list):
+        if not isinstance(value, list):
+            out.add(doc, path, f"must be {_typename(schema)}")
+            return
+        for i, item in enumerate(value):
+            _check_schema(item, schema[0], (*path, str(i)), doc, out)
+    elif not isinstance(value, schema) or (schema is int and isinstance(value, bool)):
+        out.add(doc, path, f"must be {_typename(schema)}, not {type(value).__name__} {value!r}")
+
+
+def _unknown_key(key: str, schema: dict[str, Any]) -> str:
+    if any(w in key.lower() for w in _CREDENTIAL_WORDS):
+        return ("unknown key; credentials never go in a profile: name an environment variable with "
+                "username_env / password_env, or use netrc")
+    close = difflib.get_close_matches(key, list(schema), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(schema))}"
+    return f"unknown key{hint}"
+
+
+def _merge_chain(out: _Collector) -> dict[str, Any]:
+    """Merge root first; a child's table merges into its parent's, arrays and scalars replace."""
+    merged: dict[str, Any] = {}
+    for doc in reversed(out.chain):
+        data = {k: v for k, v in doc.data.items()}
+        pins = data.pop("pins", {})
+        extra = data.get("gate", {}).get("extra", {})
+        _deep_merge(merged, data)
+        merged_pins = merged.setdefault("pins", {})
+        _merge_named(merged_pins, pins, ("pins",), doc, out)
+        if extra:
+            _merge_named(merged.setdefault("gate", {}).setdefault("extra", {}), extra,
+                         ("gate", "extra"), doc, out, replace=True)
+    return merged
+
+
+def _merge_named(into: dict[str, Any], new: dict[str, Any], path: tuple[str, ...], doc: _Doc,
+                 out: _Collector, *, replace: bool = False) -> None:
+    """Merge tables keyed by distribution name, matching names after PEP 503 normalisation."""
+    seen: dict[str, str] = {}
+    for name, table in new.items():
+        key = canonicalize_name(name)
+        if key in seen:
+            out.add(doc, (*path, name), f"duplicate of {seen[key]!r} (same name after normalisation)")
+            continue
+        seen[key] = name
+        existing = next((n for n in into if canonicalize_name(n) == key), None)
+        if isinstance(table, dict) and table.get("remove") is True:
+            if existing is None:
+                out.add(doc, (*path, name, "remove"), "nothing to remove: no parent defines it")
+            else:
+                del into[existing]
+            continue
+        if existing is None:
+            into[name] = dict(table) if isinstance(table, dict) else table
+        elif isinstance(table, dict) and isinstance(into[existing], dict) and not replace:
+            _deep_merge(into[existing], table)
+        else:
+            into[existing] = table
+
+
+def _deep_merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = dict(value) if isinstance(value, dict) else value
+
+
+def _enum(cls: Callable[[str], Any], value: str, path: tuple[str, ...], out: _Collector,
+          choices: list[str]) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        close = difflib.get_close_matches(value, choices, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        out.add(None, path, f"{value!r} is not one of {', '.join(choices)}{hint}")
+        return None
+
+
+def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Collector, *,
+               pinned: bool) -> GateRole | None:
+    if "order" not in raw:
+        out.add(None, (*path, "order"), "missing: every gate entry needs its position in the order")
+        return None
+    check = _enum(GateCheck, raw.get("check", "exact" if pinned else "present"), (*path, "check"), out,
+                  [c.value for c in GateCheck])
+    mode = _enum(GateMode, raw.get("mode", "import"), (*path, "mode"), out, [m.value for m in GateMode])
+    if check is GateCheck.PREFIX and not raw.get("prefix"):
+        out.add(None, (*path, "check"), "check = \"prefix\" needs a prefix (for example \"1.26.\")")
+    if check is GateCheck.EXACT and not pinned and not raw.get("expect"):
+        out.add(None, (*path, "check"), "check = \"exact\" on an unpinned entry needs expect = VERSION")
+    skip = raw.get("skip_import_if")
+    if skip is not None:
+        try:
+            Requirement(skip)
+        except InvalidRequirement as exc:
+            out.add(None, (*path, "skip_import_if"), f"not a requirement like 'torch_musa<2.11': {exc}")
+    if check is None or mode is None:
+        return None
+    module = raw.get("module") or dist.replace("-", "_")
+    return GateRole(order=raw["order"], module=module, check=check, mode=mode, prefix=raw.get("prefix"),
+                    expect=raw.get("expect"), skip_import_if=skip)
+
+
+def _exact_version(value: str, path: tuple[str, ...], out: _Collector) -> None:
+    try:
+        parsed = Version(value)
+    except InvalidVersion:
+        out.add(None, path, f"{value!r} is not a PEP 440 version (pins are exact: 2.11.0.post2+musa5.2.0)")
+        return
+    if str(parsed) != value:
+        out.add(None, path, f"{value!r} is not in canonical form; write {str(parsed)!r}")
+
+
+def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
+    stack_t = m.get("stack", {})
+    name = stack_t.get("name")
+    if not name:
+        out.add(None, ("stack", "name"), "missing: every profile names its stack")
+    targets_t = m.get("targets", {})
+    pythons, platforms = targets_t.get("python", []), targets_t.get("platforms", [])
+    if not pythons or not platforms:
+        out.add(None, ("targets",), "missing: targets need python = [...] and platforms = [...]")
+    for i, py in enumerate(pythons):
+        if not _PYTHON_RE.fullmatch(py):
+            out.add(None, ("targets", "python", str(i)), f"{py!r} is not a Python version like \"3.12\"")
+    for i, plat in enumerate(platforms):
+        if not _PLATFORM_RE.fullmatch(plat):
+            out.add(None, ("targets", "platforms", str(i)),
+                    f"{plat!r} is not a wheel platform tag like \"linux_x86_64\"")
+    targets = tuple(Target(py, plat) for py in pythons for plat in platforms)
+
+    indexes: list[Index] = []
+    for iname, t in m.get("indexes", {}).items():
+        path = ("indexes", iname)
+        url, from_pip = t.get("url"), t.get("from_pip", False)
+        if bool(url) == bool(from_pip):
+            out.add(None, path, "give exactly one of url = \"...\" or from_pip = true")
+        if url:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https", "file"):
+                out.add(None, (*path, "url"), f"{url!r} is not an http(s) or file URL")
+            if parts.username or parts.password:
+                out.add(None, (*path, "url"), "credentials never go in a profile: remove user:password@ and "
+                        "name environment variables with username_env / password_env, or use netrc")
+        indexes.append(Index(iname, url or None, bool(from_pip), t.get("username_env"), t.get("password_env"),
+                             t.get("netrc", True)))
+    index_names = [i.name for i in indexes]
+
+    pins: list[Pin] = []
+    for pname, t in m.get("pins", {}).items():
+        path = ("pins", pname)
+        if "version" not in t:
+            out.add(None, (*path, "version"), "missing: a pin needs an exact version")
+            continue
+        _exact_version(t["version"], (*path, "version"), out)
+        index = t.get("index")
+        if index is None:
+            out.add(None, (*path, "index"), "missing: a pin names the index that serves it")
+        elif index not in index_names:
+            out.add(None, (*path, "index"), _not_declared("index", index, index_names))
+        abi = _enum(AbiRole, t.get("abi", "provide"), (*path, "abi"), out, [a.value for a in AbiRole])
+        gate = _gate_role(pname, t["gate"], (*path, "gate"), out, pinned=True) if "gate" in t else None
+        pins.append(Pin(pname, t["version"], index or "", t.get("file"), t.get("train"), t.get("note", ""),
+                        abi or AbiRole.PROVIDE, gate))
+
+    gate_t = m.get("gate", {})
+    extra: list[tuple[str, GateRole]] = []
+    for ename, t in gate_t.get("extra", {}).items():
+        role = _gate_role(ename, t, ("gate", "extra", ename), out, pinned=False)
+        if any(p.key == canonicalize_name(ename) for p in pins):
+            out.add(None, ("gate", "extra", ename), "is also a pin: put its gate role under the pin")
+        if role:
+            extra.append((ename, role))
+    _check_order(pins, extra, out)
+    for p in pins:
+        skip = p.gate.skip_import_if if p.gate else None
+        if skip and not any(q.key == canonicalize_name(Requirement(skip).name) for q in pins):
+            out.add(None, ("pins", p.name, "gate", "skip_import_if"), "must name another pin of this stack")
+
+    probes = tuple(_probe(t, i, out) for i, t in enumerate(gate_t.get("probe", [])))
+    image = _image(m.get("image"), name or "", pythons, pins, out)
+    abi_t = m.get("abi", {})
+    if out.problems:
+        return None
+    return Stack(
+        name=name,
+        description=stack_t.get("description", ""),
+        targets=targets,
+        indexes=tuple(indexes),
+        pins=tuple(pins),
+        gate_extra=tuple(extra),
+        probes=probes,
+        image=image,
+        abi=AbiPolicy(tuple(abi_t.get("allow", [])), abi_t.get("inventory")),
+        extends=stack_t.get("extends"),
+        sources=tuple(d.display for d in out.chain),
+    )
+
+
+def _not_declared(what: str, value: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(value, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"declared: {', '.join(known) or 'none'}"
+    return f"{value!r} is not a declared {what}; {hint}"
+
+
+def _check_order(pins: list[Pin], extra: list[tuple[str, GateRole]], out: _Collector) -> None:
+    """Gate positions must be exactly 1..N: one sequence, no ties, no gaps."""
+    placed: dict[int, list[tuple[str, ...]]] = {}
+    for p in pins:
+        if p.gate:
+            placed.setdefault(p.gate.order, []).append(("pins", p.name, "gate", "order"))
+    for n, role in extra:
+        placed.setdefault(role.order, []).append(("gate", "extra", n, "order"))
+    for order, paths in sorted(placed.items()):
+        if len(paths) > 1:
+            names = ", ".join(p[-3] for p in paths)
+            out.add(None, paths[-1], f"order {order} is taken by more than one entry ({names})")
+        if order < 1:
+            out.add(None, paths[0], f"order {order} must be 1 or more")
+    count = sum(len(paths) for paths in placed.values())
+    missing = sorted(set(range(1, count + 1)) - set(placed))
+    if missing:
+        last = max(placed)
+        out.add(None, placed[last][0], f"gate order has a gap: no entry at {', '.join(map(str, missing))} "
+                f"(positions must run 1..{count})")
+
+
+def _probe(t: dict[str, Any], i: int, out: _Collector) -> Probe:
+    path = ("gate", "probe", str(i))
+    kind = t.get("kind")
+    needs = {"file-count": ("package", "glob", "count"), "attr": ("module", "attr", "value")}
+    if kind not in needs:
+        out.add(None, (*path, "kind"), f"{kind!r} is not a probe kind; use \"file-count\" or \"attr\"")
+    else:
+        for k in needs[kind]:
+            if k not in t:
+                out.add(None, (*path, k), f"missing: a {kind} probe needs {', '.join(needs[kind])}")
+    return Probe(t.get("name", f"probe {i + 1}"), kind or "", t.get("package"), t.get("glob"), t.get("count"),
+                 t.get("module"), t.get("attr"), t.get("value"))
+
+
+def _image(t: dict[str, Any] | None, stack: str, pythons: list[str], pins: list[Pin],
+           out: _Collector) -> Image | None:
+    if t is None:
+        return None
+    for k in ("base", "repository", "tag"):
+        if k not in t:
+            out.add(None, ("image", k), "missing")
+    python = t.get("python", pythons[0] if pythons else "")
+    if pythons and python not in pythons:
+        out.add(None, ("image", "python"), f"{python!r} is not one of the targets' pythons ({', '.join(pythons)})")
+    if "repository" in t and (why := check_repository(t["repository"])):
+        out.add(None, ("image", "repository"), why)
+    if "tag" in t:
+        try:
+            render_tag(t["tag"], stack=stack, python=python, pins={p.name: p.version for p in pins},
+                       variables=t.get("vars", {}))
+        except TagTemplateError as exc:
+            out.add(None, ("image", "tag"), str(exc))
+    if not all(k in t for k in ("base", "repository", "tag")):
+        return None
+    return Image(t["base"], t["repository"], t["tag"], python, tuple(t.get("vars", {}).items()),
+                 tuple(t.get("labels", {}).items()))

@@ -1,0 +1,205 @@
+"""The stack profile: what a stack pins, where each pin comes from, how it is gated and shipped.
+
+Values only. `loader.load_stack` reads TOML files into these; everything downstream takes a `Stack`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+
+from packaging.utils import NormalizedName, canonicalize_name
+
+
+class GateCheck(str, Enum):
+    EXACT = "exact"  # the full version string, local label included
+    PREFIX = "prefix"  # the version starts with a given prefix ("1.26.")
+    PRESENT = "present"  # installed, any version
+
+
+class GateMode(str, Enum):
+    IMPORT = "import"  # import the module, then read the version
+    SPEC = "spec"  # find the module without importing it (imports that need a GPU)
+    VERSION = "version"  # read the distribution's version only; never import
+
+
+class AbiRole(str, Enum):
+    CHECK = "check"  # its ELF files are checked, and provide libraries to others
+    PROVIDE = "provide"  # its ELF files only provide libraries to others
+    IGNORE = "ignore"
+
+
+@dataclass(frozen=True)
+class Target:
+    python: str  # "3.10"
+    platform: str  # "linux_x86_64"
+
+    @property
+    def interpreter(self) -> str:
+        return "cp" + self.python.replace(".", "")
+
+    @property
+    def label(self) -> str:
+        return f"{self.interpreter}-{self.platform}"
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    url: str | None  # None: taken from the user's pip configuration at run time
+    from_pip: bool = False
+    username_env: str | None = None
+    password_env: str | None = None
+    netrc: bool = True
+
+
+@dataclass(frozen=True)
+class GateRole:
+    order: int
+    module: str
+    check: GateCheck = GateCheck.EXACT
+    mode: GateMode = GateMode.IMPORT
+    prefix: str | None = None
+    expect: str | None = None  # only for gate entries that are not pins
+    skip_import_if: str | None = None  # a requirement on another pin: when it holds, check version only
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str  # as written, for display
+    version: str  # exact PEP 440, local label included
+    index: str
+    file: str | None = None  # requirement file it is exported to
+    train: str | None = None
+    note: str = ""
+    abi: AbiRole = AbiRole.PROVIDE
+    gate: GateRole | None = None
+
+    @property
+    def key(self) -> NormalizedName:
+        return canonicalize_name(self.name)
+
+
+@dataclass(frozen=True)
+class GateEntry:
+    """One line of the in-image gate, in order; built from pins and gate-only entries."""
+
+    dist: str
+    module: str
+    order: int
+    check: GateCheck
+    mode: GateMode
+    expected: str | None  # full version for EXACT, prefix for PREFIX, None for PRESENT
+    skip_import_if: str | None
+    pinned: bool
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    kind: str  # "file-count" | "attr"
+    package: str | None = None
+    glob: str | None = None
+    count: int | None = None
+    module: str | None = None
+    attr: str | None = None
+    value: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "file-count":
+            return f"{self.count} files {self.package}/{self.glob}"
+        return f"{self.module}.{self.attr} == {self.value!r}"
+
+
+@dataclass(frozen=True)
+class Image:
+    base: str
+    repository: str
+    tag: str  # the template
+    python: str
+    vars: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class AbiPolicy:
+    allow: tuple[str, ...] = ()
+    inventory: str | None = None
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    description: str
+    targets: tuple[Target, ...]
+    indexes: tuple[Index, ...]
+    pins: tuple[Pin, ...]
+    gate_extra: tuple[tuple[str, GateRole], ...] = ()
+    probes: tuple[Probe, ...] = ()
+    image: Image | None = None
+    abi: AbiPolicy = AbiPolicy()
+    extends: str | None = None
+    sources: tuple[str, ...] = field(default=(), compare=False)  # files read, child first
+
+    def pin(self, name: str) -> Pin | None:
+        key = canonicalize_name(name)
+        return next((p for p in self.pins if p.key == key), None)
+
+    def index(self, name: str) -> Index | None:
+        return next((i for i in self.indexes if i.name == name), None)
+
+    def gate_entries(self) -> tuple[GateEntry, ...]:
+        entries = [
+            GateEntry(
+                dist=p.name,
+                module=p.gate.module,
+                order=p.gate.order,
+                check=p.gate.check,
+                mode=p.gate.mode,
+                expected=_expected(p.gate, p.version),
+                skip_import_if=p.gate.skip_import_if,
+                pinned=True,
+            )
+            for p in self.pins
+            if p.gate is not None
+        ]
+        entries += [
+            GateEntry(
+                dist=name,
+                module=role.module,
+                order=role.order,
+                check=role.check,
+                mode=role.mode,
+                expected=_expected(role, role.expect),
+                skip_import_if=role.skip_import_if,
+                pinned=False,
+            )
+            for name, role in self.gate_extra
+        ]
+        return tuple(sorted(entries, key=lambda e: e.order))
+
+    def requirement_files(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p.file for p in self.pins if p.file))
+
+    def digest(self) -> str:
+        """sha256 of the effective profile: what a lock records to notice a changed profile."""
+        return "sha256:" + hashlib.sha256(canonical_json(self).encode()).hexdigest()
+
+
+def _expected(role: GateRole, version: str | None) -> str | None:
+    if role.check is GateCheck.EXACT:
+        return version
+    if role.check is GateCheck.PREFIX:
+        return role.prefix
+    return None
+
+
+def canonical_json(stack: Stack) -> str:
+    from stackctl.base.jsonout import to_jsonable
+
+    data = to_jsonable(stack)
+    assert isinstance(data, dict)
+    data.pop("sources", None)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,158 @@
+"""The lock: what `resolve` proved about every pin, per target, and the closure a real resolver chose.
+
+A lock is JSON with sorted keys and a fixed order of entries, so two locks diff line by line in review.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stackctl.base.files import write_atomic
+from stackctl.base.jsonout import to_jsonable
+from stackctl.errors import InputError
+
+LOCK_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    target: str  # "cp310-linux_x86_64"
+    filename: str
+    url: str  # never carries credentials
+    sha256: str
+    size: int | None = None
+    upload_time: str | None = None  # ISO 8601, UTC
+    upload_time_source: str = "none"  # "index" (PEP 700) | "last-modified" | "none"
+    yanked: bool = False
+    yanked_reason: str | None = None
+    requires_python: str | None = None
+    requires_dist: tuple[str, ...] | None = None  # None: unknown; (): the wheel declares none
+
+
+@dataclass(frozen=True)
+class LockedPin:
+    name: str
+    version: str
+    index: str
+    files: tuple[LockedFile, ...]
+    newest_in_line: str | None = None
+    newest_upload_time: str | None = None
+    other_lines: tuple[str, ...] = ()  # newer versions of another line (platform, local family)
+
+
+@dataclass(frozen=True)
+class ClosureEntry:
+    """A distribution the resolver added under the pins, for one target."""
+
+    target: str
+    name: str
+    version: str
+    file: LockedFile | None = None
+    hashes: tuple[str, ...] = ()  # "sha256:..." as a requirement file's --hash takes them
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    train: str
+    members: tuple[str, ...]
+    earliest: str | None
+    latest: str | None
+    spread_seconds: float | None
+    trailing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Lock:
+    stack: str
+    profile_digest: str
+    pins: tuple[LockedPin, ...]
+    closure: tuple[ClosureEntry, ...] = ()
+    trains: tuple[TrainReport, ...] = ()
+    warnings: tuple[str, ...] = ()
+    format: int = LOCK_FORMAT
+
+    def pin(self, name: str) -> LockedPin | None:
+        from packaging.utils import canonicalize_name
+
+        key = canonicalize_name(name)
+        return next((p for p in self.pins if canonicalize_name(p.name) == key), None)
+
+    def wheels_for(self, target: str) -> tuple[LockedFile, ...]:
+        """Every wheel an install for `target` needs: the pins' files, then the closure's."""
+        pinned = [f for p in self.pins for f in p.files if f.target == target]
+        extra = [c.file for c in self.closure if c.target == target and c.file is not None]
+        return tuple(pinned + extra)
+
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(dumps(self).encode()).hexdigest()
+
+
+def dumps(lock: Lock) -> str:
+    return json.dumps(to_jsonable(lock), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _file(d: dict[str, Any]) -> LockedFile:
+    rd = d.get("requires_dist")
+    return LockedFile(**{**d, "requires_dist": tuple(rd) if rd is not None else None})
+
+
+def loads(text: str, origin: str = "lock") -> Lock:
+    try:
+        d = json.loads(text)
+        if d.get("format") != LOCK_FORMAT:
+            raise InputError(f"{origin}: lock format {d.get('format')!r} is not {LOCK_FORMAT}; re-run resolve")
+        return Lock(
+            stack=d["stack"],
+            profile_digest=d["profile_digest"],
+            pins=tuple(
+                LockedPin(**{**p, "files": tuple(_file(f) for f in p["files"]),
+                             "other_lines": tuple(p.get("other_lines", ()))})
+                for p in d["pins"]
+            ),
+            closure=tuple(
+                ClosureEntry(**{**c, "file": _file(c["file"]) if c.get("file") else None,
+                                "hashes": tuple(c.get("hashes", ()))})
+                for c in d.get("closure", ())
+            ),
+            trains=tuple(TrainReport(**{**t, "members": tuple(t["members"]), "trailing": tuple(t["trailing"])})
+                         for t in d.get("trains", ())),
+            warnings=tuple(d.get("warnings", ())),
+        )
+    except InputError:
+        raise
+    except KeyError as exc:
+        raise InputError(f"{origin}: not a stackctl lock (no {exc} entry)") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InputError(f"{origin}: not a stackctl lock ({type(exc).__name__}: {exc})") from None
+
+
+def read_lock(path: str | Path) -> Lock:
+    p = Path(path)
+    try:
+        return loads(p.read_text(encoding="utf-8"), str(p))
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such lock; run `stackctl resolve` first") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read the lock ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def write_lock(path: str | Path, lock: Lock) -> None:
+    import os
+
+    try:
+        write_atomic(path, dumps(lock))
+        # the temporary file was private (0600); a lock is meant to be read by builds and reviewers
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(path, 0o666 & ~umask)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the lock ({exc.strerror or exc})") from None
+
+
+def default_lock_path(profile: str | Path) -> Path:
+    p = Path(profile)
+    return p.with_suffix(".lock")

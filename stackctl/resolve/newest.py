@@ -1,0 +1,66 @@
+"""Is this the newest? The newest version in the pin's own line, and newer versions of other lines.
+
+A line is what an upgrade may move within without changing what the stack is built on: the same
+release series (major.minor), the same local label (`+musa5.2.0`; deep_ep's label names the torch build
+it was compiled against, so a different label is a different build), and wheels for every target of the
+stack (an aarch64-only `+musa5.2.1mp22` build is another platform line). Pre-releases count only when
+the pin is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+
+from packaging.version import Version
+
+from stackctl.index.pages import IndexedFile
+from stackctl.profile.model import Target
+from stackctl.resolve.targets import installable_everywhere
+
+
+@dataclass(frozen=True)
+class LineReport:
+    newest_in_line: Version | None
+    newest_files: tuple[IndexedFile, ...]
+    other_lines: tuple[str, ...]  # "VERSION (why)": the newest of each newer line, newest first
+
+
+def _series(v: Version) -> tuple[int, ...]:
+    return (*v.release, 0, 0)[:2]
+
+
+def why_other(v: Version, pin: Version, files: Sequence[IndexedFile], targets: Sequence[Target]) -> str | None:
+    """Why `v` is not in `pin`'s line, or None when it is."""
+    if v.local != pin.local:
+        return f"local label +{v.local}" if v.local else "no local label"
+    if _series(v) != _series(pin):
+        return "series " + ".".join(map(str, _series(v)))
+    if not installable_everywhere(files, targets):
+        return "no wheel for " + ", ".join(t.label for t in targets if not installable_everywhere(files, [t]))
+    return None
+
+
+def newest_in_line(pin_version: str, files: Iterable[IndexedFile], targets: Sequence[Target],
+                   max_other: int = 5) -> LineReport:
+    pin = Version(pin_version)
+    by_version = sorted(files, key=lambda f: f.version, reverse=True)
+    newest: Version | None = None
+    newest_files: tuple[IndexedFile, ...] = ()
+    others: list[str] = []
+    seen: set[str] = set()  # one entry per other line: its newest version
+    for v, group in groupby(by_version, key=lambda f: f.version):
+        if v < pin:
+            break
+        fs = [f for f in group if not f.yanked]
+        if not fs or (v.is_prerelease and not pin.is_prerelease):
+            continue
+        why = why_other(v, pin, fs, targets)
+        if why is None:
+            if newest is None:
+                newest, newest_files = v, tuple(fs)
+        elif v > pin and why not in seen and len(others) < max_other:
+            seen.add(why)
+            others.append(f"{v} ({why})")
+    return LineReport(newest, newest_files, tuple(others))

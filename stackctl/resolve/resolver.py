@@ -1,0 +1,188 @@
+"""resolve(stack) → Lock: every pin proved on its own index for every target, read from the index itself.
+
+The network sits behind `IndexClient`; the choices (which wheel, which line, which train member trails)
+are the pure functions of `targets`, `newest` and `trains`. Requests run concurrently in three waves:
+project pages, then per chosen file its metadata and (HTML-only indexes) its Last-Modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from packaging.metadata import parse_email
+from packaging.version import Version
+
+from stackctl.base.concurrency import parallel
+from stackctl.errors import CheckFailed, ServiceError, StackctlError
+from stackctl.index.client import IndexClient
+from stackctl.index.config import IndexEndpoint
+from stackctl.index.pages import IndexedFile, ProjectListing
+from stackctl.profile.model import Pin, Stack
+from stackctl.resolve.lock import ClosureEntry, Lock, LockedFile, LockedPin
+from stackctl.resolve.newest import newest_in_line
+from stackctl.resolve.targets import best_wheel
+from stackctl.resolve.trains import DEFAULT_WINDOW, train_reports
+
+ClosureFn = Callable[[Stack, Lock], tuple[ClosureEntry, ...]]
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class ResolveOptions:
+    train_window: float = DEFAULT_WINDOW
+    closure: ClosureFn | None = None
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    requires_dist: tuple[str, ...] | None
+    upload_time: datetime | None
+    upload_time_source: str
+
+
+def iso(t: datetime | None) -> str | None:
+    return t.isoformat().replace("+00:00", "Z") if t else None
+
+
+def _first_error(errors: Sequence[StackctlError]) -> StackctlError:
+    """Service failures outrank failed checks: the check could not run."""
+    ordered = sorted(errors, key=lambda e: 0 if isinstance(e, ServiceError) else 1)
+    first = ordered[0]
+    if len(errors) == 1:
+        return first
+    more = len(errors) - 1
+    # "after 4 attempts (and 7 more)" read as seven more attempts: say what the others are.
+    return type(first)(f"{first} (and {more} more error{'' if more == 1 else 's'})", hint=first.hint)
+
+
+def requires_dist(metadata: bytes) -> tuple[str, ...]:
+    raw, _ = parse_email(metadata)
+    return tuple(raw.get("requires_dist", ()))
+
+
+def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
+            options: ResolveOptions | None = None, progress: Progress | None = None) -> Lock:
+    opts = options or ResolveOptions()
+    jobs = client.options.jobs
+    keys = list(dict.fromkeys((p.index, p.key) for p in stack.pins))
+
+    # 1. project pages, all at once
+    pages = parallel(jobs, lambda k: client.project(eps[k[0]], k[1]), keys, progress, "pages")
+    errors = [r for r in pages if isinstance(r, StackctlError)]
+    if errors:
+        raise _first_error(errors)
+    listing: dict[tuple[str, str], ProjectListing] = {
+        k: r for k, r in zip(keys, pages, strict=True) if isinstance(r, ProjectListing)}
+
+    # 2. the file pip would pick for every pin and target
+    chosen: dict[tuple[str, str], IndexedFile] = {}  # (pin key, target label) → file
+    missing: list[StackctlError] = []
+    for pin in stack.pins:
+        lst = listing[(pin.index, pin.key)]
+        want = Version(pin.version)
+        files = [f for f in lst.files if f.version == want]
+        if not files:
+            near = sorted({f.version for f in lst.files}, reverse=True)[:3]
+            missing.append(CheckFailed(
+                f"pin {pin.name} {pin.version}: not on index {pin.index} "
+                f"(newest there: {', '.join(map(str, near)) or 'none'})"))
+            continue
+        for t in stack.targets:
+            f = best_wheel(files, t)
+            if f is None:
+                missing.append(CheckFailed(
+                    f"pin {pin.name} {pin.version}: no wheel for {t.label} on index {pin.index} "
+                    f"(files: {', '.join(sorted(x.filename for x in files))[:300]})"))
+            else:
+                chosen[(pin.key, t.label)] = f
+    if missing:
+        raise _first_error(missing)
+
+    # 3. newest in line per pin, then facts (Requires-Dist, upload time) for every file the lock names
+    lines = {p.key: newest_in_line(p.version, listing[(p.index, p.key)].files, stack.targets) for p in stack.pins}
+    wanted: dict[str, tuple[Pin, IndexedFile, bool]] = {}  # url → (pin, file, needs Requires-Dist)
+    for pin in stack.pins:
+        for t in stack.targets:
+            f = chosen[(pin.key, t.label)]
+            wanted[f.url] = (pin, f, True)
+        line = lines[pin.key]
+        if line.newest_in_line is not None and line.newest_in_line != Version(pin.version):
+            for f in line.newest_files:
+                wanted.setdefault(f.url, (pin, f, False))
+
+    def facts(item: tuple[Pin, IndexedFile, bool]) -> FileFacts:
+        pin, f, need_rd = item
+        ep = eps[pin.index]
+        rd = None
+        if need_rd:
+            rd = requires_dist(client.metadata(ep, f) if f.has_metadata else client.wheel_metadata(ep, f))
+        if f.upload_time is not None:
+            return FileFacts(rd, f.upload_time, "index")
+        lm = client.last_modified(ep, f)
+        return FileFacts(rd, lm, "last-modified" if lm else "none")
+
+    results = parallel(jobs, facts, wanted.values(), progress, "files")
+    errors = [r for r in results if isinstance(r, StackctlError)]
+    if errors:
+        raise _first_error(errors)
+    by_url = {url: r for url, r in zip(wanted, results, strict=True) if isinstance(r, FileFacts)}
+
+    # 4. the lock
+    warnings: list[str] = []
+    locked: list[LockedPin] = []
+    published: dict[str, datetime | None] = {}
+    for pin in stack.pins:
+        lfs = []
+        for t in stack.targets:
+            f = chosen[(pin.key, t.label)]
+            fx = by_url[f.url]
+            lfs.append(LockedFile(
+                target=t.label, filename=f.filename, url=f.url, sha256=f.sha256 or "", size=f.size,
+                upload_time=iso(fx.upload_time), upload_time_source=fx.upload_time_source,
+                yanked=f.yanked, yanked_reason=f.yanked_reason, requires_python=f.requires_python,
+                requires_dist=fx.requires_dist))
+        for fname in sorted({lf.filename for lf in lfs if lf.requires_dist == ()}):
+            warnings.append(f"{pin.name} {pin.version}: {fname} declares no Requires-Dist; "
+                            "no resolver guards that pin")
+        for fname in sorted({lf.filename for lf in lfs if lf.yanked}):
+            warnings.append(f"{pin.name} {pin.version}: {fname} is yanked on index {pin.index}")
+        for fname in sorted({lf.filename for lf in lfs if not lf.sha256}):
+            warnings.append(f"{pin.name} {pin.version}: index {pin.index} gives no sha256 for {fname}")
+        times = [by_url[chosen[(pin.key, t.label)].url].upload_time for t in stack.targets]
+        known = [x for x in times if x is not None]
+        published[pin.name] = max(known) if known else None
+        line = lines[pin.key]
+        newest_time = None
+        if line.newest_in_line is not None:
+            nt = [by_url[f.url].upload_time for f in line.newest_files if f.url in by_url]
+            newest_time = iso(max((x for x in nt if x), default=None))
+        locked.append(LockedPin(
+            name=pin.name, version=pin.version, index=pin.index, files=tuple(lfs),
+            newest_in_line=str(line.newest_in_line) if line.newest_in_line else None,
+            newest_upload_time=newest_time, other_lines=line.other_lines))
+    members: dict[str, list[str]] = {}
+    for pin in stack.pins:
+        if pin.train:
+            members.setdefault(pin.train, []).append(pin.name)
+    trains = train_reports(members, published, opts.train_window)
+    for tr in trains:
+        for name in tr.members:
+            if published[name] is None:
+                warnings.append(f"train {tr.train}: {name} has no known upload time; whether it trails is unchecked")
+        for name in tr.trailing:
+            warnings.append(f"train {tr.train}: {name} was published more than {opts.train_window:g}s after "
+                            f"the train's first member ({tr.earliest} → {iso(published[name])})")
+    lock = Lock(stack=stack.name, profile_digest=stack.digest(), pins=tuple(locked), trains=trains,
+                warnings=tuple(warnings))
+    if opts.closure is not None:
+        if progress:
+            progress("closure", 0, 1)
+        closure = opts.closure(stack, lock)
+        sdist_only = [f"closure: {c.name} {c.version} has no wheel for {c.target}; a wheelhouse cannot hold it"
+                      for c in closure if c.file is None]
+        lock = replace(lock, closure=closure, warnings=lock.warnings + tuple(sdist_only))
+        if progress:
+            progress("closure", 1, 1)
+    return lock

@@ -1,0 +1,1 @@
+"""Stage 8, review: diffs of profiles, locks and images; the stale-reference scan."""

@@ -1,0 +1,205 @@
+"""A wheel on an index read as a seekable file: HTTP range requests where the server honours them,
+otherwise one full download verified against the index's sha256.
+
+Range reads never see the whole file, so they cannot be hash-checked; the size the server reports is
+compared with the expected size instead, when one is given.
+
+`RemoteFile` is what `WheelReader` opens, so listing a remote wheel costs its central directory and
+the front of each library, not the wheel. `fetched` counts every body byte received.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+from collections import OrderedDict
+from typing import IO, TYPE_CHECKING
+
+from stackctl.errors import ServiceError
+from stackctl.index.rangeio import RangeStream
+
+if TYPE_CHECKING:
+    import requests
+
+BLOCK = 64 << 10  # one range request fetches at least this much: zip headers are small and scattered
+TAIL = 64 << 10  # the first request: the end of the file, where the central directory lives
+CACHE_BLOCKS = 512  # 32 MiB of blocks kept
+MAX_AHEAD = 128  # 8 MiB: the most fetched past what a sequential read asked for
+TIMEOUT = 60.0
+
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+
+
+class RemoteFile(RangeStream):
+    """Random access to `url`. Pass `session` to carry an index's credentials; none are built here."""
+
+    def __init__(self, url: str, *, session: requests.Session | None = None, sha256: str | None = None,
+                 expected_size: int | None = None, block: int = BLOCK, max_download: int | None = None) -> None:
+        import requests
+
+        self.url = url
+        self._session = session or requests.Session()
+        self._sha256 = sha256.removeprefix("sha256:").lower() if sha256 else None
+        self._block = block
+        self._max_download = max_download
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self.fetched = 0
+        self.requests = 0
+        self.ranged = True
+        self._local: IO[bytes] | None = None
+        self._tail: tuple[int, bytes] = (0, b"")
+        self._next_block = -1  # the block after the last fetch: reading on from there is sequential
+        self._ahead = 1  # blocks fetched past a sequential miss; doubles while reading on
+        size = self._open()
+        if expected_size is not None and size != expected_size:
+            self.close()
+            raise ServiceError(f"{_safe(url)}: the server has {size} bytes, the lock says {expected_size}; "
+                               "not the locked file")
+        super().__init__(size)
+
+    # --- the network edge ------------------------------------------------------------------------
+    def _get(self, headers: dict[str, str]) -> requests.Response:
+        import requests
+
+        self.requests += 1
+        try:
+            resp = self._session.get(self.url, headers=headers, stream=True, timeout=TIMEOUT)
+        except requests.RequestException as exc:
+            raise ServiceError(f"{_safe(self.url)}: {type(exc).__name__}: {exc}") from None
+        if resp.status_code not in (200, 206):
+            resp.close()
+            raise ServiceError(f"{_safe(self.url)}: HTTP {resp.status_code} reading the wheel")
+        return resp
+
+    def _open(self) -> int:
+        resp = self._get({"Range": f"bytes=-{TAIL}", "Accept-Encoding": "identity"})
+        if resp.status_code == 206:
+            m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+            if not m:
+                resp.close()
+                raise ServiceError(f"{_safe(self.url)}: partial response without a usable Content-Range")
+            start, end, total = (int(g) for g in m.groups())
+            data = self._body(resp)
+            if len(data) != end - start + 1:
+                raise ServiceError(f"{_safe(self.url)}: range response is {len(data)} bytes, promised "
+                                   f"{end - start + 1}")
+            self._tail = (start, data)
+            return total
+        # The server ignored the range: keep the whole body (it is coming anyway) and verify it.
+        self.ranged = False
+        return self._download(resp)
+
+    def _body(self, resp: requests.Response) -> bytes:
+        import requests
+
+        try:
+            data = resp.raw.read(decode_content=False)
+        except (requests.RequestException, OSError) as exc:
+            raise ServiceError(f"{_safe(self.url)}: connection broke reading the wheel ({exc})") from None
+        finally:
+            resp.close()
+        self.fetched += len(data)
+        return bytes(data)
+
+    def _download(self, resp: requests.Response) -> int:
+        import requests
+
+        spool = tempfile.TemporaryFile()  # noqa: SIM115  owned by this object, closed in close()
+        digest = hashlib.sha256()
+        try:
+            for chunk in resp.raw.stream(1 << 20, decode_content=False):
+                self.fetched += len(chunk)
+                if self._max_download is not None and self.fetched > self._max_download:
+                    raise ServiceError(f"{_safe(self.url)}: the server ignores range requests and the wheel "
+                                       f"is over the {self._max_download} byte download cap")
+                digest.update(chunk)
+                spool.write(chunk)
+        except (requests.RequestException, OSError) as exc:
+            spool.close()
+            raise ServiceError(f"{_safe(self.url)}: connection broke downloading the wheel ({exc})") from None
+        except BaseException:
+            spool.close()
+            raise
+        finally:
+            resp.close()
+        if self._sha256 is not None and digest.hexdigest() != self._sha256:
+            spool.close()
+            raise ServiceError(f"{_safe(self.url)}: downloaded wheel has sha256 {digest.hexdigest()}, "
+                               f"the index promised {self._sha256}")
+        self._local = spool
+        return spool.tell()
+
+    def _fetch(self, first: int, last: int) -> None:
+        """Fetch blocks first..last (inclusive) in one request."""
+        start = first * self._block
+        end = min(self.size, (last + 1) * self._block) - 1
+        resp = self._get({"Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"})
+        if resp.status_code != 206:
+            resp.close()
+            raise ServiceError(f"{_safe(self.url)}: server stopped honouring range requests mid-read")
+        data = self._body(resp)
+        if len(data) != end - start + 1:
+            raise ServiceError(f"{_safe(self.url)}: range response is {len(data)} bytes, asked {end - start + 1}")
+        self._next_block = last + 1
+        for b in range(first, last + 1):
+            self._cache[b] = data[(b - first) * self._block:(b - first + 1) * self._block]
+            self._cache.move_to_end(b)
+        while len(self._cache) > CACHE_BLOCKS:
+            self._cache.popitem(last=False)
+
+    # --- the stream ----------------------------------------------------------------------------------
+    def _range(self, start: int, end: int) -> bytes:
+        if self._local is not None:
+            self._local.seek(start)
+            return self._local.read(end - start)
+        return self._ranged(start, end)
+
+    def _ranged(self, start: int, end: int) -> bytes:
+        tail_start, tail = self._tail
+        if start >= tail_start:
+            return tail[start - tail_start:end - tail_start]
+        if end > tail_start:
+            return self._ranged(start, tail_start) + tail[:end - tail_start]
+        first, last = start // self._block, (end - 1) // self._block
+        missing = [b for b in range(first, last + 1) if b not in self._cache]
+        if missing and missing[0] == self._next_block:
+            # Reading on (inflating a member): fetch ahead, more each time, so a long member costs a
+            # few large requests instead of hundreds of small ones.
+            self._ahead = min(self._ahead * 2, MAX_AHEAD)
+            limit = (self.size - 1) // self._block
+            extra = [b for b in range(missing[-1] + 1, min(limit, missing[-1] + self._ahead) + 1)
+                     if b not in self._cache and b * self._block < self._tail[0]]
+            missing += extra
+        elif missing:
+            self._ahead = 1
+        # One request per contiguous run of missing blocks.
+        run: list[int] = []
+        for b in missing:
+            if run and b != run[-1] + 1:
+                self._fetch(run[0], run[-1])
+                run = []
+            run.append(b)
+        if run:
+            self._fetch(run[0], run[-1])
+        parts = []
+        for b in range(first, last + 1):
+            block = self._cache.get(b)
+            if block is None:  # evicted while fetching a long run: fetch it alone
+                self._fetch(b, b)
+                block = self._cache[b]
+            parts.append(block)
+        joined = b"".join(parts)
+        offset = first * self._block
+        return joined[start - offset:end - offset]
+
+    def close(self) -> None:
+        if self._local is not None:
+            self._local.close()
+            self._local = None
+        super().close()
+
+
+def _safe(url: str) -> str:
+    """The URL without any user:password@ part, for messages."""
+    return re.sub(r"//[^/@]*@", "//", url)

@@ -1,0 +1,110 @@
+"""A wheel named by location — a path, a file:// URL or an http(s) URL — opened once and read as often
+as a check needs, with what reading it cost and how far its bytes were verified.
+
+What can be verified depends on how the wheel was read, and the `Source` says which:
+- "sha256": every byte was hashed against the lock's sha256 (a local file, or a remote wheel whose
+  server ignored range requests and sent it whole);
+- "size": a remote wheel read with range requests: its size matched the lock's, and members read whole
+  are CRC-checked, but the file as a whole was never seen, so it was not hash-checked;
+- "none": nothing to compare with (a wheel named on the command line, not from a lock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
+
+from stackctl.base.files import sha256_file
+from stackctl.errors import CheckFailed
+
+if TYPE_CHECKING:
+    import requests
+
+    from stackctl.wheels.archive import Limits, WheelReader
+    from stackctl.wheels.remotezip import RemoteFile
+    from stackctl.wheels.scan import WheelScan
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a scanned wheel came from and what reading it cost."""
+
+    wheel: str
+    location: str
+    size: int
+    fetched: int | None  # bytes received over HTTP; None for a local file
+    requests: int | None
+    ranged: bool | None  # False: the server ignored range requests and the wheel was downloaded whole
+    libraries_read: bool  # False: its libraries were listed by name from the central directory only
+    headers_read: int  # libraries listed by name whose ELF header was read for their machine
+    verified: str  # "sha256" | "size" | "none" (see the module docstring)
+
+
+class OpenedWheel:
+    """One wheel, open until `close()`. A remote wheel keeps its fetched blocks between reads."""
+
+    def __init__(self, location: str, limits: Limits, *, sha256: str | None = None, size: int | None = None,
+                 session: requests.Session | None = None) -> None:
+        from stackctl.wheels.archive import WheelReader
+
+        self.location = location
+        self._remote: RemoteFile | None = None
+        self._libraries_read = False
+        self._headers_read: set[str] = set()
+        self.reader: WheelReader
+        parsed = urlparse(location)
+        if parsed.scheme in ("http", "https"):
+            from stackctl.wheels.remotezip import RemoteFile
+
+            self._remote = RemoteFile(location, sha256=sha256, expected_size=size, session=session)
+            try:
+                self.reader = WheelReader(self._remote, label=unquote(parsed.path.rsplit("/", 1)[-1]), limits=limits)
+            except BaseException:
+                self._remote.close()
+                raise
+            if sha256 is not None and not self._remote.ranged:
+                self._verified = "sha256"  # RemoteFile checked the whole download
+            else:
+                self._verified = "size" if size is not None else "none"
+            self._size = self._remote.size
+            return
+        path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(location)
+        self.reader = WheelReader(path, limits=limits)
+        self._size = path.stat().st_size
+        self._verified = "none"
+        if sha256 is not None:
+            if sha256_file(path) != sha256.removeprefix("sha256:").lower():
+                self.close()
+                raise CheckFailed(f"{path}: sha256 differs from the lock's")
+            self._verified = "sha256"
+
+    def scan(self, *, read_elves: bool = True, with_metadata: bool = False) -> WheelScan:
+        from stackctl.wheels.scan import scan_wheel
+
+        self._libraries_read |= read_elves
+        return scan_wheel(self.reader, with_metadata=with_metadata, read_elves=read_elves)
+
+    def read_machines(self, scan: WheelScan, paths: set[str]) -> WheelScan:
+        from stackctl.wheels.scan import read_machines
+
+        self._headers_read |= paths
+        return read_machines(self.reader, scan, paths)
+
+    def source(self) -> Source:
+        r = self._remote
+        return Source(self.reader.filename, self.location if r else str(self.reader.path), self._size,
+                      r.fetched if r else None, r.requests if r else None, r.ranged if r else None,
+                      self._libraries_read, len(self._headers_read), self._verified)
+
+    def close(self) -> None:
+        self.reader.close()
+        if self._remote is not None:
+            self._remote.close()
+
+    def __enter__(self) -> OpenedWheel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,81 @@
+"""wheel-diff on two builds of one gcc-built wheel, differing as deep_ep post1 and post2 did."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from stackctl.abi.wheeldiff import diff_wheels
+from stackctl.cli.app import markdown_text
+from stackctl.wheels.archive import WheelReader
+from stackctl.wheels.scan import scan_wheel
+from tests.conftest import Result
+from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels
+from tests.support.index_server import IndexServer
+from tests.support.wheels import build_wheel
+
+# The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
+pytest_plugins = ("tests.support.elf_plugin",)
+
+SUMMARY = ("Python sources byte-identical; only _cpp.cpython-310-x86_64-linux-gnu.so differs: +libkern.so "
+           "+libdl.so.2 +librt.so.1 \u2212libfakepython.so.1.0 RUNPATH $ORIGIN/../corelib/lib\u2192$ORIGIN/..:"
+           "$ORIGIN/../corelib/lib:$ORIGIN/../kernlib/lib GLIBC_2.2.5\u2192GLIBC_2.34; Requires-Dist +corelib==1.0")
+
+
+def test_diff_of_post1_and_post2(stack_wheels: Wheels) -> None:
+    with WheelReader(stack_wheels.ext_v1) as a, WheelReader(stack_wheels.ext_v2) as b:
+        d = diff_wheels(scan_wheel(a, with_metadata=True), scan_wheel(b, with_metadata=True))
+    assert d.added == () and d.removed == ()
+    assert [c.path for c in d.changed] == ["<dist-info>/METADATA", "<dist-info>/RECORD", EXT]
+    assert d.unchanged == 3  # two Python sources and WHEEL
+    (e,) = d.elf
+    assert e.needed_added == ("libkern.so", "libdl.so.2", "librt.so.1")
+    assert e.needed_removed == ("libfakepython.so.1.0",)
+    assert e.ceiling_before[0] == "GLIBC_2.2.5" and e.ceiling_after[0] == "GLIBC_2.34"
+    assert d.requires_dist_added == ("corelib==1.0",) and d.requires_python_before == ">=3.10"
+    assert d.summary == SUMMARY
+
+
+def test_python_change_added_member_and_soname(tmp_path: Path, elf_libs: Libs) -> None:
+    a = build_wheel(tmp_path / "a", "p", "1", tag=TAG, files={"p/x.py": "1", "p/libk.so": elf_libs.kern.read_bytes()},
+                    requires_python=">=3.9")
+    b = build_wheel(tmp_path / "b", "p", "2", tag=TAG, files={"p/x.py": "2", "p/libk.so": elf_libs.core.read_bytes(),
+                                                              "p/new.txt": "n"}, requires_python=">=3.10")
+    with WheelReader(a) as ra, WheelReader(b) as rb:
+        d = diff_wheels(scan_wheel(ra, with_metadata=True), scan_wheel(rb, with_metadata=True))
+    assert d.added == ("p/new.txt",)
+    assert d.summary.startswith("1 Python source(s) differ (x.py); 2 other members differ: libk.so differs: ")
+    assert "SONAME libkern.so\u2192libcore.so.1" in d.summary and "new.txt added" in d.summary
+    assert d.summary.endswith("Requires-Python >=3.9\u2192>=3.10")
+
+
+def test_cli_wheel_diff_local_and_remote(cli: Callable[..., Result], stack_wheels: Wheels) -> None:
+    r = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2))
+    assert r.code == 0, r.err
+    assert SUMMARY in r.out.replace("\n", "")
+    m = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2), "--markdown")
+    assert "| member | size before | size after | crc before | crc after |" in m.out
+    assert markdown_text(SUMMARY) in m.out  # as a pull request shows it, with its underscores escaped
+    with IndexServer() as server:
+        server.add(stack_wheels.ext_v1)
+        server.add(stack_wheels.ext_v2)
+        urls = (f"{server.base}files/{stack_wheels.ext_v1.name}", f"{server.base}files/{stack_wheels.ext_v2.name}")
+        j = cli("wheel-diff", *urls, "--json")
+        h = cli("wheel-diff", *urls)
+    assert j.code == 0, j.err
+    data = json.loads(j.out)
+    assert data["summary"] == SUMMARY and data["elf"][0]["needed_removed"] == ["libfakepython.so.1.0"]
+    # What reading each remote wheel cost, and that range reads were not hash-checked.
+    sizes = [stack_wheels.ext_v1.stat().st_size, stack_wheels.ext_v2.stat().st_size]
+    assert [(s["size"], s["ranged"], s["verified"]) for s in data["sources"]] == [
+        (sizes[0], True, "none"), (sizes[1], True, "none")]
+    assert all(0 < s["fetched"] <= s["size"] for s in data["sources"])
+    assert h.code == 0 and h.out.count("NOT hash-checked (range reads never see the whole file)") == 2
+
+
+def test_cli_wheel_diff_bad_input(cli: Callable[..., Result], stack_wheels: Wheels, tmp_path: Path) -> None:
+    bad = tmp_path / "bad-1-py3-none-any.whl"
+    bad.write_bytes(b"PK\x03\x04 not really")
+    r = cli("wheel-diff", str(bad), str(stack_wheels.ext_v2))
+    assert r.code == 2 and "not a readable wheel" in r.err

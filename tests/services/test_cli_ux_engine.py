@@ -1,0 +1,47 @@
+"""Bad output paths on commands that talk to the engine first: one error line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Result
+
+pytestmark = pytest.mark.integration
+
+
+def test_inventory_into_a_directory_is_one_line(cli: Callable[..., Result], docker_client: Any, base_image: Any,
+                                                tmp_path: Path) -> None:
+    image = base_image if isinstance(base_image, str) else str(base_image.tags[0] if base_image.tags else base_image.id)
+    (tmp_path / "inv").mkdir()
+    r = cli("inventory", image, "--out", str(tmp_path / "inv"))
+    assert r.code == 2
+    assert r.err.strip().splitlines() == [f"error: {tmp_path / 'inv'}: cannot write the inventory: Is a directory"]
+    assert list((tmp_path / "inv").iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["inventory", "stackctl-base:bookworm", "--out", "inv.json"],
+                                     ["inspect", "stackctl-base:bookworm"],
+                                     ["publish", "public-example"]])
+def test_an_unreachable_engine_reads_the_same_everywhere(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "public-example.toml").write_text(
+        (Path(__file__).resolve().parents[2] / "stacks" / "public-example.toml").read_text())
+    lock = tmp_path / "stacks" / "public-example.lock"
+    from stackctl.cli.profiles import load_profile
+    from stackctl.resolve.lock import Lock, write_lock
+
+    stack = load_profile(str(tmp_path / "stacks" / "public-example.toml"))
+    write_lock(lock, Lock(stack.name, stack.digest(), ()))
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")  # nothing listens on port 1
+    r = cli(*command, cwd=tmp_path)
+    assert r.code == 3
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("error: cannot reach the Docker engine (DOCKER_HOST or /var/run/docker.sock): ")
+    assert lines[1] == "hint: start the engine (`bash .ci/services.sh`) or set DOCKER_HOST"
+    assert not (tmp_path / "inv.json").exists()

@@ -1,0 +1,241 @@
+"""Publish to the real local registry: push, pull back by digest, compare, record; inspect from the registry."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from stackctl.cli.image import image_pins
+from stackctl.errors import CheckFailed
+from stackctl.image.buildlog import BuildResult, ImageFacts, Progress
+from stackctl.image.labels import ImageRef, diff_installed
+from stackctl.image.publish import append_record, publish, read_records
+from tests.conftest import Result
+from tests.support.engine import unique_tag
+from tests.support.gitrepo import git
+from tests.support.imagestack import make_stack_repo
+from tests.support.imagetest import delete_from_registry, remove_images
+from tests.support.index_server import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def built(tmp_path: Path, cli: Callable[..., Result], registry: str, versions: dict[str, str] | None = None,
+          repository: str | None = None) -> tuple[Path, str]:
+    repository = repository or f"{registry}/stackctl-test/{unique_tag('pub')}"
+    repo = make_stack_repo(tmp_path, "e2e", repository, versions, nonce=unique_tag("n"))
+    r = cli("build", "e2e", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "build"),
+            "--json", cwd=repo.root)
+    assert r.code == 0, r.out + r.err
+    return repo.root, json.loads(r.out)["image"]
+
+
+def test_publish_pull_back_record_and_inspect(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    root, image = built(tmp_path, cli, registry)
+    repository = image.rsplit(":", 1)[0]
+    record = tmp_path / "publications.jsonl"
+    digests: list[str] = []
+    try:
+        r = cli("publish", "e2e", "--record", str(record), "--json", cwd=root)
+        assert r.code == 0, r.out + r.err
+        pub = json.loads(r.out)
+        digests.append(pub["digest"])
+        head = git(root, "rev-parse", "HEAD").strip()
+        assert pub["revision"] == head and pub["tag"] == image and pub["digest"].startswith("sha256:")
+        assert [p.digest for p in read_records(record)] == [pub["digest"]]
+
+        # Forget every local name of it, then pull it back by digest: same id, labels carry the revision.
+        image_id = docker_client.images.get(image).id
+        assert pub["image_id"] == image_id
+        remove_images(docker_client, repository)
+        pulled = docker_client.images.pull(f"{repository}@{pub['digest']}")
+        assert pulled.id == image_id
+        assert pulled.labels["org.opencontainers.image.revision"] == head
+
+        # inspect reads manifest + config from the registry, without the engine.
+        r = cli("inspect", image, "--json")
+        assert r.code == 0, r.err
+        data = json.loads(r.out)
+        assert data["source"] == "registry" and data["digest"] == pub["digest"] and data["image_id"] == image_id
+        assert data["labels"]["org.opencontainers.image.revision"] == head
+        assert data["installed"]["corelib"] == "2.0.0+vendor1"
+        r = cli("inspect", f"{repository}@{pub['digest']}")
+        assert r.code == 0 and "org.opencontainers.image.revision" in r.out and "helperdep" in r.out
+
+        # A second publish of the same image appends; the first record stays.
+        pulled.tag(repository, image.rsplit(":", 1)[1])
+        r = cli("publish", "e2e", "--record", str(record), cwd=root)
+        assert r.code == 0 and len(read_records(record)) == 2
+        assert read_records(record)[1].digest == pub["digest"]
+    finally:
+        remove_images(docker_client, repository)
+        for digest in digests:
+            delete_from_registry(registry, repository, digest)
+
+
+def test_image_diff_from_installed_labels(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    repository = f"{registry}/stackctl-test/{unique_tag('diff')}"
+    published = ""
+    try:
+        _, a = built(tmp_path / "a", cli, registry, repository=repository)
+        root_b, b = built(tmp_path / "b", cli, registry, {"toplib": "0.4.0"}, repository=repository)
+        assert cli("publish", "e2e", "--record", str(tmp_path / "p.jsonl"), cwd=root_b).code == 0
+        published = read_records(tmp_path / "p.jsonl")[0].digest
+        docker_client.images.remove(b)  # from here on only the registry holds b
+        rows = diff_installed(image_pins(a), image_pins(b))  # a from the engine, b from the registry
+        assert [(r.package, r.before, r.after, r.change) for r in rows if r.change != "unchanged"] == [
+            ("toplib", "0.3.0", "0.4.0", "changed")]
+        assert len(rows) == 5
+        r = cli("diff", a, b, "--markdown", "--changed-only")
+        assert r.code == 0, r.err
+        assert r.out.splitlines()[2:] == ["| toplib | 0.3.0 | 0.4.0 | minor |"]
+        j = json.loads(cli("diff", a, b, "--json").out)
+        assert {p["package"]: p["change"] for p in j["pins"]}["corelib"] == "unchanged"
+    finally:
+        remove_images(docker_client, repository)
+        if published:
+            delete_from_registry(registry, repository, published)
+
+
+def test_registry_down_fails_publish_and_writes_no_record(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    root, image = built(tmp_path, cli, registry)
+    down = f"127.0.0.1:{free_port()}/stackctl-test/down"
+    record = tmp_path / "publications.jsonl"
+    try:
+        r = cli("publish", "e2e", "--repository", down, "--record", str(record), cwd=root)
+        assert r.code == 3, r.out + r.err
+        assert "error: push of 127.0.0.1:" in r.err and "failed" in r.err
+        assert not record.exists()
+        r = cli("inspect", f"{down}:x")
+        assert r.code == 3 and "unreachable" in r.err
+
+        # The profile moved on (the tag did not: it names no description) and nothing was rebuilt: the
+        # local image is stale, so nothing is pushed and nothing recorded.
+        profile = root / "stacks" / "e2e.toml"
+        profile.write_text(profile.read_text().replace('description = "stackctl image test stack"',
+                                                       'description = "moved on"'))
+        _relock(root)
+        r = cli("publish", "e2e", "--record", str(record), cwd=root)
+        assert r.code == 1, r.out + r.err
+        assert "was built from another profile or lock: io.stackctl.profile-digest" in r.err
+        assert not record.exists()
+        name = image.rsplit(":", 1)[0].split("/", 1)[1]
+        assert requests.get(f"http://{registry}/v2/{name}/tags/list", timeout=10).status_code == 404
+    finally:
+        remove_images(docker_client, image.rsplit(":", 1)[0])
+        remove_images(docker_client, down)
+
+
+def _relock(root: Path) -> None:
+    from stackctl.profile.loader import load_stack
+    from stackctl.resolve.lock import read_lock, write_lock
+
+    lock = root / "stacks" / "e2e.lock"
+    write_lock(lock, dataclasses.replace(read_lock(lock), profile_digest=load_stack(root / "stacks" / "e2e.toml")
+                                         .digest()))
+    git(root, "commit", "-qam", "profile moved on")
+
+
+def test_publish_under_another_repository_pushes_the_current_build(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    # An older build left under the other name must not be what is pushed after a rebuild.
+    root, image = built(tmp_path, cli, registry)
+    other = f"{registry}/stackctl-test/{unique_tag('other')}"
+    tag = image.rsplit(":", 1)[1]
+    digests: list[str] = []
+    try:
+        r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
+        assert r.code == 0, r.out + r.err
+        first = json.loads(r.out)
+        digests.append(first["digest"])
+        profile = root / "stacks" / "e2e.toml"
+        profile.write_text(profile.read_text().replace('description = "stackctl image test stack"',
+                                                       'description = "rebuilt"'))
+        _relock(root)
+        r = cli("build", "e2e", "--wheelhouse", str(tmp_path / "wheelhouse"), "--record-dir", str(tmp_path / "build"),
+                "--json", cwd=root)
+        assert r.code == 0, r.out + r.err
+        rebuilt = json.loads(r.out)["image_id"]
+        assert rebuilt != first["image_id"]
+        r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
+        assert r.code == 0, r.out + r.err
+        second = json.loads(r.out)
+        digests.append(second["digest"])
+        assert second["image_id"] == rebuilt and second["tag"] == f"{other}:{tag}"
+        assert [p.image_id for p in read_records(tmp_path / "p.jsonl")] == [first["image_id"], rebuilt]
+    finally:
+        remove_images(docker_client, image.rsplit(":", 1)[0])
+        remove_images(docker_client, other)
+        for digest in digests:
+            delete_from_registry(registry, other, digest)
+
+
+class LyingRegistryEngine:
+    """Implements the Engine protocol with an engine whose registry hands back another image on pull."""
+
+    def __init__(self, local: ImageFacts, pulled: ImageFacts) -> None:
+        self.local, self.pulled, self.pushed = local, pulled, False
+
+    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+              nocache: bool = False) -> BuildResult:
+        raise NotImplementedError
+
+    def facts(self, ref: str) -> ImageFacts | None:
+        return self.local
+
+    def push(self, repository: str, tag: str) -> str:
+        self.pushed = True
+        return "sha256:" + "a" * 64
+
+    def pull(self, ref: str) -> ImageFacts:
+        return self.pulled
+
+    def remove(self, ref: str) -> None:
+        pass
+
+
+def test_pull_back_mismatch_writes_no_record(tmp_path: Path) -> None:
+    labels = (("io.stackctl.lock-digest", "sha256:1"), ("org.opencontainers.image.revision", "abc"))
+    local = ImageFacts("sha256:" + "1" * 64, labels, (), 1)
+    other = ImageFacts("sha256:" + "2" * 64, (("org.opencontainers.image.revision", "def"),), (), 1)
+    engine = LyingRegistryEngine(local, other)
+    record = tmp_path / "p.jsonl"
+    with pytest.raises(CheckFailed, match=r"pulled back is not what was pushed: image id sha256:2+ is not") as info:
+        pub = publish(engine, ImageRef("127.0.0.1:5000/x", "t"))
+        append_record(record, pub)
+    assert "label org.opencontainers.image.revision 'def' is not the pushed 'abc'" in str(info.value)
+    assert engine.pushed and not record.exists()
+    assert publish(LyingRegistryEngine(local, local), ImageRef("r/x", "t")).revision == "abc"
+
+
+def test_stale_local_image_is_never_pushed() -> None:
+    labels = (("io.stackctl.lock-digest", "sha256:1"), ("io.stackctl.profile-digest", "sha256:p1"),
+              ("org.opencontainers.image.revision", "abc"))
+    local = ImageFacts("sha256:" + "1" * 64, labels, (), 1)
+    engine = LyingRegistryEngine(local, local)
+    with pytest.raises(CheckFailed, match=r"built from another profile or lock: io\.stackctl\.profile-digest "
+                                          r"'sha256:p1' is not the current 'sha256:p2'"):
+        publish(engine, ImageRef("r/x", "t"), expect={"io.stackctl.profile-digest": "sha256:p2",
+                                                      "io.stackctl.lock-digest": "sha256:1"})
+    assert not engine.pushed
+    pub = publish(engine, ImageRef("r/x", "t"), expect={"io.stackctl.profile-digest": "sha256:p1",
+                                                        "io.stackctl.lock-digest": "sha256:1"})
+    assert engine.pushed and pub.lock_digest == "sha256:1"
+
+
+def test_a_record_that_cannot_be_written_stops_publish_before_any_push(
+        tmp_path: Path, cli: Callable[..., Result]) -> None:
+    repo = make_stack_repo(tmp_path, "e2e", "127.0.0.1:5000/stackctl-test/never-pushed")
+    for record in ("/proc/stackctl-nope/p.jsonl", str(tmp_path)):
+        r = cli("publish", "e2e", "--record", record, cwd=repo.root)
+        assert r.code == 2, r.out + r.err
+        assert "cannot write the publication record" in r.err and "Traceback" not in r.err
