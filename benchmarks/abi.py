@@ -100,17 +100,19 @@ def best(cmd: list[str], repeat: int) -> tuple[float, int]:
 
 
 def remote_costs(wheel: Path) -> tuple[int, int, int, int, int]:
+    from stackctl.index.client import IndexClient
+    from stackctl.index.config import endpoint_of
+    from stackctl.index.remote import RemoteFile
     from stackctl.wheels.archive import WheelReader
-    from stackctl.wheels.remotezip import RemoteFile
     from stackctl.wheels.scan import scan_wheel
 
     with IndexServer() as server:
         server.add(wheel)
         url = f"{server.base}files/{wheel.name}"
-        listing = RemoteFile(url)
+        listing = RemoteFile(IndexClient(), endpoint_of(url), url)
         with WheelReader(listing, label=wheel.name) as r:
             libs = scan_wheel(r, read_elves=False).elves
-        full = RemoteFile(url)
+        full = RemoteFile(IndexClient(), endpoint_of(url), url)
         with WheelReader(full, label=wheel.name) as r:
             scan_wheel(r)
         return len(libs), listing.fetched, listing.requests, full.fetched, full.requests

@@ -12,11 +12,11 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from stackctl.base.progress import Progress
 from stackctl.errors import StackctlError
 
 T = TypeVar("T")
 R = TypeVar("R")
-Progress = Callable[[str, int, int], None]
 
 _live: set[threading.Thread] = set()
 _live_lock = threading.Lock()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,19 +18,17 @@ from stackctl.cli.app import (
     markdown_table,
     markdown_text,
     one_format,
-    progress_display,
+    progress_bar,
     table,
 )
+from stackctl.cli.options import IndexOpt, LockOpt, overrides
 from stackctl.errors import CheckFailed, InputError
 
 if TYPE_CHECKING:
-    import requests
 
     from stackctl.abi.check import AbiReport
-    from stackctl.abi.inventory import Inventory
     from stackctl.wheels.archive import Limits
-    from stackctl.wheels.scan import WheelScan
-    from stackctl.wheels.source import OpenedWheel, Source
+    from stackctl.wheels.source import WheelOrigin
 
 _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
 
@@ -41,14 +36,6 @@ _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
 MaxSizeOpt = Annotated[int | None, typer.Option("--max-size", metavar="BYTES",
                                                 help="Largest member size in bytes read from a "
                                               "wheel (zip bomb cap).")]
-
-
-@dataclass(frozen=True)
-class _Planned:
-    location: str
-    sha256: str | None
-    check: bool
-    size: int | None = None
 
 
 def _limits(max_size: int | None) -> Limits:
@@ -61,110 +48,7 @@ def _limits(max_size: int | None) -> Limits:
     return Limits(max_member=max_size, max_total=max(max_size, Limits().max_total))
 
 
-@contextlib.contextmanager
-def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[str], None]]:
-    progress = progress_display()
-    progress.disable = not enabled or not console_err.is_terminal
-    with progress:
-        task = progress.add_task(label, total=total)
-        yield lambda desc: progress.update(task, advance=1, description=desc)
-
-
-def _load_inventory(path: str | None) -> Inventory | None:
-    from stackctl.abi.inventory import read_inventory
-
-    return read_inventory(path) if path else None
-
-
-def _stack_wheels(spec: str, lock_path: Path | None, target: str | None, index: list[str] | None
-                  ) -> tuple[list[tuple[str, str | None, list[_Planned]]], tuple[str, ...], str | None,
-                             requests.Session]:
-    """(target label, arch, wheels to read) per target, the profile's allow list and inventory, and a
-    session that carries each index's credentials to that index only."""
-    from stackctl.cli.profiles import load_profile, resolve_profile_arg
-    from stackctl.index.client import credentialed_session
-    from stackctl.index.config import endpoints, parse_overrides
-    from stackctl.profile.model import AbiRole
-    from stackctl.resolve.lock import read_lock
-    from stackctl.wheels.scan import platform_arch
-
-    stack = load_profile(spec)
-    session = credentialed_session(endpoints(stack, parse_overrides(index or [])))
-    if lock_path is None:
-        arg = Path(resolve_profile_arg(spec).split("@", 1)[0])
-        lock_path = arg.with_suffix(".lock") if arg.is_file() else Path("stacks") / f"{stack.name}.lock"
-    lock = read_lock(lock_path)
-    if lock.stack != stack.name:
-        raise InputError(f"{lock_path}: is the lock of stack {lock.stack!r}, not {stack.name!r}")
-    if lock.profile_digest != stack.digest():
-        console_err.print(f"[yellow]warning:[/] {lock_path} was resolved from another version of "
-                          f"{stack.name}; re-run `stackctl resolve` to refresh it")
-    labels = [t.label for t in stack.targets]
-    if target is not None:
-        if target not in labels:
-            raise InputError(f"--target {target}: {stack.name} has targets {', '.join(labels)}")
-        labels = [target]
-    roles = {}
-    for p in lock.pins:
-        pin = stack.pin(p.name)
-        for f in p.files:
-            roles[(f.target, f.filename)] = pin.abi if pin else AbiRole.PROVIDE
-    out: list[tuple[str, str | None, list[_Planned]]] = []
-    for label in labels:
-        files = [f for f in lock.wheels_for(label) if roles.get((label, f.filename)) is not AbiRole.IGNORE]
-        if not files:
-            raise InputError(f"{lock_path}: no wheels for target {label}")
-        planned = [_Planned(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK, f.size)
-                   for f in files]
-        platform = label.split("-", 1)[1] if "-" in label else label
-        out.append((label, platform_arch(platform), planned))
-    return out, stack.abi.allow, stack.abi.inventory, session
-
-
-def _check_target(label: str, arch: str | None, items: list[_Planned], inv: Inventory | None,
-                  rules: tuple[str, ...], limits: Limits, session: requests.Session | None,
-                  opened: dict[str, OpenedWheel], progress: bool) -> AbiReport:
-    """One target's check. Wheels that only provide are first listed by name (for a remote wheel: its
-    central directory); the ones a checked file resolved to have their ELF headers read so a library for
-    another machine never counts as found; their libraries are read whole only if a name is left
-    unresolved. `opened` keeps each wheel open across passes and targets."""
-    from stackctl.abi.check import StackWheel, check_abi
-    from stackctl.wheels.source import OpenedWheel
-
-    scans: dict[tuple[str, bool], WheelScan] = {}  # (location, libraries read) -> scan
-
-    def read(full: bool) -> list[StackWheel]:
-        out = []
-        with _progress(len(items), f"reading {label}", progress) as advance:
-            for p in items:
-                w = opened.get(p.location)
-                if w is None:
-                    w = opened[p.location] = OpenedWheel(p.location, limits, sha256=p.sha256, size=p.size,
-                                                         session=session)
-                key = (p.location, full or p.check)
-                if key not in scans:
-                    scans[key] = w.scan(read_elves=key[1])
-                out.append(StackWheel(scans[key], p.check))
-                advance(scans[key].filename)
-        return out
-
-    wheels = read(False)
-    rep = check_abi(wheels, inv, rules, arch)
-    used = {(r.provider_wheel, r.provider_path) for r in rep.resolutions if r.provider_wheel}
-    headers = False
-    for i, (p, w) in enumerate(zip(items, wheels, strict=True)):
-        paths = {e.path for e in w.scan.elves if e.unread and (w.scan.filename, e.installed) in used}
-        if paths:
-            wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check)
-            headers = True
-    if headers:
-        rep = check_abi(wheels, inv, rules, arch)
-    if rep.unresolved() and any(not p.check for p in items):
-        rep = check_abi(read(True), inv, rules, arch)
-    return rep
-
-
-def _print_sources(sources: list[Source]) -> None:
+def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None:
     """What reading each remote wheel cost, and how far it was verified."""
     from stackctl.wheels.archive import human_size
 
@@ -195,8 +79,7 @@ def abi(
     targets: Annotated[list[str], typer.Argument(metavar="PROFILE | WHEEL...",
                                                  help="A profile (file, PATH@GITREV or stack name), or wheel "
                                                       "files / URLs to check together.")],
-    lock: Annotated[Path | None, typer.Option("--lock", metavar="PATH", help="Lock file (default: the .lock beside "
-                                              "the profile, else stacks/NAME.lock).")] = None,
+    lock: LockOpt = None,
     target: Annotated[str | None, typer.Option("--target", metavar="LABEL",
                                                help="Check one target (cp310-linux_x86_64); "
                                                "default: every target of the stack.")] = None,
@@ -209,10 +92,7 @@ def abi(
                                              help="Expected machine (x86_64, aarch64); default from "
                                              "the target or the wheels' tags.")] = None,
     max_size: MaxSizeOpt = None,
-    index: Annotated[list[str] | None, typer.Option(
-        "--index", metavar="NAME=URL",
-        help="NAME=URL: the index NAME is at URL for this run (its credentials go to that origin "
-        "only; also STACKCTL_INDEX_<NAME>_URL).")] = None,
+    index: IndexOpt = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -222,34 +102,36 @@ def abi(
     Where each library the checked wheels need is found (RUNPATH, another wheel, the image, the allow
     list); exit 1 naming each unresolved library and each exceeded symbol version.
     """
+    from stackctl.abi.inventory import read_inventory
+    from stackctl.abi.plan import plan_stack, plan_wheels, run_abi
+
     one_format(as_json, markdown)
     limits = _limits(max_size)
     wheel_mode = all(t.endswith(".whl") for t in targets)
     if not wheel_mode and len(targets) != 1:
         raise InputError("give one profile, or only wheel files (*.whl)")
-    plans: list[tuple[str, str | None, list[_Planned]]]
+    client = None
     if wheel_mode:
         if lock is not None or target is not None or index:
             raise InputError("--lock, --target and --index apply to a profile, not to wheel files")
-        plans = [("wheels", arch, [_Planned(t, None, True) for t in targets])]
-        profile_allow: tuple[str, ...] = ()
-        profile_inventory = None
-        session = None
+        plan = plan_wheels(targets, arch)
     else:
-        plans, profile_allow, profile_inventory, session = _stack_wheels(targets[0], lock, target, index)
-        if arch is not None:
-            plans = [(label, arch, w) for label, _, w in plans]
-    inv = _load_inventory(inventory or profile_inventory)
-    rules = tuple(profile_allow) + tuple(allow or ())
+        from stackctl.index.client import IndexClient
+        from stackctl.index.config import endpoints
+        from stackctl.profile.locate import load_profile
+        from stackctl.resolve.lock import lock_path, read_lock
 
-    opened: dict[str, OpenedWheel] = {}
-    try:
-        reports = [(label, _check_target(label, a, items, inv, rules, limits, session, opened, not as_json))
-                   for label, a, items in plans]
-        sources = [w.source() for w in opened.values()]
-    finally:
-        for w in opened.values():
-            w.close()
+        stack = load_profile(targets[0])
+        path = lock_path(targets[0], lock)
+        plan = plan_stack(stack, read_lock(path), path, endpoints(stack, overrides(index)), target, arch)
+        client = IndexClient()
+    for w in plan.warnings:
+        console_err.print(f"[yellow]warning:[/] {w}")
+    inv_file = inventory or plan.inventory
+    inv = read_inventory(inv_file) if inv_file else None
+    with progress_bar(not as_json) as progress:
+        run = run_abi(plan, inv, plan.allow + tuple(allow or ()), limits, client, progress)
+    reports, sources = run.reports, run.origins
 
     def human() -> None:
         for label, rep in reports:
@@ -287,8 +169,7 @@ def abi(
 
     emit({"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources},
          as_json, human)
-    failures = [f"{label}: {msg}" if len(reports) > 1 else msg
-                for label, rep in reports if (msg := rep.failure())]
+    failures = run.failures()
     if failures:
         raise CheckFailed("; ".join(failures))
 
@@ -362,12 +243,13 @@ def wheel_diff(
     one_format(as_json, markdown)
     limits = _limits(max_size)
     scans, sources = [], []
-    with _progress(2, "reading wheels", not as_json) as advance:
-        for location in (old, new):
+    with progress_bar(not as_json) as progress:
+        for n, location in enumerate((old, new), 1):
             with OpenedWheel(location, limits) as w:
                 scans.append(w.scan(with_metadata=True))
-                sources.append(w.source())
-            advance(scans[-1].filename)
+                sources.append(w.origin())
+            if progress:
+                progress("reading wheels", n, 2)
     a, b = scans
     d = diff_wheels(a, b)
     rows = [[c.path, str(c.size_before), str(c.size_after), c.crc_before, c.crc_after] for c in d.changed]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -14,7 +15,9 @@ from rich.text import Text
 from stackctl.base import jsonout
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    from rich.progress import Progress as ProgressDisplay
+
+    from stackctl.base.progress import Progress
 
 app = typer.Typer(
     name="stackctl",
@@ -59,13 +62,30 @@ def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
         human()
 
 
-def progress_display(head: str | None = None) -> Progress:
+def progress_display(head: str | None = None) -> ProgressDisplay:
     """How every bar looks: on stderr, gone when done; `head` names the work before the bar."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 
     columns: list[ProgressColumn] = [TextColumn(f"[bold]{head}[/]")] if head else []
     columns += [BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}")]
     return Progress(*columns, console=console_err, transient=True)
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Progress | None]:
+    """A `Progress` callback drawing one bar per label on a terminal; None (nothing to draw) elsewhere."""
+    if not enabled or not console_err.is_terminal:
+        yield None
+        return
+    with progress_display() as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total)
+            bar.update(tasks[label], completed=done, total=total)
+
+        yield update
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:

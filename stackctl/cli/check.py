@@ -8,9 +8,8 @@ from typing import Annotated
 import typer
 
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit
-from stackctl.cli.profiles import load_profile
-from stackctl.cli.resolve import lock_path_for
 from stackctl.errors import CheckFailed, InputError, StackctlError
+from stackctl.profile.locate import load_profile
 
 
 @app.command()
@@ -33,21 +32,21 @@ def check(
     --requirements matches what `stackctl export` writes.
     """
     from stackctl.resolve.export import drift, render_requirements
-    from stackctl.resolve.lock import read_lock
+    from stackctl.resolve.lock import lock_path, read_lock
 
     stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
     if requirements is not None and requirements.exists() and not requirements.is_dir():
         raise InputError(f"--requirements {requirements}: not a directory (the one `stackctl export --out` wrote)")
     failures: list[str] = []
     passes: list[str] = []
-    path = lock_path_for(profile, lock)
+    path = lock_path(profile, lock)
     locked = None
     try:
         locked = read_lock(path)
     except StackctlError as exc:
         failures.append(str(exc))
     if locked is not None:
-        if locked.profile_digest != stack.digest() or locked.stack != stack.name:
+        if not locked.made_from(stack):
             failures.append(f"{path}: made from another version of {stack.name}; run `stackctl resolve {profile}`")
             locked = None
         else:

@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, console_err, emit, progress_display, table
-from stackctl.cli.profiles import load_profile
+from stackctl.cli.app import (
+    JsonOpt,
+    VerboseOpt,
+    app,
+    console,
+    console_err,
+    emit,
+    progress_bar,
+    progress_display,
+    table,
+)
+from stackctl.cli.options import IndexOpt, LockOpt, overrides
 from stackctl.errors import CheckFailed, InputError
-from stackctl.image.prepare import Prepared, lock_path, pick_target, prepare, read_stack_lock
+from stackctl.image.prepare import prepare
+from stackctl.profile.locate import load_profile
+from stackctl.resolve.lock import lock_path
 
 if TYPE_CHECKING:
-    from stackctl.image.buildlog import BuildResult, Engine
+    from stackctl.image.buildlog import Progress as StepProgress
     from stackctl.image.render import Rendered
 
-LockOpt = Annotated[Path | None, typer.Option("--lock", metavar="PATH",
-                                              help="Lock file (default: the .lock beside the profile).")]
 TargetOpt = Annotated[str | None, typer.Option("--target", metavar="LABEL",
                                                help="Target label, e.g. cp311-linux_x86_64 "
                                                "(default: the image's python on linux_x86_64).")]
@@ -36,22 +46,6 @@ CreatedOpt = Annotated[str | None, typer.Option("--created", metavar="TIME",
                                                 "(ISO 8601, or `now`); absent by default for reproducibility.")]
 WheelhouseOpt = Annotated[Path | None, typer.Option("--wheelhouse", metavar="DIR",
                                                     help="Directory holding the lock's wheels.")]
-IndexOpt = Annotated[list[str] | None, typer.Option(
-    "--index", metavar="NAME=URL",
-    help="NAME=URL: fetch missing wheels of index NAME from URL (also STACKCTL_INDEX_<NAME>_URL).")]
-
-
-def _wheelhouse(prep: Prepared, wheelhouse: Path | None, default: Path, index: list[str] | None) -> Path:
-    """The lock's wheels: the given wheelhouse when it holds them all, else fetched from the indexes."""
-    from stackctl.index.config import parse_overrides
-    from stackctl.resolve.wheelhouse import fetch_wheelhouse
-
-    needed = [f.wheel for f in prep.rendered.files if f.wheel]
-    where = wheelhouse or default
-    if all((where / w).is_file() for w in needed if w):
-        return where  # buildctx checks every sha256 against the lock as it copies
-    fetch_wheelhouse(prep.lock, prep.stack, prep.target, where, overrides=parse_overrides(index or []))
-    return where
 
 
 def check_local_ref(ref: str) -> None:
@@ -115,39 +109,22 @@ def gate(
 
     The gate runs under --python (default: this interpreter); --spec-only renders its spec and runs nothing.
     """
-    from stackctl.base.assets import asset_root
-    from stackctl.image import gatespec
-    from stackctl.image.gaterun import GateRun, verdict
+    from stackctl.image.gaterun import gate_spec_text, run_gate, verdict
+    from stackctl.resolve.lock import read_lock
 
     stack = load_profile(profile)
-    preserve = None
-    if lock is not None:
-        locked = read_stack_lock(stack, lock)
-        preserve = gatespec.installed_pins(stack, locked, pick_target(stack, target))
-    spec = gatespec.dumps(gatespec.gate_spec(stack, preserve))
+    spec = gate_spec_text(stack, read_lock(lock) if lock is not None else None, target)
     if spec_out:
         _write(spec_out, spec, "the gate spec")
     if spec_only:
         if not spec_out:
             sys.stdout.write(spec)
         return
-    script = asset_root() / "gates" / "gate.py"
-    with tempfile.TemporaryDirectory(prefix="stackctl-gate-") as tmp:
-        (Path(tmp) / "gate.json").write_text(spec, encoding="utf-8")
-        command = [python, "-I", str(script), str(Path(tmp) / "gate.json")]
-        try:
-            if not as_json and console_err.is_terminal:
-                with console_err.status(f"gating {stack.name} under {python}"):
-                    proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
-            else:
-                proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
-        except subprocess.TimeoutExpired:
-            raise CheckFailed(f"the gate of {stack.name} under {python} did not finish in 600 s") from None
-        except FileNotFoundError:
-            raise InputError(f"{python}: no such interpreter") from None
-        except OSError as exc:
-            raise InputError(f"{python}: cannot run: {exc}") from None
-    run = GateRun(python, proc.returncode, tuple(proc.stdout.splitlines()), proc.stderr)
+    if not as_json and console_err.is_terminal:
+        with console_err.status(f"gating {stack.name} under {python}"):
+            run = run_gate(stack, python, spec)
+    else:
+        run = run_gate(stack, python, spec)
     problem = verdict(stack.name, run)
 
     def human() -> None:
@@ -184,7 +161,7 @@ def render(
     """
     from stackctl.image.render import Rendered
 
-    prep = prepare(load_profile(profile), lock, target, revision, ref, created, None, os.environ)
+    prep = prepare(load_profile(profile), lock_path(profile, lock), target, revision, ref, created, None, os.environ)
     rendered = prep.rendered
     if wheelhouse is None:
         rendered = Rendered(rendered.dockerfile, tuple(f for f in rendered.files if f.wheel is None))
@@ -197,28 +174,36 @@ def render(
 
 
 def _write_context(rendered: Rendered, wheelhouse: Path, out: Path, show: bool) -> dict[str, str]:
-    """The context on disk, with a bar over the wheels as each is hashed and linked in."""
     from stackctl.image.context import write_context
 
+    with _context_bar(rendered, show) as on_wheel:
+        return write_context(rendered, wheelhouse, out, on_wheel)
+
+
+@contextmanager
+def _context_bar(rendered: Rendered, show: bool) -> Iterator[Callable[[str], None] | None]:
+    """A bar over the wheels as each is hashed and linked into the context (gigabytes for torch)."""
     wheels = sum(1 for f in rendered.files if f.wheel)
     if not show or not wheels:
-        return write_context(rendered, wheelhouse, out)
+        yield None
+        return
     with progress_display("context") as bar:
         task = bar.add_task("", total=wheels)
-        return write_context(rendered, wheelhouse, out,
-                             lambda name: bar.update(task, advance=1, description=name[:60]))
+        yield lambda name: bar.update(task, advance=1, description=name[:60])
 
 
-def _run_build(engine: Engine, context: Path, image: str, show: bool, nocache: bool) -> BuildResult:
+@contextmanager
+def _step_bar(show: bool) -> Iterator[StepProgress | None]:
     if not show:
-        return engine.build(context, image, nocache=nocache)
+        yield None
+        return
     with progress_display("build") as bar:
         task = bar.add_task("", total=None)
 
         def step(n: int, of: int, what: str) -> None:
             bar.update(task, completed=n - 1, total=of, description=what[:70])
 
-        return engine.build(context, image, step, nocache=nocache)
+        yield step
 
 
 @app.command()
@@ -247,45 +232,28 @@ def build(
     Renders the context, builds it on the engine (DOCKER_HOST), runs the gate as the last build step and
     writes build/STACK.build.json with a fingerprint.
     """
-    from stackctl.base.jsonout import dumps
     from stackctl.engine.docker import DockerEngine
+    from stackctl.image.build import BuildRequest, build_image
     from stackctl.image.buildlog import BuildFailed
-    from stackctl.image.fingerprint import Fingerprint, file_inputs
     from stackctl.image.labels import image_ref
 
-    prep = prepare(load_profile(profile), lock, target, revision, ref, created, allow_dirty, os.environ)
-    image = image_ref(prep.stack, repository)
-    base = record_dir / prep.stack.name
-    ctx = context or base / "context"
+    path = lock_path(profile, lock)
+    prep = prepare(load_profile(profile), path, target, revision, ref, created, allow_dirty, os.environ)
+    engine = DockerEngine()  # before any download: an unreachable engine fails at once
+    req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index))
     show = not as_json and console_err.is_terminal
-    digests = _write_context(prep.rendered, _wheelhouse(prep, wheelhouse, base / "wheelhouse", index), ctx, show)
-    engine = DockerEngine()
-    base_facts = engine.facts(prep.stack.image.base) if prep.stack.image else None
-    if base_facts is None:
-        raise InputError(f"base image {prep.stack.image.base if prep.stack.image else '?'} is not in the engine",
-                         hint="build or pull it first (CI: bash .ci/services.sh)")
     try:
-        result = _run_build(engine, ctx, str(image), show, no_cache)
+        with progress_bar(show) as fetching, _context_bar(prep.rendered, show) as on_wheel, \
+                _step_bar(show) as on_step:
+            built = build_image(req, engine, on_wheel=on_wheel, on_step=on_step, on_fetch=fetching)
     except BuildFailed as exc:
         if as_json:  # stdout carries one JSON document: the lines go into the error itself
             raise CheckFailed(f"{exc}: " + " | ".join(exc.lines)) from exc
-        console_err.print(f"[bold red]build of {image} failed[/]")
+        console_err.print(f"[bold red]build of {image_ref(prep.stack, repository)} failed[/]")
         for line in exc.lines:
             print(line)  # plainly, on stdout: these are the result, not log noise
         raise
-    inputs = {f"profile:{s}": p for s in prep.stack.sources if "@" not in s for p in [Path(s)]}
-    inputs["lock"] = lock_path(prep.stack, lock)
-    all_inputs = {**file_inputs(inputs), **{f"context:{k}": v for k, v in digests.items()}}
-    fp = Fingerprint(prep.stack.name, str(image), result.image_id, prep.revision, prep.ref,
-                     prep.git.branch if prep.git else None, prep.git.revision if prep.git else None,
-                     bool(prep.git and prep.git.dirty), prep.stack.image.base if prep.stack.image else "",
-                     base_facts.id, base_facts.repo_digests, tuple(sorted(all_inputs.items())))
-    record = {"image": str(image), "image_id": result.image_id, "target": prep.target,
-              "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),
-              "gate_cached": result.gate_cached,
-              "fingerprint": fp, "fingerprint_digest": fp.digest()}
-    record_path = record_dir / f"{prep.stack.name}.build.json"
-    _write(record_path, dumps(record) + "\n", f"the build record of {image}")
+    result, record, record_path, image = built.result, built.record, built.record_path, built.image
 
     def human() -> None:
         for ln in result.gate_lines:
@@ -316,26 +284,17 @@ def publish(
     publication record.
     """
     from stackctl.engine.docker import DockerEngine
-    from stackctl.image.labels import LABEL_LOCK, LABEL_PROFILE, image_ref
-    from stackctl.image.publish import append_record, check_record_writable, stale
-    from stackctl.image.publish import publish as do_publish
+    from stackctl.image.labels import image_ref
+    from stackctl.image.publish import publish_stack
 
     stack = load_profile(profile)
-    expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: read_stack_lock(stack, lock).digest()}
-    check_record_writable(record)
-    built, ref = image_ref(stack), image_ref(stack, repository)
+    path = lock_path(profile, lock)
     engine = DockerEngine()
-    if ref != built:
-        # The other name follows the current build: an older image left under it must not be pushed.
-        there, source = engine.facts(str(ref)), engine.facts(str(built))
-        if (there is None or stale(there, expect)) and source is not None and there != source:
-            engine.tag(str(built), ref.repository, ref.tag)
     if not as_json and console_err.is_terminal:
-        with console_err.status(f"pushing {ref}, then pulling it back by digest"):
-            pub = do_publish(engine, ref, expect=expect)
+        with console_err.status(f"pushing {image_ref(stack, repository)}, then pulling it back by digest"):
+            pub = publish_stack(stack, path, engine, record, repository)
     else:
-        pub = do_publish(engine, ref, expect=expect)
-    append_record(record, pub)
+        pub = publish_stack(stack, path, engine, record, repository)
     emit(pub, as_json, lambda: console.print(
         f"published {pub.tag}\n  digest   {pub.digest}\n  image id {pub.image_id}\n  revision {pub.revision}\n"
         f"  record   {record}", markup=False))

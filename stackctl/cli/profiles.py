@@ -9,26 +9,8 @@ import typer
 
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit, table
 from stackctl.errors import CheckFailed, InputError
-from stackctl.profile.loader import load_stack
+from stackctl.profile.locate import load_profile
 from stackctl.profile.model import Stack
-from stackctl.profile.sources import split_ref
-
-
-def resolve_profile_arg(spec: str) -> str:
-    """A path, `PATH@REV`, or a bare stack name found in ./stacks/."""
-    if Path(spec).exists() or "@" in spec:
-        return spec
-    if "/" not in spec and not spec.endswith(".toml"):
-        candidate = Path("stacks") / f"{spec}.toml"
-        if candidate.exists():
-            return str(candidate)
-        raise InputError(f"unknown stack {spec!r}: no {candidate}")
-    raise InputError(f"{spec}: no such file")
-
-
-def load_profile(spec: str) -> Stack:
-    source, name = split_ref(resolve_profile_arg(spec))
-    return load_stack(name, source)
 
 
 @app.command()

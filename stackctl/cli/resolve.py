@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,20 +17,16 @@ from stackctl.cli.app import (
     emit,
     markdown_table,
     one_format,
-    progress_display,
+    progress_bar,
     table,
 )
-from stackctl.cli.profiles import load_profile, resolve_profile_arg
-from stackctl.errors import CheckFailed, InputError
+from stackctl.cli.options import IndexOpt, LockOpt, overrides
+from stackctl.errors import CheckFailed
+from stackctl.profile.locate import load_profile
 
 if TYPE_CHECKING:
-    from stackctl.index.client import IndexClient
-    from stackctl.profile.model import Stack
     from stackctl.resolve.lock import Lock
 
-IndexOpt = Annotated[list[str] | None, typer.Option(
-    "--index", metavar="NAME=URL",
-    help="NAME=URL: use URL for the index NAME in this run (also STACKCTL_INDEX_<NAME>_URL).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Use the HTTP cache only; never the network.")]
 CacheDirOpt = Annotated[Path | None, typer.Option(
     "--cache-dir", metavar="DIR",
@@ -41,67 +35,6 @@ NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor w
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for an index to answer.")]
 RetriesOpt = Annotated[int, typer.Option("--retries", help="Retries after a 5xx answer or a connection error.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", help="Concurrent requests.")]
-LockOpt = Annotated[Path | None, typer.Option("--lock", metavar="PATH",
-                                              help="Lock file (default: the .lock beside the profile).")]
-
-
-def lock_path_for(spec: str, explicit: Path | None) -> Path:
-    if explicit is not None:
-        return explicit
-    from stackctl.resolve.lock import default_lock_path
-
-    path = resolve_profile_arg(spec)
-    if "@" in path and not Path(path).exists():
-        path = path.rsplit("@", 1)[0]  # PATH@REV: the lock beside PATH in the working tree
-    return default_lock_path(path)
-
-
-def make_client(offline: bool, cache_dir: Path | None, no_cache: bool, timeout: float, retries: int,
-                jobs: int) -> IndexClient:
-    from stackctl.index.cache import default_cache_dir
-    from stackctl.index.client import ClientOptions, IndexClient
-
-    if offline and no_cache:
-        raise InputError("--offline needs the cache; drop --no-cache")
-    if timeout <= 0 or retries < 0 or jobs < 1:
-        raise InputError("--timeout must be > 0, --retries >= 0, --jobs >= 1")
-    cache = None if no_cache else (cache_dir or default_cache_dir())
-    return IndexClient(ClientOptions(cache_dir=cache, offline=offline, timeout=timeout, retries=retries,
-                                     jobs=jobs))
-
-
-@contextmanager
-def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    if not enabled or not console_err.is_terminal:
-        yield None
-        return
-    with progress_display() as bar:
-        tasks: dict[str, Any] = {}
-
-        def update(label: str, done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = bar.add_task(label, total=total)
-            bar.update(tasks[label], completed=done, total=total)
-
-        yield update
-
-
-def run_resolve(stack: Stack, client: IndexClient, overrides: list[str] | None, *, closure: bool,
-                train_window: float, progress: Callable[[str, int, int], None] | None) -> Lock:
-    from stackctl.index.config import endpoints, parse_overrides
-    from stackctl.resolve.resolver import ResolveOptions, resolve
-
-    eps = endpoints(stack, parse_overrides(overrides or []))
-    closure_fn = None
-    if closure:
-        from stackctl.resolve.closure import compute
-
-        uv_cache = client.options.cache_dir.parent / "uv" if client.options.cache_dir else None
-
-        def closure_fn(s: Stack, lk: Lock) -> Any:
-            return compute(s, lk, eps, offline=client.options.offline, cache_dir=uv_cache)
-
-    return resolve(stack, client, eps, ResolveOptions(train_window=train_window, closure=closure_fn), progress)
 
 
 def lock_json(lock: Lock, path: Path | None) -> dict[str, Any]:
@@ -174,16 +107,15 @@ def resolve_cmd(
     For every target: the file pip would pick, its sha256, size and upload time, the newest in line, the
     release trains and the dependency closure. The lock is written atomically.
     """
-    from stackctl.resolve.lock import write_lock
+    from stackctl.resolve.lock import lock_path, write_lock
+    from stackctl.resolve.run import make_client, resolve_stack
 
     stack = load_profile(profile)
-    path = lock_path_for(profile, lock)
-    if train_window < 0:
-        raise InputError(f"--train-window {train_window:g}: seconds must be 0 or more")
+    path = lock_path(profile, lock)
     client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
     with progress_bar(not as_json) as progress:
-        result = run_resolve(stack, client, index, closure=not no_closure, train_window=train_window,
-                             progress=progress)
+        result = resolve_stack(stack, client, overrides(index), closure=not no_closure, train_window=train_window,
+                               progress=progress)
     write_lock(path, result)
     emit(lock_json(result, path), as_json, lambda: _print_lock(result, path))
 
@@ -201,12 +133,12 @@ def lock_cmd(
 
     With --check, exit 1 when the profile changed and the lock did not.
     """
-    from stackctl.resolve.lock import read_lock
+    from stackctl.resolve.lock import lock_path, read_lock
 
     stack = load_profile(profile)
-    path = lock_path_for(profile, lock)
+    path = lock_path(profile, lock)
     lk = read_lock(path)
-    current = lk.profile_digest == stack.digest() and lk.stack == stack.name
+    current = lk.made_from(stack)
     if check and not current:
         raise CheckFailed(f"{path} was made from another version of {stack.name} "
                           f"(lock {lk.profile_digest[:19]}, profile {stack.digest()[:19]})",
@@ -242,18 +174,19 @@ def outdated(
     Artifact, pinned, newest in line, when that was published, and newer builds of other lines.
     """
     from stackctl.resolve.lock import read_lock
+    from stackctl.resolve.run import make_client, resolve_stack
 
     one_format(as_json, markdown)
     stack = load_profile(profile)
     if from_lock is not None:
         lk = read_lock(from_lock)
-        if lk.profile_digest != stack.digest() or lk.stack != stack.name:
+        if not lk.made_from(stack):
             raise CheckFailed(f"{from_lock} was made from another version of {stack.name}",
                               hint=f"run `stackctl resolve {profile}`, or drop --from-lock to ask the indexes")
     else:
         client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
         with progress_bar(not as_json and not markdown) as progress:
-            lk = run_resolve(stack, client, index, closure=False, train_window=3600.0, progress=progress)
+            lk = resolve_stack(stack, client, overrides(index), closure=False, progress=progress)
     rows = []
     data = []
     for p in lk.pins:
@@ -289,49 +222,15 @@ def fetch(
 
     Every wheel the lock lists for --target goes into --dest; a matching file already there is kept.
     """
-    from stackctl.index.client import ClientOptions, IndexClient
-    from stackctl.index.config import parse_overrides
-    from stackctl.resolve.lock import read_lock
+    from stackctl.resolve.lock import lock_path, read_lock
+    from stackctl.resolve.run import make_client
     from stackctl.resolve.wheelhouse import fetch_wheelhouse
 
     stack = load_profile(profile)
-    lk = read_lock(lock_path_for(profile, lock))
-    client = IndexClient(ClientOptions(timeout=timeout, retries=retries))
+    lk = read_lock(lock_path(profile, lock))
+    client = make_client(no_cache=True, timeout=timeout, retries=retries)
     with progress_bar(not as_json) as progress:
-        paths = fetch_wheelhouse(lk, stack, target, dest, client=client,
-                                 overrides=parse_overrides(index or []), progress=progress)
+        paths = fetch_wheelhouse(lk, stack, target, dest, client=client, overrides=overrides(index),
+                                 progress=progress)
     emit({"target": target, "dest": str(dest), "wheels": [str(p) for p in paths]}, as_json,
          lambda: console.print(f"{len(paths)} wheels for {target} in {dest}"))
-
-
-def is_lock_ref(spec: str) -> bool:
-    """`x.lock` or `x.lock@REV`: what `stackctl diff` hands to the lock diff."""
-    return spec.endswith(".lock") or spec.rpartition("@")[0].endswith(".lock")
-
-
-def read_lock_ref(spec: str) -> Lock:
-    from stackctl.profile.sources import split_ref
-    from stackctl.resolve.lock import loads, read_lock
-
-    if spec.endswith(".lock"):
-        return read_lock(spec)
-    source, name = split_ref(spec)
-    return loads(source.read(name), source.display(name))
-
-
-def lock_diff_report(before: str, after: str, markdown: bool, as_json: bool) -> None:
-    """`stackctl diff A.lock B.lock` (either may be PATH@GITREV): file, hash and upload-time changes."""
-    from stackctl.review.diff import diff_locks
-
-    d = diff_locks(read_lock_ref(before), read_lock_ref(after), before, after)
-    cols = ["package", "target", "field", "before", "after"]
-    rows = [[c.package, c.target, c.field, c.before or "—", c.after or "—"] for c in d.changes]
-
-    def human() -> None:
-        if markdown:
-            print(markdown_table(cols, rows))
-        else:
-            console.print(table(f"{before} → {after}", cols, rows))
-            console.print(f"{len(d.changes)} change{'' if len(d.changes) == 1 else 's'}")
-
-    emit(d, as_json, human)

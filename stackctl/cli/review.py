@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, emit, markdown_table, one_format, table
-from stackctl.cli.profiles import load_profile, resolve_profile_arg
 from stackctl.errors import CheckFailed, InputError
+from stackctl.profile.locate import load_profile, resolve_profile_arg
 
 _PIN_COLUMNS = ["package", "before", "after", "note"]
 
@@ -31,7 +31,7 @@ def diff(
     show file and hash changes; images (`host:port/name:tag`) compare the distributions each image says it
     has installed.
     """
-    from stackctl.cli.resolve import is_lock_ref, lock_diff_report
+    from stackctl.resolve.lock import is_lock_ref
     from stackctl.review.diff import diff_stacks
 
     one_format(as_json, markdown)
@@ -151,3 +151,22 @@ def scan(
     emit({"superseded": items, "references": refs, "files_read": read}, as_json, human)
     if refs:
         raise CheckFailed(f"{len(refs)} stale reference(s) to superseded pins under {path}")
+
+
+def lock_diff_report(before: str, after: str, markdown: bool, as_json: bool) -> None:
+    """`stackctl diff A.lock B.lock` (either may be PATH@GITREV): file, hash and upload-time changes."""
+    from stackctl.resolve.lock import read_lock_ref
+    from stackctl.review.diff import diff_locks
+
+    d = diff_locks(read_lock_ref(before), read_lock_ref(after), before, after)
+    cols = ["package", "target", "field", "before", "after"]
+    rows = [[c.package, c.target, c.field, c.before or "—", c.after or "—"] for c in d.changes]
+
+    def human() -> None:
+        if markdown:
+            print(markdown_table(cols, rows))
+        else:
+            console.print(table(f"{before} → {after}", cols, rows))
+            console.print(f"{len(d.changes)} change{'' if len(d.changes) == 1 else 's'}")
+
+    emit(d, as_json, human)

@@ -1,6 +1,6 @@
-"""What one run of `gates/gate.py` said, and the verdict stackctl draws from it.
+"""One run of `gates/gate.py` (`run_gate`), what it said, and the verdict stackctl draws from it.
 
-Pure: the interpreter's exit status and output in, a `GateRun` and an error (or None) out. A gate passes
+The verdict is pure: the interpreter's exit status and output in, a `GateRun` and an error (or None) out. A gate passes
 only when it printed its summary line, exited 0 and no check failed: an interpreter that exits 0 without
 running the script (a wrapper, `/bin/true`) or dies in an import (a signal) must never read as a pass.
 """
@@ -8,9 +8,14 @@ running the script (a wrapper, `/bin/true`) or dies in an import (a signal) must
 from __future__ import annotations
 
 import signal
+import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from stackctl.errors import CheckFailed, InputError, StackctlError
+from stackctl.profile.model import Stack
+from stackctl.resolve.lock import Lock
 
 SUMMARY = ("gate ok: ", "gate FAILED: ")
 
@@ -75,3 +80,34 @@ def verdict(stack: str, run: GateRun) -> StackctlError | None:
     if run.returncode != 0:
         return CheckFailed(f"{where} exited {run.returncode}: {_last(run.stderr)}")
     return None
+
+
+def gate_spec_text(stack: Stack, lock: Lock | None = None, target: str | None = None) -> str:
+    """The gate spec (JSON) the profile renders; with a lock, `preserve` also holds the lock's closure."""
+    from stackctl.image import gatespec
+    from stackctl.image.prepare import pick_target
+
+    preserve = None
+    if lock is not None:
+        lock.require_made_from(stack)
+        preserve = gatespec.installed_pins(stack, lock, pick_target(stack, target))
+    return gatespec.dumps(gatespec.gate_spec(stack, preserve))
+
+
+def run_gate(stack: Stack, python: str, spec: str, timeout: float = 600.0) -> GateRun:
+    """Run `gates/gate.py` with `spec` under `python` (isolated mode: the environment's own packages only)."""
+    from stackctl.base.assets import asset_root
+
+    script = asset_root() / "gates" / "gate.py"
+    with tempfile.TemporaryDirectory(prefix="stackctl-gate-") as tmp:
+        (Path(tmp) / "gate.json").write_text(spec, encoding="utf-8")
+        command = [python, "-I", str(script), str(Path(tmp) / "gate.json")]
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"the gate of {stack.name} under {python} did not finish in {timeout:g} s") from None
+        except FileNotFoundError:
+            raise InputError(f"{python}: no such interpreter") from None
+        except OSError as exc:
+            raise InputError(f"{python}: cannot run: {exc}") from None
+    return GateRun(python, proc.returncode, tuple(proc.stdout.splitlines()), proc.stderr)

@@ -13,26 +13,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from stackctl.base.git import GitInfo, read_git
-from stackctl.errors import CheckFailed, InputError, StackctlError
+from stackctl.errors import InputError, StackctlError
 from stackctl.image.render import Rendered
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock, read_lock
 
 
-def lock_path(stack: Stack, lock: Path | None) -> Path:
-    if lock is not None:
-        return lock
-    if not stack.sources or "@" in stack.sources[0]:
-        where = stack.sources[0] if stack.sources else "a profile read from git"
-        raise InputError(f"{stack.name}: pass --lock (no lock path follows from {where})")
-    return Path(stack.sources[0]).with_suffix(".lock")
-
-
-def read_stack_lock(stack: Stack, lock: Path | None) -> Lock:
-    found = read_lock(lock_path(stack, lock))
-    if found.profile_digest != stack.digest():
-        raise CheckFailed(f"the lock for {stack.name} was made from another version of the profile",
-                          hint="run `stackctl resolve` again so the lock matches the profile")
+def read_stack_lock(stack: Stack, lock: Path) -> Lock:
+    found = read_lock(lock)
+    found.require_made_from(stack)
     return found
 
 
@@ -88,7 +77,7 @@ class Prepared:
     ref: str
 
 
-def prepare(stack: Stack, lock: Path | None, target: str | None, revision: str | None, ref: str | None,
+def prepare(stack: Stack, lock: Path, target: str | None, revision: str | None, ref: str | None,
             created: str | None, allow_dirty: bool | None, env: Mapping[str, str]) -> Prepared:
     """allow_dirty None: render only, the label says -dirty; False: refuse a dirty tree. `env` holds the
     index password variables, so no label can carry one."""
@@ -100,7 +89,7 @@ def prepare(stack: Stack, lock: Path | None, target: str | None, revision: str |
         raise InputError(f"{stack.name}: the profile has no image table")
     locked = read_stack_lock(stack, lock)
     tgt = pick_target(stack, target)
-    inputs = (*(Path(s) for s in stack.sources if "@" not in s), lock_path(stack, lock))
+    inputs = (*(Path(s) for s in stack.sources if "@" not in s), lock)
     git = work_tree(stack, revision, inputs)
     if git is not None and git.dirty and allow_dirty is False:
         what = (f"{', '.join(git.untracked_inputs)} not committed" if git.untracked_inputs

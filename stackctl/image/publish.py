@@ -1,6 +1,6 @@
 """Publication: push, pull back by digest, compare, and only then record.
 
-`publish` takes an `Engine` (the Protocol in engine.py); the checks and the record are values.
+`publish` takes an `Engine` (the Protocol in image/buildlog.py); the checks and the record are values.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from stackctl.base.files import write_atomic
 from stackctl.errors import CheckFailed, InputError, ServiceError
 from stackctl.image.buildlog import Engine, ImageFacts
 from stackctl.image.labels import LABEL_LOCK, LABEL_STACK, OCI, ImageRef
+from stackctl.profile.model import Stack
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,27 @@ def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None =
     when = (now or datetime.now(timezone.utc)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     return Publication(str(ref), digest, local.id, revision, local.label(LABEL_LOCK),
                        local.label(LABEL_STACK), when)
+
+
+def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None) -> Publication:
+    """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name,
+    pull back by digest and compare, then append the publication record."""
+    from stackctl.image.labels import LABEL_PROFILE, image_ref
+    from stackctl.resolve.lock import read_lock
+
+    locked = read_lock(lock)
+    locked.require_made_from(stack)
+    expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: locked.digest()}
+    check_record_writable(record)
+    built, ref = image_ref(stack), image_ref(stack, repository)
+    if ref != built:
+        # The other name follows the current build: an older image left under it must not be pushed.
+        there, source = engine.facts(str(ref)), engine.facts(str(built))
+        if (there is None or stale(there, expect)) and source is not None and there != source:
+            engine.tag(str(built), ref.repository, ref.tag)
+    pub = publish(engine, ref, expect=expect)
+    append_record(record, pub)
+    return pub
 
 
 def check_record_writable(path: Path) -> None:

@@ -15,7 +15,7 @@ import threading
 import time
 import zipfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -27,7 +27,6 @@ from stackctl.errors import CheckFailed, ServiceError
 from stackctl.index.cache import Entry, HttpCache
 from stackctl.index.config import IndexEndpoint, origin, tls_verify
 from stackctl.index.pages import ACCEPT, IndexedFile, PageError, ProjectListing, parse_page
-from stackctl.index.rangefile import NoRanges, RangeReader, read_metadata
 
 if TYPE_CHECKING:
     import requests
@@ -225,35 +224,20 @@ class IndexClient:
         return body
 
     def _wheel_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
-        what = f"file {f.filename}"
-        try:
-            head: Entry | None = self.fetch(ep, f.url, what, method="HEAD", immutable=True)
-        except _NoHead:
-            head = None  # no size to seek from: read the whole wheel
-        length = head.headers.get("content-length", "") if head else ""
-        size = int(length) if length.isdigit() else 0
-        try:
-            if head is not None and head.headers.get("accept-ranges", "").lower() == "bytes" and size > 0:
-                try:
-                    with zipfile.ZipFile(RangeReader(lambda a, b: self._range(ep, f, a, b), size)) as zf:
-                        return read_metadata(zf)
-                except NoRanges:
-                    pass
-            with tempfile.TemporaryDirectory(prefix="stackctl-") as tmp:
-                path = Path(tmp) / f.filename
-                self.download(ep, f, path)
-                with zipfile.ZipFile(path) as zf:
-                    return read_metadata(zf)
-        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
-            raise ServiceError(f"index {ep.name}, {what}: not a readable wheel ({exc})") from None
+        from stackctl.index.remote import RemoteFile, read_metadata
 
-    def _range(self, ep: IndexEndpoint, f: IndexedFile, start: int, end: int) -> bytes:
-        r = self._send(ep, "GET", f.url, f"file {f.filename}", {"Range": f"bytes={start}-{end}"})
-        self._check(ep, r, f"file {f.filename}")
-        if r.status_code != 206:
-            r.close()
-            raise NoRanges
-        return r.content
+        try:
+            with RemoteFile(self, ep, f.url, sha256=f.sha256) as remote, zipfile.ZipFile(remote) as zf:
+                return read_metadata(zf)
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
+            raise ServiceError(f"index {ep.name}, file {f.filename}: not a readable wheel ({exc})") from None
+
+    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str]) -> requests.Response:
+        """A streamed GET of a file of `ep` (a range, or the whole file), with the client's policy; the
+        caller reads and closes the response. Any answer but 200 or 206 is a ServiceError."""
+        r = self._send(ep, "GET", url, what, {"Accept-Encoding": "identity", **headers}, stream=True)
+        self._check(ep, r, what)
+        return r
 
     def download(self, ep: IndexEndpoint, f: Downloadable, dest: Path,
                  progress: Callable[[int], None] | None = None) -> None:
@@ -302,27 +286,3 @@ def _is_requests_error(exc: BaseException) -> bool:
 
 class _NoHead(ServiceError):
     """The server does not do HEAD (405, 501): callers that can do without it catch this."""
-
-
-def credentialed_session(eps: Mapping[str, IndexEndpoint]) -> requests.Session:
-    """A session for reading locked files directly (range requests): each index's credentials go only
-    to that index's own origin, never to a file host it redirects to."""
-    import requests
-
-    by_origin = {ep.origin: ep.credentials for ep in eps.values() if ep.credentials is not None}
-
-    class _OriginAuth(requests.auth.AuthBase):
-        def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
-            creds = by_origin.get(origin(r.url or ""))
-            if creds is not None:
-                requests.auth.HTTPBasicAuth(creds.username, creds.password)(r)
-            else:
-                r.headers.pop("Authorization", None)
-            return r
-
-    s = requests.Session()
-    s.trust_env = False
-    s.verify = tls_verify()
-    s.headers["User-Agent"] = USER_AGENT
-    s.auth = _OriginAuth()
-    return s

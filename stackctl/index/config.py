@@ -35,6 +35,12 @@ class IndexEndpoint:
         return origin(self.url)
 
 
+def endpoint_of(url: str) -> IndexEndpoint:
+    """An index for a file named by URL alone: the URL's origin, no credentials."""
+    p = urlsplit(url)
+    return IndexEndpoint(p.hostname or url, f"{p.scheme}://{p.netloc.rsplit('@', 1)[-1]}/", url_source="option")
+
+
 def origin(url: str) -> tuple[str, str, int | None]:
     p = urlsplit(url)
     return (p.scheme, (p.hostname or "").lower(), p.port or {"http": 80, "https": 443}.get(p.scheme))

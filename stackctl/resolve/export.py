@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from stackctl.errors import CheckFailed
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
@@ -18,9 +17,8 @@ class Drift:
 
 def render_requirements(stack: Stack, lock: Lock | None = None) -> dict[str, str]:
     """File name → content. Pins keep profile order; no `--index-url` inside (it binds the whole pip run)."""
-    if lock is not None and lock.profile_digest != stack.digest():
-        raise CheckFailed(f"the lock for {stack.name} was made from another version of the profile",
-                          hint="run `stackctl resolve` again so the lock matches the profile")
+    if lock is not None:
+        lock.require_made_from(stack)
     files: dict[str, list[str]] = {}
     for pin in stack.pins:
         if pin.file is None:

@@ -13,7 +13,9 @@ from typing import Any
 
 from stackctl.base.files import write_atomic
 from stackctl.base.jsonout import to_jsonable
-from stackctl.errors import InputError
+from stackctl.errors import CheckFailed, InputError
+from stackctl.profile.locate import profile_file
+from stackctl.profile.model import Stack
 
 LOCK_FORMAT = 1
 
@@ -90,6 +92,16 @@ class Lock:
     def digest(self) -> str:
         return "sha256:" + hashlib.sha256(dumps(self).encode()).hexdigest()
 
+    def made_from(self, stack: Stack) -> bool:
+        """Whether `resolve` made this lock from exactly this profile: its name and effective content."""
+        return self.stack == stack.name and self.profile_digest == stack.digest()
+
+    def require_made_from(self, stack: Stack) -> None:
+        """What every step that installs or exports from a lock insists on."""
+        if not self.made_from(stack):
+            raise CheckFailed(f"the lock for {stack.name} was made from another version of the profile",
+                              hint="run `stackctl resolve` again so the lock matches the profile")
+
 
 def dumps(lock: Lock) -> str:
     return json.dumps(to_jsonable(lock), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -153,6 +165,22 @@ def write_lock(path: str | Path, lock: Lock) -> None:
         raise InputError(f"{path}: cannot write the lock ({exc.strerror or exc})") from None
 
 
-def default_lock_path(profile: str | Path) -> Path:
-    p = Path(profile)
-    return p.with_suffix(".lock")
+def lock_path(profile: str, explicit: Path | None = None) -> Path:
+    """The one rule for where a stack's lock is: `--lock` when given, else the `.lock` beside the profile in
+    the working tree (for `PATH@GITREV`, beside PATH; for a bare stack name, `stacks/NAME.lock`)."""
+    return explicit if explicit is not None else profile_file(profile).with_suffix(".lock")
+
+
+def is_lock_ref(spec: str) -> bool:
+    """`x.lock` or `x.lock@REV`: what `stackctl diff` hands to the lock diff."""
+    return spec.endswith(".lock") or spec.rpartition("@")[0].endswith(".lock")
+
+
+def read_lock_ref(spec: str) -> Lock:
+    """A lock file, or `PATH.lock@GITREV` read from git."""
+    from stackctl.profile.sources import split_ref
+
+    if spec.endswith(".lock"):
+        return read_lock(spec)
+    source, name = split_ref(spec)
+    return loads(source.read(name), source.display(name))

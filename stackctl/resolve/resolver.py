@@ -15,6 +15,7 @@ from packaging.metadata import parse_email
 from packaging.version import Version
 
 from stackctl.base.concurrency import parallel
+from stackctl.base.progress import Progress
 from stackctl.errors import CheckFailed, ServiceError, StackctlError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
@@ -26,7 +27,6 @@ from stackctl.resolve.targets import best_wheel
 from stackctl.resolve.trains import DEFAULT_WINDOW, train_reports
 
 ClosureFn = Callable[[Stack, Lock], tuple[ClosureEntry, ...]]
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,12 @@ goes into an image is exactly what `resolve` proved.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from stackctl.base.concurrency import parallel
 from stackctl.base.files import sha256_file
+from stackctl.base.progress import Progress
 from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.index.client import ClientOptions, IndexClient
 from stackctl.index.config import IndexEndpoint, endpoints, origin
@@ -18,7 +19,7 @@ from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock, LockedFile
 
 
-def _endpoint_for(f: LockedFile, index: str | None, eps: Mapping[str, IndexEndpoint], stack: Stack) -> IndexEndpoint:
+def endpoint_for(f: LockedFile, index: str | None, eps: Mapping[str, IndexEndpoint], stack: Stack) -> IndexEndpoint:
     """The pin's own index; for closure files, the index on the file's origin, else the public one.
 
     The client sends credentials only to an endpoint's own origin, so the choice never leaks them.
@@ -34,7 +35,7 @@ def _endpoint_for(f: LockedFile, index: str | None, eps: Mapping[str, IndexEndpo
 
 def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
                      client: IndexClient | None = None, overrides: Mapping[str, str] | None = None,
-                     progress: Callable[[str, int, int], None] | None = None) -> list[Path]:
+                     progress: Progress | None = None) -> list[Path]:
     """Download every wheel `lock.wheels_for(target)` lists into `dest`; return their paths in lock order.
 
     Files already in `dest` with the right sha256 are kept; a mismatch is a `ServiceError` naming the
@@ -43,9 +44,7 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
     labels = [t.label for t in stack.targets]
     if target not in labels:
         raise InputError(f"target {target!r} is not one of {stack.name}'s targets ({', '.join(labels)})")
-    if lock.profile_digest != stack.digest():
-        raise CheckFailed(f"the lock for {stack.name} was made from another version of the profile",
-                          hint="run `stackctl resolve` again so the lock matches the profile")
+    lock.require_made_from(stack)
     client = client or IndexClient(ClientOptions())
     eps = endpoints(stack, overrides)
     pin_index = {f.url: p.index for p in lock.pins for f in p.files}
@@ -61,7 +60,7 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
         path = dest / f.filename
         if path.is_file() and sha256_file(path) == f.sha256:
             return path
-        client.download(_endpoint_for(f, pin_index.get(f.url), eps, stack), f, path)
+        client.download(endpoint_for(f, pin_index.get(f.url), eps, stack), f, path)
         return path
 
     done = parallel(4, one, wheels, progress, "wheels")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from stackctl.errors import InputError
-from stackctl.index.rangeio import RangeStream
+from stackctl.index.remote import RangeStream
 
 DEFAULT_MAX_MEMBER = 8 << 30  # the largest single library seen in GPU wheels is ~2 GiB; 4x that
 DEFAULT_MAX_TOTAL = 32 << 30

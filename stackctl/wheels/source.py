@@ -1,7 +1,7 @@
 """A wheel named by location — a path, a file:// URL or an http(s) URL — opened once and read as often
 as a check needs, with what reading it cost and how far its bytes were verified.
 
-What can be verified depends on how the wheel was read, and the `Source` says which:
+What can be verified depends on how the wheel was read, and the `WheelOrigin` says which:
 - "sha256": every byte was hashed against the lock's sha256 (a local file, or a remote wheel whose
   server ignored range requests and sent it whole);
 - "size": a remote wheel read with range requests: its size matched the lock's, and members read whole
@@ -20,15 +20,15 @@ from stackctl.base.files import sha256_file
 from stackctl.errors import CheckFailed
 
 if TYPE_CHECKING:
-    import requests
-
+    from stackctl.index.client import IndexClient
+    from stackctl.index.config import IndexEndpoint
+    from stackctl.index.remote import RemoteFile
     from stackctl.wheels.archive import Limits, WheelReader
-    from stackctl.wheels.remotezip import RemoteFile
     from stackctl.wheels.scan import WheelScan
 
 
 @dataclass(frozen=True)
-class Source:
+class WheelOrigin:
     """Where a scanned wheel came from and what reading it cost."""
 
     wheel: str
@@ -43,10 +43,12 @@ class Source:
 
 
 class OpenedWheel:
-    """One wheel, open until `close()`. A remote wheel keeps its fetched blocks between reads."""
+    """One wheel, open until `close()`. A remote wheel keeps its fetched blocks between reads; it is read
+    through `client` as a file of the index `ep` (by default a client of its own and an index of the URL's
+    origin without credentials: a wheel named on the command line)."""
 
     def __init__(self, location: str, limits: Limits, *, sha256: str | None = None, size: int | None = None,
-                 session: requests.Session | None = None) -> None:
+                 client: IndexClient | None = None, ep: IndexEndpoint | None = None) -> None:
         from stackctl.wheels.archive import WheelReader
 
         self.location = location
@@ -56,9 +58,12 @@ class OpenedWheel:
         self.reader: WheelReader
         parsed = urlparse(location)
         if parsed.scheme in ("http", "https"):
-            from stackctl.wheels.remotezip import RemoteFile
+            from stackctl.index.client import IndexClient
+            from stackctl.index.config import endpoint_of
+            from stackctl.index.remote import RemoteFile
 
-            self._remote = RemoteFile(location, sha256=sha256, expected_size=size, session=session)
+            self._remote = RemoteFile(client or IndexClient(), ep or endpoint_of(location), location, sha256=sha256,
+                                      expected_size=size)
             try:
                 self.reader = WheelReader(self._remote, label=unquote(parsed.path.rsplit("/", 1)[-1]), limits=limits)
             except BaseException:
@@ -92,9 +97,9 @@ class OpenedWheel:
         self._headers_read |= paths
         return read_machines(self.reader, scan, paths)
 
-    def source(self) -> Source:
+    def origin(self) -> WheelOrigin:
         r = self._remote
-        return Source(self.reader.filename, self.location if r else str(self.reader.path), self._size,
+        return WheelOrigin(self.reader.filename, self.location if r else str(self.reader.path), self._size,
                       r.fetched if r else None, r.requests if r else None, r.ranged if r else None,
                       self._libraries_read, len(self._headers_read), self._verified)
 

@@ -358,7 +358,7 @@ allow = ["libdl.so.*", "librt.so.*", "libc.so.6", "libm.so.6", "libgcc_s.so.1", 
                 LockedFile(f.target, f.filename, f.url, "0" * 64) for f in p.files)) for p in lock.pins))
         write_lock(tmp_path / "stacks" / "mini.lock", bad)
         r = cli("abi", "mini", cwd=tmp_path)
-        assert r.code == 3 and "the index promised" in r.err
+        assert r.code == 3 and "does not match the index's" in r.err
 
 
 def test_cli_lock_missing(cli: Cli, tmp_path: Path) -> None:

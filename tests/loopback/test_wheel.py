@@ -1,4 +1,4 @@
-"""stackctl.wheels.archive and stackctl.wheels.remotezip: wheels read in place, locally and over the loopback index."""
+"""stackctl.wheels.archive and stackctl.index.remote: wheels read in place, locally and over the loopback index."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import os
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stackctl.errors import ServiceError
+from stackctl.index.client import ClientOptions, IndexClient
+from stackctl.index.config import Credentials, IndexEndpoint, endpoint_of
+from stackctl.index.remote import RemoteFile
 from stackctl.wheels.archive import Limits, WheelError, WheelReader, install_path, unsafe_reason
-from stackctl.wheels.remotezip import RemoteFile
 from stackctl.wheels.scan import scan_wheel
 from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels
 from tests.support.index_server import IndexServer
@@ -20,6 +23,11 @@ from tests.support.wheels import build_wheel
 
 # The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
 pytest_plugins = ("tests.support.elf_plugin",)
+
+
+def remote_file(url: str, ep: IndexEndpoint | None = None, **kwargs: Any) -> RemoteFile:
+    """A remote file read through the index client, as every command reads one (no retries: faults show)."""
+    return RemoteFile(IndexClient(ClientOptions(retries=0)), ep or endpoint_of(url), url, **kwargs)
 
 
 def _zip(path: Path, members: dict[str, bytes], compress: int = zipfile.ZIP_DEFLATED) -> Path:
@@ -162,7 +170,7 @@ def test_remote_listing_costs_kilobytes(big_wheel: Path) -> None:
     with IndexServer() as server:
         server.add(big_wheel)
         url = f"{server.base}files/{big_wheel.name}"
-        remote = RemoteFile(url)
+        remote = remote_file(url)
         with WheelReader(remote, label=big_wheel.name) as r:
             scan = scan_wheel(r)
         assert remote.ranged
@@ -178,13 +186,13 @@ def test_remote_falls_back_to_a_verified_download(big_wheel: Path) -> None:
     with IndexServer(ranges=False) as server:
         server.add(big_wheel)
         url = f"{server.base}files/{big_wheel.name}"
-        remote = RemoteFile(url, sha256=digest)
+        remote = remote_file(url, sha256=digest)
         with WheelReader(remote, label=big_wheel.name) as r:
             assert len(scan_wheel(r).elves) == 3
         assert not remote.ranged and remote.fetched == big_wheel.stat().st_size
         remote.close()
-        with pytest.raises(ServiceError, match="index promised"):
-            RemoteFile(url, sha256="0" * 64)
+        with pytest.raises(ServiceError, match=r"does not match the index's"):
+            remote_file(url, sha256="0" * 64)
 
 
 def test_remote_errors_are_service_errors(big_wheel: Path) -> None:
@@ -195,23 +203,20 @@ def test_remote_errors_are_service_errors(big_wheel: Path) -> None:
         path = f"/files/{big_wheel.name}"
         server.fault(path, status(503))
         with pytest.raises(ServiceError, match="HTTP 503"):
-            RemoteFile(f"{server.base}files/{big_wheel.name}")
+            remote_file(f"{server.base}files/{big_wheel.name}")
         with pytest.raises(ServiceError, match="HTTP 404"):
-            RemoteFile(f"{server.base}files/nothere-1.0-py3-none-any.whl")
+            remote_file(f"{server.base}files/nothere-1.0-py3-none-any.whl")
 
 
-def test_remote_session_carries_credentials(big_wheel: Path) -> None:
-    import requests
-
+def test_remote_read_carries_the_index_credentials(big_wheel: Path) -> None:
     with IndexServer(auth=("u", "s3cret")) as server:
         server.add(big_wheel)
         url = f"{server.base}files/{big_wheel.name}"
         with pytest.raises(ServiceError, match="HTTP 401") as exc:
-            RemoteFile(url)
+            remote_file(url)
         assert "s3cret" not in str(exc.value)
-        session = requests.Session()
-        session.auth = ("u", "s3cret")
-        remote = RemoteFile(url, session=session)
+        ep = IndexEndpoint("private", server.base, Credentials("u", "s3cret"))
+        remote = remote_file(url, ep)
         with WheelReader(remote, label=big_wheel.name) as r:
             assert len(scan_wheel(r).elves) == 3
 
@@ -256,7 +261,7 @@ def test_remote_file_random_and_sequential_reads(tmp_path: Path) -> None:
     rnd = random.Random(3)
     with IndexServer() as server:
         server.add(blob, project="blob")
-        remote = RemoteFile(f"{server.base}files/{blob.name}")
+        remote = remote_file(f"{server.base}files/{blob.name}")
         assert remote.size == len(data)
         for _ in range(100):
             start, n = rnd.randrange(0, len(data)), rnd.choice([1, 100, 70_000, 300_000])

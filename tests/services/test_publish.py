@@ -202,6 +202,9 @@ class LyingRegistryEngine:
     def remove(self, ref: str) -> None:
         pass
 
+    def tag(self, source: str, repository: str, tag: str) -> None:
+        raise NotImplementedError
+
 
 def test_pull_back_mismatch_writes_no_record(tmp_path: Path) -> None:
     labels = (("io.stackctl.lock-digest", "sha256:1"), ("org.opencontainers.image.revision", "abc"))

@@ -48,6 +48,7 @@ class IndexServer:
     html_only: bool = False
     latency: float = 0.0  # seconds added to every request, to look like a real network
     ranges: bool = True  # honour Range requests on files
+    head: bool = True  # answer HEAD; False: 405 for every HEAD, as some file servers do
     auth: tuple[str, str] | None = None  # require HTTP basic auth
     tls: tuple[Path, Path] | None = None  # (certificate, key): serve https
     files: dict[str, IndexFile] = field(default_factory=dict)
@@ -151,6 +152,10 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def do_HEAD(self) -> None:
+        if not self.index.head:
+            self.index.log.append((self.command, self.path, dict(self.headers.items())))
+            self.send(405, b"method not allowed", headers={"Allow": "GET"})
+            return
         self.do_GET()
 
     def do_GET(self) -> None:

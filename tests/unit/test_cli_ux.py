@@ -12,7 +12,7 @@ import pytest
 
 from stackctl.errors import InputError
 from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
-from tests.conftest import STACKS, Result
+from tests.conftest import REPO, STACKS, Result
 
 Cli = Callable[..., Result]
 PUBLIC = STACKS / "public-example.toml"
@@ -174,15 +174,15 @@ def test_well_formed_local_references_pass() -> None:
         check_local_ref(ref)
 
 
-def test_lock_path_error_names_the_source_not_a_tuple() -> None:
-    from stackctl.cli.profiles import load_profile
-    from stackctl.image.prepare import lock_path
+def test_one_lock_path_rule(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--lock wins; else the .lock beside the profile in the work tree, for PATH@GITREV and stack names too."""
+    from stackctl.resolve.lock import lock_path
 
-    stack = replace(load_profile(str(PUBLIC)), sources=("stacks/public-example.toml@HEAD",))
-    with pytest.raises(InputError) as exc:
-        lock_path(stack, None)
-    assert str(exc.value) == ("public-example: pass --lock (no lock path follows from "
-                              "stacks/public-example.toml@HEAD)")
+    monkeypatch.chdir(REPO)
+    assert lock_path("stacks/public-example.toml@HEAD") == Path("stacks/public-example.lock")
+    assert lock_path("public-example") == Path("stacks/public-example.lock")
+    assert lock_path(str(PUBLIC)) == PUBLIC.with_suffix(".lock")
+    assert lock_path("public-example", tmp_path / "x.lock") == tmp_path / "x.lock"
 
 
 def test_inventory_without_format_says_so(tmp_path: Path) -> None:

@@ -1,45 +1,104 @@
-"""A wheel on an index read as a seekable file: HTTP range requests where the server honours them,
+"""A file on an index read as a seekable file: HTTP range requests where the server honours them,
 otherwise one full download verified against the index's sha256.
+
+Every request goes through the `IndexClient` (credentials only to the index's own origin, redirects
+followed by hand, retries, the run's timeout, `--offline`): the one HTTP path for every byte from an index.
 
 Range reads never see the whole file, so they cannot be hash-checked; the size the server reports is
 compared with the expected size instead, when one is given.
 
 `RemoteFile` is what `WheelReader` opens, so listing a remote wheel costs its central directory and
-the front of each library, not the wheel. `fetched` counts every body byte received.
+the front of each library, not the wheel; the resolver reads METADATA out of a wheel the same way.
+`fetched` counts every body byte received.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import tempfile
+import zipfile
 from collections import OrderedDict
 from typing import IO, TYPE_CHECKING
 
 from stackctl.errors import ServiceError
-from stackctl.index.rangeio import RangeStream
 
 if TYPE_CHECKING:
     import requests
+
+    from stackctl.index.client import IndexClient
+    from stackctl.index.config import IndexEndpoint
 
 BLOCK = 64 << 10  # one range request fetches at least this much: zip headers are small and scattered
 TAIL = 64 << 10  # the first request: the end of the file, where the central directory lives
 CACHE_BLOCKS = 512  # 32 MiB of blocks kept
 MAX_AHEAD = 128  # 8 MiB: the most fetched past what a sequential read asked for
-TIMEOUT = 60.0
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
 
+class RangeStream(io.RawIOBase):
+    """A read-only, seekable binary stream over bytes fetched by range: the one file-object shape shared by
+    wheel members read in place and remote files. Subclasses say how to get bytes [start, end)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+        self._pos = 0
+
+    def _range(self, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the stream; 0 <= start < end <= size."""
+        raise NotImplementedError
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(buffer))
+        memoryview(buffer)[: len(data)] = data
+        return len(data)
+
+    def read(self, n: int | None = -1) -> bytes:
+        end = self.size if n is None or n < 0 else min(self.size, self._pos + n)
+        if end <= self._pos:
+            return b""
+        data = self._range(self._pos, end)
+        self._pos += len(data)
+        return data
+
+
+def read_metadata(zf: zipfile.ZipFile) -> bytes:
+    """The wheel's one `NAME.dist-info/METADATA`; ValueError when it has none or several."""
+    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+    if len(names) != 1:
+        raise ValueError(f"{len(names)} .dist-info/METADATA files, not one")
+    return zf.read(names[0])
+
+
 class RemoteFile(RangeStream):
-    """Random access to `url`. Pass `session` to carry an index's credentials; none are built here."""
+    """Random access to `url`, a file of the index `ep`, through `client`."""
 
-    def __init__(self, url: str, *, session: requests.Session | None = None, sha256: str | None = None,
+    def __init__(self, client: IndexClient, ep: IndexEndpoint, url: str, *, sha256: str | None = None,
                  expected_size: int | None = None, block: int = BLOCK, max_download: int | None = None) -> None:
-        import requests
-
         self.url = url
-        self._session = session or requests.Session()
+        self._client = client
+        self._ep = ep
+        self._what = "file " + url.rsplit("/", 1)[-1].split("#", 1)[0]
+        self._where = f"index {ep.name}, {self._what}"
         self._sha256 = sha256.removeprefix("sha256:").lower() if sha256 else None
         self._block = block
         self._max_download = max_download
@@ -54,22 +113,17 @@ class RemoteFile(RangeStream):
         size = self._open()
         if expected_size is not None and size != expected_size:
             self.close()
-            raise ServiceError(f"{_safe(url)}: the server has {size} bytes, the lock says {expected_size}; "
+            raise ServiceError(f"{self._where}: the server has {size} bytes, the lock says {expected_size}; "
                                "not the locked file")
         super().__init__(size)
 
     # --- the network edge ------------------------------------------------------------------------
     def _get(self, headers: dict[str, str]) -> requests.Response:
-        import requests
-
         self.requests += 1
-        try:
-            resp = self._session.get(self.url, headers=headers, stream=True, timeout=TIMEOUT)
-        except requests.RequestException as exc:
-            raise ServiceError(f"{_safe(self.url)}: {type(exc).__name__}: {exc}") from None
+        resp = self._client.get(self._ep, self.url, self._what, headers)
         if resp.status_code not in (200, 206):
             resp.close()
-            raise ServiceError(f"{_safe(self.url)}: HTTP {resp.status_code} reading the wheel")
+            raise ServiceError(f"{self._where}: HTTP {resp.status_code} from {_safe(resp.url)}")
         return resp
 
     def _open(self) -> int:
@@ -78,11 +132,11 @@ class RemoteFile(RangeStream):
             m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
             if not m:
                 resp.close()
-                raise ServiceError(f"{_safe(self.url)}: partial response without a usable Content-Range")
+                raise ServiceError(f"{self._where}: partial response without a usable Content-Range")
             start, end, total = (int(g) for g in m.groups())
             data = self._body(resp)
             if len(data) != end - start + 1:
-                raise ServiceError(f"{_safe(self.url)}: range response is {len(data)} bytes, promised "
+                raise ServiceError(f"{self._where}: range response is {len(data)} bytes, promised "
                                    f"{end - start + 1}")
             self._tail = (start, data)
             return total
@@ -96,7 +150,7 @@ class RemoteFile(RangeStream):
         try:
             data = resp.raw.read(decode_content=False)
         except (requests.RequestException, OSError) as exc:
-            raise ServiceError(f"{_safe(self.url)}: connection broke reading the wheel ({exc})") from None
+            raise ServiceError(f"{self._where}: connection broke reading the wheel ({exc})") from None
         finally:
             resp.close()
         self.fetched += len(data)
@@ -111,13 +165,13 @@ class RemoteFile(RangeStream):
             for chunk in resp.raw.stream(1 << 20, decode_content=False):
                 self.fetched += len(chunk)
                 if self._max_download is not None and self.fetched > self._max_download:
-                    raise ServiceError(f"{_safe(self.url)}: the server ignores range requests and the wheel "
+                    raise ServiceError(f"{self._where}: the server ignores range requests and the wheel "
                                        f"is over the {self._max_download} byte download cap")
                 digest.update(chunk)
                 spool.write(chunk)
         except (requests.RequestException, OSError) as exc:
             spool.close()
-            raise ServiceError(f"{_safe(self.url)}: connection broke downloading the wheel ({exc})") from None
+            raise ServiceError(f"{self._where}: connection broke downloading the wheel ({exc})") from None
         except BaseException:
             spool.close()
             raise
@@ -125,8 +179,8 @@ class RemoteFile(RangeStream):
             resp.close()
         if self._sha256 is not None and digest.hexdigest() != self._sha256:
             spool.close()
-            raise ServiceError(f"{_safe(self.url)}: downloaded wheel has sha256 {digest.hexdigest()}, "
-                               f"the index promised {self._sha256}")
+            raise ServiceError(f"{self._where}: downloaded sha256 {digest.hexdigest()} does not match the index's "
+                               f"{self._sha256}")
         self._local = spool
         return spool.tell()
 
@@ -137,10 +191,10 @@ class RemoteFile(RangeStream):
         resp = self._get({"Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"})
         if resp.status_code != 206:
             resp.close()
-            raise ServiceError(f"{_safe(self.url)}: server stopped honouring range requests mid-read")
+            raise ServiceError(f"{self._where}: server stopped honouring range requests mid-read")
         data = self._body(resp)
         if len(data) != end - start + 1:
-            raise ServiceError(f"{_safe(self.url)}: range response is {len(data)} bytes, asked {end - start + 1}")
+            raise ServiceError(f"{self._where}: range response is {len(data)} bytes, asked {end - start + 1}")
         self._next_block = last + 1
         for b in range(first, last + 1):
             self._cache[b] = data[(b - first) * self._block:(b - first + 1) * self._block]

@@ -1,0 +1,146 @@
+"""The ABI check of a whole stack: which wheels of the lock are read for each target, in what depth, and
+the reports. One call per `stackctl abi`; the CLI only renders what comes back.
+
+Wheels that only provide are first listed by name (for a remote wheel: its central directory); the
+ones a checked file resolved to have their ELF headers read so a library for another machine never
+counts as found; their libraries are read whole only if a name is left unresolved. Each wheel stays
+open across passes and targets, and every remote byte goes through the index client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackctl.abi.check import AbiReport, StackWheel, check_abi
+from stackctl.abi.inventory import Inventory
+from stackctl.base.progress import Progress
+from stackctl.errors import InputError
+from stackctl.index.client import IndexClient
+from stackctl.index.config import IndexEndpoint
+from stackctl.profile.model import AbiRole, Stack
+from stackctl.resolve.lock import Lock
+from stackctl.resolve.wheelhouse import endpoint_for
+from stackctl.wheels.archive import Limits
+from stackctl.wheels.scan import WheelScan, platform_arch
+from stackctl.wheels.source import OpenedWheel, WheelOrigin
+
+
+@dataclass(frozen=True)
+class PlannedWheel:
+    location: str  # a path, file:// or http(s) URL
+    sha256: str | None
+    check: bool  # its ELF files are checked (else they only provide)
+    size: int | None = None
+    endpoint: IndexEndpoint | None = None  # the index a remote wheel is read from
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    label: str
+    arch: str | None
+    wheels: tuple[PlannedWheel, ...]
+
+
+@dataclass(frozen=True)
+class AbiPlan:
+    targets: tuple[TargetPlan, ...]
+    allow: tuple[str, ...] = ()  # the profile's allow list
+    inventory: str | None = None  # the profile's inventory file
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AbiRun:
+    reports: tuple[tuple[str, AbiReport], ...]  # (target label, report)
+    origins: tuple[WheelOrigin, ...]
+
+    def failures(self) -> list[str]:
+        return [f"{label}: {msg}" if len(self.reports) > 1 else msg
+                for label, rep in self.reports if (msg := rep.failure())]
+
+
+def plan_wheels(paths: list[str], arch: str | None) -> AbiPlan:
+    """Wheel files or URLs named on the command line, checked together."""
+    return AbiPlan((TargetPlan("wheels", arch, tuple(PlannedWheel(p, None, True) for p in paths)),))
+
+
+def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str, IndexEndpoint],
+               target: str | None = None, arch: str | None = None) -> AbiPlan:
+    """Every target's wheels from the lock (pins with `abi = "ignore"` left out), each read from its index."""
+    if lock.stack != stack.name:
+        raise InputError(f"{lock_name}: is the lock of stack {lock.stack!r}, not {stack.name!r}")
+    warnings = () if lock.made_from(stack) else (
+        f"{lock_name} was resolved from another version of {stack.name}; re-run `stackctl resolve` to refresh it",)
+    labels = [t.label for t in stack.targets]
+    if target is not None:
+        if target not in labels:
+            raise InputError(f"--target {target}: {stack.name} has targets {', '.join(labels)}")
+        labels = [target]
+    roles: dict[tuple[str, str], AbiRole] = {}
+    pin_index: dict[str, str] = {}
+    for p in lock.pins:
+        pin = stack.pin(p.name)
+        for f in p.files:
+            roles[(f.target, f.filename)] = pin.abi if pin else AbiRole.PROVIDE
+            pin_index[f.url] = p.index
+    plans = []
+    for label in labels:
+        files = [f for f in lock.wheels_for(label) if roles.get((label, f.filename)) is not AbiRole.IGNORE]
+        if not files:
+            raise InputError(f"{lock_name}: no wheels for target {label}")
+        wheels = tuple(PlannedWheel(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK, f.size,
+                                    endpoint_for(f, pin_index.get(f.url), eps, stack)) for f in files)
+        platform = label.split("-", 1)[1] if "-" in label else label
+        plans.append(TargetPlan(label, arch or platform_arch(platform), wheels))
+    return AbiPlan(tuple(plans), stack.abi.allow, stack.abi.inventory, warnings)
+
+
+def run_abi(plan: AbiPlan, inventory: Inventory | None, rules: tuple[str, ...], limits: Limits,
+            client: IndexClient | None = None, progress: Progress | None = None) -> AbiRun:
+    opened: dict[str, OpenedWheel] = {}
+    try:
+        reports = tuple((t.label, _check_target(t, inventory, rules, limits, client, opened, progress))
+                        for t in plan.targets)
+        return AbiRun(reports, tuple(w.origin() for w in opened.values()))
+    finally:
+        for w in opened.values():
+            w.close()
+
+
+def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...], limits: Limits,
+                  client: IndexClient | None, opened: dict[str, OpenedWheel], progress: Progress | None
+                  ) -> AbiReport:
+    scans: dict[tuple[str, bool], WheelScan] = {}  # (location, libraries read) -> scan
+    items = plan.wheels
+
+    def read(full: bool) -> list[StackWheel]:
+        out = []
+        for n, p in enumerate(items):
+            w = opened.get(p.location)
+            if w is None:
+                w = opened[p.location] = OpenedWheel(p.location, limits, sha256=p.sha256, size=p.size,
+                                                     client=client, ep=p.endpoint)
+            key = (p.location, full or p.check)
+            if key not in scans:
+                scans[key] = w.scan(read_elves=key[1])
+            out.append(StackWheel(scans[key], p.check))
+            if progress:
+                progress(f"reading {plan.label}", n + 1, len(items))
+        return out
+
+    wheels = read(False)
+    rep = check_abi(wheels, inv, rules, plan.arch)
+    used = {(r.provider_wheel, r.provider_path) for r in rep.resolutions if r.provider_wheel}
+    headers = False
+    for i, (p, w) in enumerate(zip(items, wheels, strict=True)):
+        paths = {e.path for e in w.scan.elves if e.unread and (w.scan.filename, e.installed) in used}
+        if paths:
+            wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check)
+            headers = True
+    if headers:
+        rep = check_abi(wheels, inv, rules, plan.arch)
+    if rep.unresolved() and any(not p.check for p in items):
+        rep = check_abi(read(True), inv, rules, plan.arch)
+    return rep

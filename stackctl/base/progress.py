@@ -1,0 +1,7 @@
+"""The one shape of a progress callback the core reports through; the CLI decides how it looks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+Progress = Callable[[str, int, int], None]  # what is being done, how many done, of how many

@@ -1,0 +1,91 @@
+"""`stackctl build` as one call: prepare the render, check the engine has the base image, lay down the
+context with every wheel's sha256 checked, build (the gate runs as the last step), and write the build
+record with its fingerprint. The engine comes in through the `Engine` Protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackctl.base.files import write_atomic
+from stackctl.base.jsonout import dumps
+from stackctl.base.progress import Progress
+from stackctl.errors import InputError
+from stackctl.image.buildlog import BuildResult, Engine
+from stackctl.image.buildlog import Progress as StepProgress
+from stackctl.image.context import write_context
+from stackctl.image.fingerprint import Fingerprint, file_inputs
+from stackctl.image.labels import image_ref
+from stackctl.image.prepare import Prepared
+from stackctl.index.client import IndexClient
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    prepared: Prepared
+    lock: Path  # the lock file the render was made from
+    repository: str | None = None
+    wheelhouse: Path | None = None  # holds the lock's wheels; else they are fetched into the record dir
+    context: Path | None = None  # default: RECORD_DIR/STACK/context
+    record_dir: Path = Path("build")
+    no_cache: bool = False
+    overrides: Mapping[str, str] = field(default_factory=dict)  # --index NAME=URL for fetching wheels
+
+
+@dataclass(frozen=True)
+class Built:
+    image: str  # repository:tag
+    result: BuildResult
+    record_path: Path
+    record: dict[str, Any]
+
+
+def wheelhouse_for(prep: Prepared, wheelhouse: Path | None, default: Path, overrides: Mapping[str, str],
+                   client: IndexClient | None = None, progress: Progress | None = None) -> Path:
+    """The lock's wheels: the given wheelhouse when it holds them all, else fetched from the indexes.
+    (The context checks every sha256 against the lock as it copies.)"""
+    from stackctl.resolve.wheelhouse import fetch_wheelhouse
+
+    needed = [f.wheel for f in prep.rendered.files if f.wheel]
+    where = wheelhouse or default
+    if all((where / w).is_file() for w in needed if w):
+        return where
+    fetch_wheelhouse(prep.lock, prep.stack, prep.target, where, client=client, overrides=overrides, progress=progress)
+    return where
+
+
+def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], None] | None = None,
+                on_step: StepProgress | None = None, on_fetch: Progress | None = None) -> Built:
+    """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
+    prep = req.prepared
+    stack = prep.stack
+    if stack.image is None:
+        raise InputError(f"{stack.name}: the profile has no image table")
+    image = image_ref(stack, req.repository)
+    base_facts = engine.facts(stack.image.base)
+    if base_facts is None:  # before any download: a missing base makes every later byte wasted
+        raise InputError(f"base image {stack.image.base} is not in the engine",
+                         hint="build or pull it first (CI: bash .ci/services.sh)")
+    base = req.record_dir / stack.name
+    ctx = req.context or base / "context"
+    wheels = wheelhouse_for(prep, req.wheelhouse, base / "wheelhouse", req.overrides, progress=on_fetch)
+    digests = write_context(prep.rendered, wheels, ctx, on_wheel)
+    result = engine.build(ctx, str(image), on_step, nocache=req.no_cache)
+    inputs = {f"profile:{s}": Path(s) for s in stack.sources if "@" not in s}
+    inputs["lock"] = req.lock
+    all_inputs = {**file_inputs(inputs), **{f"context:{k}": v for k, v in digests.items()}}
+    fp = Fingerprint(stack.name, str(image), result.image_id, prep.revision, prep.ref,
+                     prep.git.branch if prep.git else None, prep.git.revision if prep.git else None,
+                     bool(prep.git and prep.git.dirty), stack.image.base, base_facts.id, base_facts.repo_digests,
+                     tuple(sorted(all_inputs.items())))
+    record = {"image": str(image), "image_id": result.image_id, "target": prep.target,
+              "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),
+              "gate_cached": result.gate_cached, "fingerprint": fp, "fingerprint_digest": fp.digest()}
+    record_path = req.record_dir / f"{stack.name}.build.json"
+    try:
+        write_atomic(record_path, dumps(record) + "\n")
+    except OSError as exc:
+        raise InputError(f"{record_path}: cannot write the build record of {image}: {exc.strerror or exc}") from None
+    return Built(str(image), result, record_path, record)

@@ -1,0 +1,40 @@
+"""What a PROFILE argument names: a path, `PATH@GITREV`, or a bare stack name found in ./stacks/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stackctl.errors import InputError
+
+if TYPE_CHECKING:
+    from stackctl.profile.model import Stack
+
+
+def resolve_profile_arg(spec: str) -> str:
+    """A path, `PATH@REV`, or a bare stack name found in ./stacks/."""
+    if Path(spec).exists() or "@" in spec:
+        return spec
+    if "/" not in spec and not spec.endswith(".toml"):
+        candidate = Path("stacks") / f"{spec}.toml"
+        if candidate.exists():
+            return str(candidate)
+        raise InputError(f"unknown stack {spec!r}: no {candidate}")
+    raise InputError(f"{spec}: no such file")
+
+
+def profile_file(spec: str) -> Path:
+    """The profile's file in the working tree: for `PATH@REV`, PATH."""
+    path = resolve_profile_arg(spec)
+    if "@" in path and not Path(path).exists():
+        path = path.rsplit("@", 1)[0]
+    return Path(path)
+
+
+def load_profile(spec: str) -> Stack:
+    """Load and validate the profile a PROFILE argument names (a file, `PATH@REV`, or a stack name)."""
+    from stackctl.profile.loader import load_stack
+    from stackctl.profile.sources import split_ref
+
+    source, name = split_ref(resolve_profile_arg(spec))
+    return load_stack(name, source)
