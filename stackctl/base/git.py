@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackctl.base.urls import strip_userinfo
 from stackctl.errors import InputError, ServiceError
 
 
@@ -34,11 +34,6 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
     except FileNotFoundError:
         raise ServiceError("git is not installed; pass --revision and --ref to build from a source archive") from None
-
-
-def strip_userinfo(url: str) -> str:
-    """`https://user:token@host/x` → `https://host/x`: a remote URL must not carry a credential into a label."""
-    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.I)
 
 
 def _untracked(top: Path, inputs: tuple[Path, ...]) -> tuple[str, ...]:

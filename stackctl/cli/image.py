@@ -48,26 +48,6 @@ WheelhouseOpt = Annotated[Path | None, typer.Option("--wheelhouse", metavar="DIR
                                                     help="Directory holding the lock's wheels.")]
 
 
-def check_local_ref(ref: str) -> None:
-    """An engine reference must be NAME[:TAG][@DIGEST] (or an image id): the engine's 400 for a malformed one
-    is the user's input, not a failing service."""
-    import re
-
-    from stackctl.profile.tag import REPOSITORY_RE, TAG_RE
-
-    name, _, digest = ref.partition("@")
-    last = name.rpartition("/")[2]
-    repository, tag = (name.rpartition(":")[0], name.rpartition(":")[2]) if ":" in last else (name, None)
-    first = repository.partition("/")[0]
-    # Only a host (a dot, a port or localhost) may hold capitals; Docker reads `Upper/x` as a path.
-    host = "/" in repository and ("." in first or ":" in first or first == "localhost")
-    if (REPOSITORY_RE.fullmatch(repository) and (host or first == first.lower())
-            and (tag is None or TAG_RE.fullmatch(tag))
-            and (not digest or re.fullmatch(r"[a-z0-9]+:[0-9a-f]{32,}", digest))):
-        return
-    raise InputError(f"{ref!r} is not an image reference (NAME[:TAG][@DIGEST], names in lowercase)")
-
-
 def _write(path: Path, text: str, what: str) -> None:
     from stackctl.base.files import write_atomic
 
@@ -310,21 +290,10 @@ def inspect(
 
     Read from the registry without pulling layers when REF names a registry host, else from the engine.
     """
-    from stackctl.engine.registry import parse_ref, read_remote
-    from stackctl.image.labels import installed_from_labels
+    from stackctl.review.images import inspect_image
 
-    if parse_ref(ref) is not None:
-        remote = read_remote(ref)
-        where, digest, image_id, labels = "registry", remote.digest, remote.image_id, dict(remote.labels)
-    else:
-        from stackctl.engine.docker import DockerEngine
-
-        check_local_ref(ref)
-        facts = DockerEngine().facts(ref)
-        if facts is None:
-            raise InputError(f"{ref}: no such image in the engine (name a registry host to read it remotely)")
-        where, digest, image_id, labels = "engine", None, facts.id, dict(facts.labels)
-    installed = installed_from_labels(labels)
+    view = inspect_image(ref)
+    where, digest, image_id, labels, installed = view.source, view.digest, view.image_id, view.labels, view.installed
     shown = {k: v for k, v in labels.items() if k != "io.stackctl.installed"}
 
     def human() -> None:
@@ -338,26 +307,3 @@ def inspect(
 
     emit({"ref": ref, "source": where, "digest": digest, "image_id": image_id, "labels": labels,
           "installed": installed}, as_json, human)
-
-
-def image_pins(ref: str) -> dict[str, str]:
-    """Installed distributions of an image, from its registry, else the local engine.
-
-    For `stackctl diff IMAGE IMAGE`: rows come from `diff_installed(image_pins(a), image_pins(b))` (image.labels).
-    """
-    from stackctl.engine.registry import parse_ref, read_remote
-    from stackctl.image.labels import installed_from_labels
-
-    if parse_ref(ref) is not None:
-        try:
-            return installed_from_labels(dict(read_remote(ref).labels))
-        except InputError:  # not pushed (yet): the engine may hold it
-            pass
-    from stackctl.engine.docker import DockerEngine
-
-    check_local_ref(ref)
-    facts = DockerEngine().facts(ref)
-    if facts is None:
-        raise InputError(f"{ref}: no such image in the registry or the engine")
-    return installed_from_labels(dict(facts.labels))
-

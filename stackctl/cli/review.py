@@ -77,9 +77,9 @@ def _is_image_ref(spec: str) -> bool:
 
 
 def _image_diff(before: str, after: str, markdown: bool, changed_only: bool, as_json: bool) -> None:
-    from stackctl.cli.image import image_pins
     from stackctl.image.labels import diff_installed
     from stackctl.profile.versions import classify
+    from stackctl.review.images import image_pins
 
     rows = [r for r in diff_installed(image_pins(before), image_pins(after))
             if not changed_only or r.change != "unchanged"]

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -105,3 +106,21 @@ class DockerEngine:
     def tag(self, source: str, repository: str, tag: str) -> None:
         with self.talking(f"cannot tag {source} as {repository}:{tag}"):
             self._client.api.tag(source, repository, tag=tag)
+
+
+def check_local_ref(ref: str) -> None:
+    """An engine reference must be NAME[:TAG][@DIGEST] (or an image id): the engine's 400 for a malformed one
+    is the user's input, not a failing service."""
+    from stackctl.profile.tag import REPOSITORY_RE, TAG_RE
+
+    name, _, digest = ref.partition("@")
+    last = name.rpartition("/")[2]
+    repository, tag = (name.rpartition(":")[0], name.rpartition(":")[2]) if ":" in last else (name, None)
+    first = repository.partition("/")[0]
+    # Only a host (a dot, a port or localhost) may hold capitals; Docker reads `Upper/x` as a path.
+    host = "/" in repository and ("." in first or ":" in first or first == "localhost")
+    if (REPOSITORY_RE.fullmatch(repository) and (host or first == first.lower())
+            and (tag is None or TAG_RE.fullmatch(tag))
+            and (not digest or re.fullmatch(r"[a-z0-9]+:[0-9a-f]{32,}", digest))):
+        return
+    raise InputError(f"{ref!r} is not an image reference (NAME[:TAG][@DIGEST], names in lowercase)")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from stackctl.base.git import GitInfo
 from stackctl.errors import InputError
 from stackctl.profile.model import Stack
-from stackctl.profile.tag import TagTemplateError, check_repository, render_tag
+from stackctl.profile.tag import TagTemplateError, check_repository, stack_tag
 
 OCI = "org.opencontainers.image"
 LABEL_STACK = "io.stackctl.stack"
@@ -37,8 +37,7 @@ def image_ref(stack: Stack, repository: str | None = None) -> ImageRef:
     if problem:
         raise InputError(f"{stack.name}: image repository {problem}")
     try:
-        tag = render_tag(stack.image.tag, stack=stack.name, python=stack.image.python,
-                         pins={p.name: p.version for p in stack.pins}, variables=dict(stack.image.vars))
+        tag = stack_tag(stack)
     except TagTemplateError as exc:
         raise InputError(f"{stack.name}: image.tag {stack.image.tag!r}: {exc}") from None
     return ImageRef(repo, tag)

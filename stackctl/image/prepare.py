@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from stackctl.base.git import GitInfo, read_git
+from stackctl.base.times import now_iso
 from stackctl.errors import InputError, StackctlError
 from stackctl.image.render import Rendered
 from stackctl.profile.model import Stack
@@ -44,7 +45,7 @@ def created_value(created: str | None, now: datetime | None = None) -> str | Non
     if created is None:
         return None
     if created == "now":
-        return (now or datetime.now(timezone.utc)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        return now_iso(now)
     try:
         parsed = datetime.fromisoformat(created[:-1] + "+00:00" if created.endswith("Z") else created)
     except ValueError:

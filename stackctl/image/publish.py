@@ -9,10 +9,11 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from stackctl.base.files import write_atomic
+from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError, ServiceError
 from stackctl.image.buildlog import Engine, ImageFacts
 from stackctl.image.labels import LABEL_LOCK, LABEL_STACK, OCI, ImageRef
@@ -70,9 +71,8 @@ def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None =
     bad = mismatches(local, pulled)
     if bad:
         raise CheckFailed(f"{ref}@{digest} pulled back is not what was pushed: " + "; ".join(bad))
-    when = (now or datetime.now(timezone.utc)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     return Publication(str(ref), digest, local.id, revision, local.label(LABEL_LOCK),
-                       local.label(LABEL_STACK), when)
+                       local.label(LABEL_STACK), now_iso(now))
 
 
 def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None) -> Publication:

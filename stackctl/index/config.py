@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from stackctl.base.urls import split_userinfo
 from stackctl.errors import InputError
 from stackctl.profile.model import Index, Stack
 
@@ -102,14 +103,8 @@ def tls_verify(environ: Mapping[str, str] | None = None) -> str | bool:
 
 
 def _strip_userinfo(url: str) -> tuple[str, Credentials | None]:
-    p = urlsplit(url)
-    if p.username is None:
-        return url, None
-    from urllib.parse import unquote
-
-    netloc = p.netloc.rsplit("@", 1)[1]
-    creds = Credentials(unquote(p.username), unquote(p.password or ""))
-    return p._replace(netloc=netloc).geturl(), creds
+    bare, userinfo = split_userinfo(url)
+    return bare, Credentials(*userinfo) if userinfo else None
 
 
 def parse_overrides(values: list[str] | tuple[str, ...]) -> dict[str, str]:

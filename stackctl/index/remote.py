@@ -22,6 +22,7 @@ import zipfile
 from collections import OrderedDict
 from typing import IO, TYPE_CHECKING
 
+from stackctl.base.urls import strip_userinfo
 from stackctl.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -256,4 +257,4 @@ class RemoteFile(RangeStream):
 
 def _safe(url: str) -> str:
     """The URL without any user:password@ part, for messages."""
-    return re.sub(r"//[^/@]*@", "//", url)
+    return strip_userinfo(url)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
+
+if TYPE_CHECKING:
+    from stackctl.profile.model import Stack
 
 # Docker's distribution/reference grammar.
 TAG_RE = re.compile(r"[\w][\w.-]{0,127}")
@@ -81,3 +85,12 @@ def check_repository(repository: str) -> str | None:
     if len(repository) > 255:
         return "repository name longer than 255 characters"
     return None
+
+
+def stack_tag(stack: Stack) -> str:
+    """The image tag of a validated profile (TagTemplateError when it has no image table or the template
+    does not render)."""
+    if stack.image is None:
+        raise TagTemplateError("the profile has no image table")
+    return render_tag(stack.image.tag, stack=stack.name, python=stack.image.python,
+                      pins={p.name: p.version for p in stack.pins}, variables=dict(stack.image.vars))

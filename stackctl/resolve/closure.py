@@ -26,8 +26,10 @@ from urllib.parse import quote, unquote, urlsplit
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 
 from stackctl.base.concurrency import parallel
+from stackctl.base.times import utc_iso
+from stackctl.base.urls import strip_userinfo, with_userinfo
 from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
-from stackctl.index.config import Credentials, IndexEndpoint, tls_verify
+from stackctl.index.config import IndexEndpoint, tls_verify
 from stackctl.index.pages import IndexedFile
 from stackctl.profile.model import Stack, Target
 from stackctl.resolve.lock import ClosureEntry, Lock, LockedFile
@@ -70,7 +72,7 @@ def uv_command(stack: Stack, eps: Mapping[str, IndexEndpoint], t: Target, *, off
     else:
         # uv takes a default index's credentials only inside its URL: give that URL through the
         # environment, never on the command line (which every user of the machine can read)
-        env["UV_DEFAULT_INDEX"] = _with_userinfo(default.url, default.credentials)
+        env["UV_DEFAULT_INDEX"] = with_userinfo(default.url, default.credentials.username, default.credentials.password)
     for i in stack.indexes:
         ep = eps[i.name]
         if ep is default:
@@ -87,12 +89,6 @@ def uv_command(stack: Stack, eps: Mapping[str, IndexEndpoint], t: Target, *, off
     return cmd, env
 
 
-def _with_userinfo(url: str, creds: Credentials) -> str:
-    p = urlsplit(url)
-    userinfo = quote(creds.username, safe="") + (":" + quote(creds.password, safe="") if creds.password else "")
-    return p._replace(netloc=f"{userinfo}@{p.netloc}").geturl()
-
-
 def _scrub(text: str, eps: Mapping[str, IndexEndpoint]) -> str:
     """uv redacts passwords in what it prints; this makes sure none reaches our output if it did not."""
     for ep in eps.values():
@@ -103,9 +99,7 @@ def _scrub(text: str, eps: Mapping[str, IndexEndpoint]) -> str:
 
 
 def _strip(url: str) -> str:
-    p = urlsplit(url)
-    netloc = p.netloc.rsplit("@", 1)[-1]
-    return p._replace(netloc=netloc, fragment="").geturl()
+    return urlsplit(strip_userinfo(url))._replace(fragment="").geturl()
 
 
 def _time(value: Any) -> datetime | None:
@@ -142,7 +136,7 @@ def entries_from_pylock(data: Mapping[str, Any], t: Target, pinned: set[Normaliz
         best = best_wheel(files, t)
         lf = None
         if best is not None:
-            up = best.upload_time.isoformat().replace("+00:00", "Z") if best.upload_time else None
+            up = utc_iso(best.upload_time) if best.upload_time else None
             lf = LockedFile(target=t.label, filename=best.filename, url=best.url, sha256=best.sha256 or "",
                             size=best.size, upload_time=up, upload_time_source="index" if up else "none")
         out.append(ClosureEntry(target=t.label, name=str(name), version=version, file=lf,

@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from stackctl.base.concurrency import parallel
 from stackctl.base.progress import Progress
+from stackctl.base.times import utc_iso
 from stackctl.errors import CheckFailed, ServiceError, StackctlError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
@@ -43,7 +44,7 @@ class FileFacts:
 
 
 def iso(t: datetime | None) -> str | None:
-    return t.isoformat().replace("+00:00", "Z") if t else None
+    return utc_iso(t) if t else None
 
 
 def _first_error(errors: Sequence[StackctlError]) -> StackctlError:

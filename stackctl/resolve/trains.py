@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from stackctl.base.times import utc_iso
 from stackctl.resolve.lock import TrainReport
 
 DEFAULT_WINDOW = 3600.0  # seconds
 
 
 def _iso(t: datetime) -> str:
-    return t.isoformat().replace("+00:00", "Z")
+    return utc_iso(t)
 
 
 def train_reports(members: Mapping[str, Sequence[str]], published: Mapping[str, datetime | None],

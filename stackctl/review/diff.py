@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 
 from stackctl.profile.model import GateEntry, Pin, Stack
-from stackctl.profile.tag import TagTemplateError, render_tag
+from stackctl.profile.tag import TagTemplateError, stack_tag
 from stackctl.profile.versions import classify
 from stackctl.resolve.lock import Lock
 
@@ -122,8 +122,7 @@ def rendered_tag(s: Stack) -> str | None:
     if s.image is None:
         return None
     try:
-        return render_tag(s.image.tag, stack=s.name, python=s.image.python,
-                          pins={p.name: p.version for p in s.pins}, variables=dict(s.image.vars))
+        return stack_tag(s)
     except TagTemplateError as exc:
         return f"<{exc}>"
 

@@ -194,7 +194,7 @@ def test_render_refuses_a_foreign_directory(tmp_path: Path, cli: Callable[..., R
 
 
 def test_remote_url_loses_its_credentials() -> None:
-    from stackctl.base.git import strip_userinfo
+    from stackctl.base.urls import strip_userinfo
 
     assert strip_userinfo("https://bot:ghp_token@git.example.invalid/org/repo.git") == \
         "https://git.example.invalid/org/repo.git"

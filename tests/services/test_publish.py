@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import requests
 
-from stackctl.cli.image import image_pins
 from stackctl.errors import CheckFailed
 from stackctl.image.buildlog import BuildResult, ImageFacts, Progress
 from stackctl.image.labels import ImageRef, diff_installed
 from stackctl.image.publish import append_record, publish, read_records
+from stackctl.review.images import image_pins
 from tests.conftest import Result
 from tests.support.engine import unique_tag
 from tests.support.gitrepo import git

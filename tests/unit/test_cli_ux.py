@@ -167,7 +167,7 @@ def test_inspect_malformed_reference_is_input_not_engine(cli: Cli, ref: str) -> 
 
 
 def test_well_formed_local_references_pass() -> None:
-    from stackctl.cli.image import check_local_ref
+    from stackctl.engine.docker import check_local_ref
 
     for ref in ("stackctl-base:bookworm", "d4b404e9e059", "sha256:" + "ab" * 32, "name@sha256:" + "0" * 64,
                 "vllm-musa:ubuntu22.04_py3.10_musa_runtime_5.2_pytorch_release_2.11.0.post2_musa5.2.0"):

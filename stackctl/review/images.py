@@ -1,0 +1,57 @@
+"""What an image says about itself: its labels and installed distributions, read from its registry
+(without pulling layers) or from the local engine. `stackctl inspect` and `stackctl diff IMAGE IMAGE`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stackctl.errors import InputError
+from stackctl.image.labels import installed_from_labels
+
+
+@dataclass(frozen=True)
+class ImageView:
+    ref: str
+    source: str  # "registry" | "engine"
+    digest: str | None
+    image_id: str
+    labels: dict[str, str]
+    installed: dict[str, str]
+
+
+def inspect_image(ref: str) -> ImageView:
+    """From the registry when REF names a registry host, else from the engine."""
+    from stackctl.engine.docker import DockerEngine, check_local_ref
+    from stackctl.engine.registry import parse_ref, read_remote
+
+    if parse_ref(ref) is not None:
+        remote = read_remote(ref)
+        labels = dict(remote.labels)
+        return ImageView(ref, "registry", remote.digest, remote.image_id, labels, installed_from_labels(labels))
+    check_local_ref(ref)
+    facts = DockerEngine().facts(ref)
+    if facts is None:
+        raise InputError(f"{ref}: no such image in the engine (name a registry host to read it remotely)")
+    labels = dict(facts.labels)
+    return ImageView(ref, "engine", None, facts.id, labels, installed_from_labels(labels))
+
+
+def image_pins(ref: str) -> dict[str, str]:
+    """Installed distributions of an image, from its registry, else the local engine.
+
+    For `stackctl diff IMAGE IMAGE`: rows come from `diff_installed(image_pins(a), image_pins(b))` (image.labels).
+    """
+    from stackctl.engine.registry import parse_ref, read_remote
+
+    if parse_ref(ref) is not None:
+        try:
+            return installed_from_labels(dict(read_remote(ref).labels))
+        except InputError:  # not pushed (yet): the engine may hold it
+            pass
+    from stackctl.engine.docker import DockerEngine, check_local_ref
+
+    check_local_ref(ref)
+    facts = DockerEngine().facts(ref)
+    if facts is None:
+        raise InputError(f"{ref}: no such image in the registry or the engine")
+    return installed_from_labels(dict(facts.labels))
