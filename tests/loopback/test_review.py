@@ -143,10 +143,9 @@ def test_diff_against_git_revision(cli: Cli, git_repo: Path) -> None:
     git(git_repo, "commit", "-qm", "post2")
     text = (stacks / "torch-2.11-post1.toml").read_text()
     # Edit the parent only: the child's effective pins change through inheritance.
-    (stacks / "torch-2.11-post1.toml").write_text(text.replace('version = "0.2.7"\nindex = "musa"\nfile = "musa_private.txt"\n'
-                                                               'train = "mate"\nnote',
-                                                               'version = "0.2.8"\nindex = "musa"\nfile = "musa_private.txt"\n'
-                                                               'train = "mate"\nnote'))
+    mate = '[pins.mate]\nversion = "0.2.7"\n'
+    assert mate in text
+    (stacks / "torch-2.11-post1.toml").write_text(text.replace(mate, mate.replace("0.2.7", "0.2.8")))
     r = cli("diff", "stacks/torch-2.11-post2.toml@HEAD", "stacks/torch-2.11-post2.toml", "--json", cwd=git_repo)
     assert r.code == 0, r.err
     j = json.loads(r.out)
