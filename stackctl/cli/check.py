@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit
-from stackctl.errors import CheckFailed, InputError, StackctlError
+from stackctl.errors import CheckFailed
 from stackctl.profile.locate import load_profile
 
 
@@ -29,41 +29,15 @@ def check(
     """For CI: exit 1 when the lock or requirement files are stale.
 
     One PASS or FAIL line per check: the lock matches the profile, and each requirement file in
-    --requirements matches what `stackctl export` writes.
+    --requirements matches what `stackctl export` writes; a file that drifted fails once per pin
+    pinned twice, at another version, missing, in the wrong file, or not in the profile.
     """
-    from stackctl.resolve.export import drift, render_requirements
-    from stackctl.resolve.lock import lock_path, read_lock
+    from stackctl.resolve.check import check_stack
+    from stackctl.resolve.lock import lock_path
 
     stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
-    if requirements is not None and requirements.exists() and not requirements.is_dir():
-        raise InputError(f"--requirements {requirements}: not a directory (the one `stackctl export --out` wrote)")
-    failures: list[str] = []
-    passes: list[str] = []
-    path = lock_path(profile, lock)
-    locked = None
-    try:
-        locked = read_lock(path)
-    except StackctlError as exc:
-        failures.append(str(exc))
-    if locked is not None:
-        if not locked.made_from(stack):
-            failures.append(f"{path}: made from another version of {stack.name}; run `stackctl resolve {profile}`")
-            locked = None
-        else:
-            passes.append(f"{path} matches {stack.name}")
-    if requirements is not None and (locked is not None or not hashes):
-        expected = render_requirements(stack, locked if hashes else None)
-        existing = {n: (requirements / n).read_text(encoding="utf-8") if (requirements / n).is_file() else None
-                    for n in expected}
-        drifted = {d.file for d in drift(expected, existing)}
-        with_lock = f" --lock {path}" if hashes else ""
-        for name in expected:
-            if name in drifted:
-                what = "missing" if existing[name] is None else f"differs from {stack.name}"
-                failures.append(f"{requirements / name}: {what}; "
-                                f"run `stackctl export {profile} --out {requirements}{with_lock}`")
-            else:
-                passes.append(f"{requirements / name} matches {stack.name}")
+    report = check_stack(stack, lock_path(profile, lock), requirements, hashes=hashes, profile_arg=profile)
+    passes, failures = report.passed, report.failed
 
     def human() -> None:
         for line in passes:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from stackctl.errors import InputError
@@ -59,12 +60,25 @@ def _entry(stack: Stack, e: GateEntry) -> dict[str, Any]:
             "expected": expected, "note": note}
 
 
+def _wheel_version(lock: Lock, name: str, target: str) -> str | None:
+    """The version the installed metadata will carry: the wheel's own, which may spell the pin longer
+    (`numpy==1.26` installs 1.26.0, and the gate compares the installed string)."""
+    locked = lock.pin(name)
+    for f in locked.files if locked else ():
+        if f.target == target and f.filename.endswith(".whl"):
+            try:
+                return str(parse_wheel_filename(f.filename)[1])
+            except InvalidWheelFilename:
+                return None
+    return None
+
+
 def installed_pins(stack: Stack, lock: Lock | None, target: str | None) -> tuple[tuple[str, str], ...]:
     """Every distribution the image installs at an exact version: the pins, then the lock's closure."""
     out = {p.key: (p.name, p.version) for p in stack.pins}
     if lock is not None and target is not None:
-        from packaging.utils import canonicalize_name
-
+        for p in stack.pins:
+            out[p.key] = (p.name, _wheel_version(lock, p.name, target) or p.version)
         for c in lock.closure:
             if c.target == target:
                 out.setdefault(canonicalize_name(c.name), (c.name, c.version))

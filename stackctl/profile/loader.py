@@ -44,7 +44,7 @@ else:  # pragma: no cover
 
 # The schema: a dict is a table with known keys, "*" stands for any key, [T] is an array of T.
 _GATE: dict[str, Any] = {"order": int, "module": str, "check": str, "mode": str, "prefix": str,
-                         "expect": str, "skip_import_if": str, "remove": bool}
+                         "expect": str, "skip_import_if": str, "before": [str], "remove": bool}
 _PIN: dict[str, Any] = {"version": str, "index": str, "file": str, "train": str, "note": str, "abi": str,
                         "gate": {k: v for k, v in _GATE.items() if k not in ("expect", "remove")},
                         "remove": bool}
@@ -255,11 +255,11 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
     check = _enum(GateCheck, raw.get("check", "exact" if pinned else "present"), (*path, "check"), out,
                   [c.value for c in GateCheck])
     mode = _enum(GateMode, raw.get("mode", "import"), (*path, "mode"), out, [m.value for m in GateMode])
-    if check is GateCheck.PREFIX and not raw.get("prefix"):
+    if check is GateCheck.PREFIX and not pinned and not raw.get("prefix"):
         out.add(None, (*path, "check"), "check = \"prefix\" needs a prefix (for example \"1.26.\")")
     if check is GateCheck.EXACT and not pinned and not raw.get("expect"):
         out.add(None, (*path, "check"), "check = \"exact\" on an unpinned entry needs expect = VERSION")
-    skip = raw.get("skip_import_if")
+    skip = raw.get("skip_import_if") or None  # "" clears a condition the parent profile set
     if skip is not None:
         try:
             Requirement(skip)
@@ -269,7 +269,7 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
         return None
     module = raw.get("module") or dist.replace("-", "_")
     return GateRole(order=raw["order"], module=module, check=check, mode=mode, prefix=raw.get("prefix"),
-                    expect=raw.get("expect"), skip_import_if=skip)
+                    expect=raw.get("expect"), skip_import_if=skip, before=tuple(raw.get("before", ())))
 
 
 def _exact_version(value: str, path: tuple[str, ...], out: _Collector) -> None:
@@ -343,6 +343,7 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
         if role:
             extra.append((ename, role))
     _check_order(pins, extra, out)
+    _check_before(pins, extra, out)
     for p in pins:
         skip = p.gate.skip_import_if if p.gate else None
         if skip and not any(q.key == canonicalize_name(Requirement(skip).name) for q in pins):
@@ -394,6 +395,21 @@ def _check_order(pins: list[Pin], extra: list[tuple[str, GateRole]], out: _Colle
         last = max(placed)
         out.add(None, placed[last][0], f"gate order has a gap: no entry at {', '.join(map(str, missing))} "
                 f"(positions must run 1..{count})")
+
+
+def _check_before(pins: list[Pin], extra: list[tuple[str, GateRole]], out: _Collector) -> None:
+    """`before = ["torch"]`: an import order the stack depends on, so no reordering can drop it silently."""
+    roles = [(p.name, ("pins", p.name, "gate"), p.gate) for p in pins if p.gate]
+    roles += [(n, ("gate", "extra", n), role) for n, role in extra]
+    order = {canonicalize_name(n): (n, role.order) for n, _, role in roles}
+    for name, path, role in roles:
+        for later in role.before:
+            found = order.get(canonicalize_name(later))
+            if found is None:
+                out.add(None, (*path, "before"), f"{later!r} is not an entry of this stack's gate")
+            elif found[1] <= role.order:
+                out.add(None, (*path, "order"), f"gate order: {name} (order {role.order}) must come before "
+                        f"{found[0]} (order {found[1]})")
 
 
 def _probe(t: dict[str, Any], i: int, out: _Collector) -> Probe:

@@ -64,6 +64,7 @@ class GateRole:
     prefix: str | None = None
     expect: str | None = None  # only for gate entries that are not pins
     skip_import_if: str | None = None  # a requirement on another pin: when it holds, check version only
+    before: tuple[str, ...] = ()  # entries this one must precede (torchada patches torch at import)
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,8 @@ def _expected(role: GateRole, version: str | None) -> str | None:
     if role.check is GateCheck.EXACT:
         return version
     if role.check is GateCheck.PREFIX:
-        return role.prefix
+        # A pin's prefix defaults to its own version (`triton==3.2.0` gates 3.2.0.*): one place holds it.
+        return role.prefix or version
     return None
 
 

@@ -15,7 +15,7 @@ import pytest
 from stackctl.errors import InputError
 from stackctl.image.gatespec import gate_spec, installed_pins
 from stackctl.profile.loader import load_stack
-from stackctl.resolve.lock import read_lock
+from stackctl.resolve.lock import Lock, LockedFile, LockedPin, read_lock
 from tests.conftest import STACKS, Result
 from tests.support.imagestack import TARGET, VERSIONS, build_wheels, make_stack_repo, unpack
 
@@ -30,7 +30,8 @@ def test_reference_stack_spec_order_and_checks() -> None:
     numpy = next(e for e in spec["entries"] if e["dist"] == "numpy")
     assert (numpy["check"], numpy["expected"]) == ("prefix", "1.26.")
     tile = next(e for e in spec["entries"] if e["dist"] == "tilelang_musa")
-    assert (tile["module"], tile["mode"]) == ("tilelang", "version")
+    # Its import needs a GPU: the image finds the module and checks the version, without importing it.
+    assert (tile["module"], tile["mode"], tile["expected"]) == ("tilelang", "spec", "0.1.12+musa.2")
     assert spec["probes"] == [{"name": "torchada fused-MoE configs", "kind": "file-count", "package": "torchada",
                                "glob": "triton/autotune/fused_moe/configs/*.json", "count": 100}]
     assert {"dist": "deep_ep", "version": "1.1.0+musa5.2.0torch2.11.0.post2"} in spec["preserve"]
@@ -85,6 +86,18 @@ def test_preserve_covers_the_lock_closure(tmp_path: Path) -> None:
     pins = dict(installed_pins(repo.stack, read_lock(repo.lock), TARGET))
     assert pins == {"patcher": "1.0.0", "corelib": "2.0.0+vendor1", "corelib-ext": "2.0.0+vendor1",
                     "toplib": "0.3.0", "helperdep": "1.4"}
+
+
+def test_preserve_expects_the_version_the_wheel_installs(tmp_path: Path) -> None:
+    # common.txt pins numpy==1.26; the wheel pip installs for it says 1.26.0, and so will its metadata.
+    stack = load_stack(STACKS / "torch-2.11-post2.toml")
+    numpy = stack.pin("numpy")
+    assert numpy is not None and numpy.version == "1.26"
+    lock = Lock(stack.name, stack.digest(), (LockedPin("numpy", "1.26", "public", (
+        LockedFile("cp310-linux_x86_64", "numpy-1.26.0-cp310-cp310-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+                   "http://127.0.0.1:9/numpy.whl", "0" * 64),)),))
+    assert dict(installed_pins(stack, lock, "cp310-linux_x86_64"))["numpy"] == "1.26.0"
+    assert dict(installed_pins(stack, None, None))["numpy"] == "1.26"  # no lock: only the pin is known
 
 
 @pytest.fixture

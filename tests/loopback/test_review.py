@@ -19,7 +19,7 @@ MOVED = {"torch", "torch_musa", "torchvision", "torchaudio", "torchada", "deep_e
 def test_validate_ok(cli: Cli) -> None:
     r = cli("validate", POST1, POST2, str(STACKS / "torch-2.9-control.toml"), str(STACKS / "public-example.toml"))
     assert r.code == 0, r.err
-    assert "ok torch-2.11-post2: 9 pins, 2 targets" in r.out
+    assert "ok torch-2.11-post2: 20 pins, 2 targets" in r.out
 
 
 def test_validate_reports_every_problem_and_exits_2(cli: Cli) -> None:
@@ -73,7 +73,7 @@ def test_validate_and_export_json(cli: Cli, tmp_path: Path) -> None:
     r = cli("validate", POST2, "--json")
     assert r.code == 0, r.err
     [ok] = json.loads(r.out)["stacks"]
-    assert (ok["stack"], ok["pins"]) == ("torch-2.11-post2", 9)
+    assert (ok["stack"], ok["pins"]) == ("torch-2.11-post2", 20)
     assert ok["sources"] == [POST2, POST1] and ok["digest"].startswith("sha256:")
     r = cli("export", POST2, "--out", str(tmp_path), "--json")
     assert r.code == 0, r.err
@@ -107,7 +107,9 @@ def test_diff_post1_post2_table(cli: Cli) -> None:
     assert rows["torchaudio"]["move"] == "post-release (no post → post2)"
     assert rows["torchada"]["move"] == "patch"
     assert rows["deep_ep"]["move"].startswith("local label (musa5.2.0torch2.11.0.post1 → ")
-    assert {p for p, r in rows.items() if r["change"] == "unchanged"} == {"mate", "tilelang_musa", "triton"}
+    assert {p for p, r in rows.items() if r["change"] == "unchanged"} == {
+        "mate", "mate-mubin", "flash_attn_3", "flash_mla", "deep-gemm", "flashinfer-python", "sageattention",
+        "tilelang_musa", "triton", "apache-tvm-ffi", "torch-c-dlpack-ext", "numpy", "transformers", "click"}
     fields = {(f["section"], f["key"]): f for f in j["fields"]}
     assert fields[("image", "tag")]["after"].endswith("2.11.0.post2_musa5.2.0")
     assert ("gate", "probe torchada fused-MoE configs") in fields
@@ -127,7 +129,8 @@ def test_diff_control_vs_candidate_notes_added_and_removed(cli: Cli) -> None:
     j = json.loads(cli("diff", str(STACKS / "torch-2.9-control.toml"), POST1, "--json").out)
     rows = {p["package"]: p for p in j["pins"]}
     assert rows["torch"]["move"] == "minor"
-    assert rows["tilelang_musa"]["change"] == "added" and rows["tilelang_musa"]["before"] is None
+    assert rows["flashinfer-python"]["change"] == "added" and rows["flashinfer-python"]["before"] is None
+    assert (rows["tilelang_musa"]["before"], rows["tilelang_musa"]["after"]) == ("0.1.8+musa.3", "0.1.12+musa.2")
     assert any(f["section"] == "gate" and f["key"] == "order" for f in j["fields"])
 
 
@@ -140,7 +143,9 @@ def test_diff_against_git_revision(cli: Cli, git_repo: Path) -> None:
     git(git_repo, "commit", "-qm", "post2")
     text = (stacks / "torch-2.11-post1.toml").read_text()
     # Edit the parent only: the child's effective pins change through inheritance.
-    (stacks / "torch-2.11-post1.toml").write_text(text.replace('version = "0.2.7"', 'version = "0.2.8"'))
+    mate = '[pins.mate]\nversion = "0.2.7"\n'
+    assert mate in text
+    (stacks / "torch-2.11-post1.toml").write_text(text.replace(mate, mate.replace("0.2.7", "0.2.8")))
     r = cli("diff", "stacks/torch-2.11-post2.toml@HEAD", "stacks/torch-2.11-post2.toml", "--json", cwd=git_repo)
     assert r.code == 0, r.err
     j = json.loads(r.out)
@@ -164,10 +169,13 @@ def test_export_writes_requirement_files(cli: Cli, tmp_path: Path) -> None:
     pins = [line for line in private if not line.startswith("#")]
     assert pins == ["torch==2.11.0.post2+musa5.2.0", "torch_musa==2.11.0.post2+musa5.2.0",
                     "torchvision==0.26.0.post2+musa5.2.0", "torchaudio==2.11.0.post2+musa5.2.0", "mate==0.2.7",
-                    "deep_ep==1.1.0+musa5.2.0torch2.11.0.post2", "tilelang_musa==0.1.12", "triton==3.2.0"]
+                    "mate-mubin==0.2.7", "flash_attn_3==0.2.7+musa", "flash_mla==0.2.7+musa", "deep-gemm==0.2.7+musa",
+                    "flashinfer-python==0.2.7+musa", "sageattention==0.2.7+musa",
+                    "deep_ep==1.1.0+musa5.2.0torch2.11.0.post2", "tilelang_musa==0.1.12+musa.2", "triton==3.2.0",
+                    "apache-tvm-ffi==0.1.11.post1+musa.1", "torch-c-dlpack-ext==0.1.5"]
     assert not any("--index-url" in line for line in private)
     common = [line for line in (tmp_path / "common.txt").read_text().splitlines() if not line.startswith("#")]
-    assert common == ["torchada==0.1.90"]
+    assert common == ["torchada==0.1.90", "numpy==1.26", "transformers==5.5.3", "click==8.2.0"]
     assert cli("export", POST2, "--out", str(tmp_path), "--check").code == 0
 
 

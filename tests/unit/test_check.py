@@ -7,6 +7,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from stackctl.profile.loader import load_stack
 from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
 from tests.conftest import STACKS, Result
@@ -70,3 +72,84 @@ def test_check_hashes_drift_names_the_export_that_fixes_it(cli: Cli, tmp_path: P
     assert failed and all(f.endswith(f"run `stackctl export {profile} --out {out} --lock {lock}`") for f in failed)
     fixed = cli("export", str(profile), "--out", str(out), "--lock", str(lock))
     assert fixed.code == 0 and cli("check", str(profile), "--requirements", str(out), "--hashes").code == 0
+
+
+POST2_TORCH = "torch==2.11.0.post2+musa5.2.0"
+POST1_TORCH = "torch==2.11.0.post1+musa5.2.0"
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+# Each drift the project's hand-written contract test (SUPPORTED_MUSA_STACKS) catches, made on the files
+# `export` wrote, and the line `check` fails with.
+@pytest.mark.parametrize(("file", "old", "new", "failures"), [
+    ("musa_private.txt", POST2_TORCH + "\n", f"{POST2_TORCH}\n{POST1_TORCH}\n",
+     ["musa_private.txt: differs from torch-2.11-post2: 2 pins for torch: "
+      f"{POST2_TORCH} (musa_private.txt:3), {POST1_TORCH} (musa_private.txt:4); a stack pins each distribution once",
+      f"musa_private.txt: differs from torch-2.11-post2: line 4 pins {POST1_TORCH}, torch-2.11-post2 pins "
+      f"{POST2_TORCH}"]),
+    ("musa_private.txt", POST2_TORCH, POST1_TORCH,  # the files are another stack's
+     [f"musa_private.txt: differs from torch-2.11-post2: line 3 pins {POST1_TORCH}, torch-2.11-post2 pins "
+      f"{POST2_TORCH}"]),
+    ("musa_private.txt", "deep_ep==1.1.0+musa5.2.0torch2.11.0.post2\n", "",
+     ["musa_private.txt: differs from torch-2.11-post2: no pin for deep_ep "
+      "(torch-2.11-post2 pins deep_ep==1.1.0+musa5.2.0torch2.11.0.post2)"]),
+    ("common.txt", "torchada==0.1.90\n", "",
+     ["common.txt: differs from torch-2.11-post2: no pin for torchada (torch-2.11-post2 pins torchada==0.1.90)"]),
+    ("common.txt", "click==8.2.0\n", "click==8.2.0\nmthreads-ml-py>=2.4.1\n",
+     ["common.txt: differs from torch-2.11-post2: line 7: mthreads-ml-py>=2.4.1 is a requirement "
+      "torch-2.11-post2 does not declare"]),
+], ids=["two-torch-pins", "unsupported-stack", "private-pin-missing", "torchada-not-in-public-file",
+        "unpinned-line"])
+def test_check_names_each_drift(cli: Cli, tmp_path: Path, file: str, old: str, new: str,
+                                failures: list[str]) -> None:
+    profile = _setup(tmp_path)
+    out = tmp_path / "requirements"
+    assert cli("export", str(profile), "--out", str(out)).code == 0
+    _edit(out / file, old, new)
+    r = cli("check", str(profile), "--requirements", str(out), "--json")
+    assert r.code == 1
+    fix = f"; run `stackctl export {profile} --out {out}`"
+    assert json.loads(r.out)["failed"] == [f"{out}/{f}{fix}" for f in failures]
+
+
+def test_check_names_a_pin_in_the_wrong_file(cli: Cli, tmp_path: Path) -> None:
+    profile = _setup(tmp_path)
+    out = tmp_path / "requirements"
+    assert cli("export", str(profile), "--out", str(out)).code == 0
+    _edit(out / "common.txt", "torchada==0.1.90\n", "")
+    _edit(out / "musa_private.txt", POST2_TORCH, "torchada==0.1.90\n" + POST2_TORCH)
+    r = cli("check", str(profile), "--requirements", str(out))
+    assert r.code == 1
+    assert ("FAIL " + f"{out / 'musa_private.txt'}: differs from torch-2.11-post2: line 3 pins torchada==0.1.90, "
+            "which torch-2.11-post2 exports to common.txt") in r.out
+    assert "no pin for torchada (torch-2.11-post2 pins torchada==0.1.90)" in r.out
+
+
+def test_check_refuses_a_gate_that_imports_torch_before_torchada(cli: Cli, tmp_path: Path) -> None:
+    profile = _setup(tmp_path)
+    parent = tmp_path / "torch-2.11-post1.toml"
+    _edit(parent, "gate = { order = 1, before = [\"torch\"] }", "gate = { order = 3, before = [\"torch\"] }")
+    _edit(parent, "train = \"musa-torch\"\ngate = { order = 3 }", "train = \"musa-torch\"\ngate = { order = 1 }")
+    for command in (("check", str(profile)), ("validate", str(profile))):
+        r = cli(*command)
+        assert r.code == 2
+        assert "pins.torchada.gate.order: gate order: torchada (order 3) must come before torch (order 1)" in r.err
+
+
+def test_check_reads_hashed_files_pin_by_pin(cli: Cli, tmp_path: Path) -> None:
+    profile = _setup(tmp_path)
+    lock = profile.with_suffix(".lock")
+    out = tmp_path / "requirements"
+    assert cli("export", str(profile), "--out", str(out), "--lock", str(lock)).code == 0
+    _edit(out / "musa_private.txt", "mate==0.2.7 \\\n", "mate==0.2.6 \\\n")
+    r = cli("check", str(profile), "--requirements", str(out), "--hashes", "--json")
+    assert r.code == 1
+    # Each pin takes two lines (its hash on the next), and mate is the fifth.
+    assert json.loads(r.out)["failed"] == [
+        f"{out / 'musa_private.txt'}: differs from torch-2.11-post2: line 11 pins mate==0.2.6, torch-2.11-post2 pins "
+        f"mate==0.2.7; run `stackctl export {profile} --out {out} --lock {lock}`"]

@@ -145,8 +145,21 @@ def test_check_says_missing_not_differs(cli: Cli, tmp_path: Path) -> None:
     cli("export", "public-example", "--out", "req", cwd=root)
     (root / "req" / "requirements.txt").write_text("torch==0\n")
     r = cli("check", "public-example", "--requirements", "req", cwd=root)
-    assert "FAIL req/requirements.txt: differs from public-example; run `stackctl export public-example --out req`" \
-        in r.out.splitlines()
+    fix = "; run `stackctl export public-example --out req`"
+    wrong = ("no pin for torchada (public-example pins torchada==0.1.90)",
+             "line 1 pins torch==0, public-example pins torch==2.9.1",
+             "no pin for numpy (public-example pins numpy==2.2.6)",
+             "no pin for packaging (public-example pins packaging==25.0)")
+    assert r.out.splitlines()[1:] == [f"FAIL req/requirements.txt: differs from public-example: {w}{fix}"
+                                      for w in wrong]
+    # The right pins in another order: one failure, for the file.
+    req = root / "req" / "requirements.txt"
+    cli("export", "public-example", "--out", "req", cwd=root)
+    lines = req.read_text().splitlines()
+    req.write_text("\n".join(lines[:2] + lines[2:][::-1]) + "\n")
+    r = cli("check", "public-example", "--requirements", "req", cwd=root)
+    assert r.out.splitlines()[1:] == [f"FAIL req/requirements.txt: differs from public-example: order, header or "
+                                      f"hashes{fix}"]
 
 
 def test_lock_diff_counts_in_words(cli: Cli, tmp_path: Path) -> None:

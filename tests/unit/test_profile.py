@@ -54,7 +54,11 @@ def test_reference_stacks_load() -> None:
     gate = post2.gate_entries()
     assert [e.dist for e in gate[:3]] == ["torchada", "numpy", "torch"]
     exact = {e.dist for e in gate if e.check is GateCheck.EXACT}
-    assert exact == {"torchada", "torch", "torch_musa", "torchvision", "torchaudio", "deep_ep"}
+    # The image's exact_version_dists: the six of the contract test, then the MATE cohort's.
+    assert exact == {"torchada", "torch", "torch_musa", "torchvision", "torchaudio", "deep_ep",
+                     "mate", "mate-mubin", "flash_attn_3", "flash_mla", "deep-gemm", "flashinfer-python",
+                     "sageattention", "tilelang_musa", "apache-tvm-ffi"}
+    assert post2.pin("tilelang_musa").version == "0.1.12+musa.2"  # type: ignore[union-attr]
     assert [e.order for e in gate] == list(range(1, len(gate) + 1))
     assert post2.sources[0].endswith("torch-2.11-post2.toml")
     assert post2.sources[1].endswith("torch-2.11-post1.toml")
@@ -84,7 +88,8 @@ def test_semantic_problems_name_line_and_key(tmp_path: Path) -> None:
     assert "pins.deep-ep: duplicate of 'deep_ep' (same name after normalisation)" in text
     assert "pins.deep_ep.version: '>=1.1' is not a PEP 440 version" in text
     assert "pins.mate.abi: 'chek' is not one of check, provide, ignore; did you mean 'check'?" in text
-    assert "pins.mate.gate.check: check = \"prefix\" needs a prefix" in text
+    assert "gate.extra.numpy.check: check = \"prefix\" needs a prefix" in text  # a pin's defaults to its version
+    assert "pins.mate.gate.before: 'vllm' is not an entry of this stack's gate" in text
     assert "pins.triton.version: '03.2.0' is not in canonical form; write '3.2.0'" in text
     assert "order 1 is taken by more than one entry (torch, deep_ep)" in text
     assert "gate order has a gap: no entry at 2, 3" in text
@@ -199,6 +204,32 @@ def test_gate_roles(tmp_path: Path) -> None:
     assert entries["numpy"].expected == "1.26." and not entries["numpy"].pinned
     assert entries["numpy"].module == "numpy" and entries["torchada"].module == "torchada"
     assert entries["torch"].expected == "2.11.0.post2+musa5.2.0"
+
+
+def test_a_pins_prefix_check_defaults_to_its_version(tmp_path: Path) -> None:
+    path = write(tmp_path, "s", BASE + '[pins.triton]\nversion = "3.2.0"\nindex = "vendor"\n'
+                                       'gate = { order = 3, check = "prefix" }\n')
+    triton = next(e for e in load_stack(path).gate_entries() if e.dist == "triton")
+    assert (triton.check, triton.expected) == (GateCheck.PREFIX, "3.2.0")
+
+
+def test_a_child_clears_and_changes_inherited_gate_roles(tmp_path: Path) -> None:
+    write(tmp_path, "parent", BASE + '[pins.flash_mla]\nversion = "0.2.7+musa"\nindex = "vendor"\n'
+                                     'gate = { order = 3, skip_import_if = "torch<2.12" }\n')
+    child = write(tmp_path, "child", '[stack]\nname = "c"\nextends = "parent"\n'
+                                     '[pins.flash_mla]\ngate = { mode = "spec", skip_import_if = "" }\n')
+    flash = next(e for e in load_stack(child).gate_entries() if e.dist == "flash_mla")
+    assert (flash.order, flash.mode, flash.skip_import_if) == (3, GateMode.SPEC, None)
+
+
+def test_before_holds_an_import_order(tmp_path: Path) -> None:
+    ok = write(tmp_path, "ok", BASE.replace("gate = { order = 1 }", 'gate = { order = 1, before = ["torch"] }'))
+    assert [e.dist for e in load_stack(ok).gate_entries()] == ["torchada", "torch"]
+    swapped = BASE.replace("gate = { order = 1 }", 'gate = { order = 9, before = ["torch"] }')
+    bad = write(tmp_path, "bad", swapped.replace("gate = { order = 2 }", "gate = { order = 1 }")
+                .replace("order = 9", "order = 2"))
+    assert problems(bad) == [f"{bad}:15 pins.torchada.gate.order: gate order: torchada (order 2) must come before "
+                             "torch (order 1)"]
 
 
 def test_skip_condition_must_name_a_pin(tmp_path: Path) -> None:

@@ -1,0 +1,60 @@
+"""`check`, the one command CI runs: the lock matches the profile, and the requirement files match both.
+
+A requirement file that drifted fails once per thing wrong with it (see `reqcheck`), each line naming the
+export that fixes it; a file that only differs in form (order, header, hashes) fails once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackctl.errors import InputError, StackctlError
+from stackctl.profile.model import Stack
+from stackctl.resolve.export import drift, render_requirements
+from stackctl.resolve.lock import Lock, read_lock
+from stackctl.resolve.reqcheck import pin_findings
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    stack: str
+    passed: tuple[str, ...]
+    failed: tuple[str, ...]
+
+
+def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, hashes: bool,
+                profile_arg: str) -> CheckReport:
+    """`profile_arg` is the profile as the user named it, for the commands the failures suggest."""
+    if requirements is not None and requirements.exists() and not requirements.is_dir():
+        raise InputError(f"--requirements {requirements}: not a directory (the one `stackctl export --out` wrote)")
+    failures: list[str] = []
+    passes: list[str] = []
+    locked: Lock | None = None
+    try:
+        locked = read_lock(lock_path)
+    except StackctlError as exc:
+        failures.append(str(exc))
+    if locked is not None:
+        if not locked.made_from(stack):
+            failures.append(f"{lock_path}: made from another version of {stack.name}; "
+                            f"run `stackctl resolve {profile_arg}`")
+            locked = None
+        else:
+            passes.append(f"{lock_path} matches {stack.name}")
+    if requirements is not None and (locked is not None or not hashes):
+        expected = render_requirements(stack, locked if hashes else None)
+        existing = {n: (requirements / n).read_text(encoding="utf-8") if (requirements / n).is_file() else None
+                    for n in expected}
+        drifted = {d.file for d in drift(expected, existing)}
+        fix = f"run `stackctl export {profile_arg} --out {requirements}" + (f" --lock {lock_path}`" if hashes else "`")
+        findings = pin_findings(stack, {n: t for n, t in existing.items() if n in stack.requirement_files()})
+        for name in expected:
+            if name not in drifted:
+                passes.append(f"{requirements / name} matches {stack.name}")
+            elif existing[name] is None:
+                failures.append(f"{requirements / name}: missing; {fix}")
+            else:
+                mine = [f.what for f in findings if f.file == name] or ["order, header or hashes"]
+                failures += [f"{requirements / name}: differs from {stack.name}: {what}; {fix}" for what in mine]
+    return CheckReport(stack.name, tuple(passes), tuple(failures))
