@@ -19,6 +19,7 @@ from stackctl.wheels.scan import ElfMember, WheelScan, read_machines, scan_wheel
 from tests.conftest import Result
 from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels, image_inventory
 from tests.support.index_server import IndexServer
+from tests.support.profiles import SYSTEM_LIBS, write_profile
 from tests.support.wheels import build_wheel, sha256_file
 
 # The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
@@ -255,41 +256,9 @@ def test_cli_bad_inputs(cli: Cli, stack_wheels: Wheels, elf_libs: Libs, tmp_path
 def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: Path) -> None:
     """`stackctl abi PROFILE`: the lock's wheels read over the loopback index with range requests."""
     big = build_wheel(tmp_path / "big", "bigdata", "1.0", tag=TAG, files={"bigdata/blob.bin": os.urandom(12 << 20)})
-    profile = tmp_path / "stacks" / "mini.toml"
-    profile.parent.mkdir()
-    profile.write_text("""
-[stack]
-name = "mini"
-description = "three wheels"
-
-[targets]
-python = ["3.10"]
-platforms = ["linux_x86_64"]
-
-[indexes.local]
-url = "http://127.0.0.1:1/simple/"
-
-[pins.corelib]
-version = "1.0"
-index = "local"
-
-[pins.kernlib]
-version = "1.0"
-index = "local"
-abi = "ignore"
-
-[pins.deep_ext]
-version = "1.0.post2"
-index = "local"
-abi = "check"
-
-[pins.bigdata]
-version = "1.0"
-index = "local"
-
-[abi]
-allow = ["libdl.so.*", "librt.so.*", "libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6"]
-""")
+    profile = write_profile(tmp_path, "mini", {"corelib": "1.0", "kernlib": {"version": "1.0", "abi": "ignore"},
+                                               "deep_ext": {"version": "1.0.post2", "abi": "check"},
+                                               "bigdata": "1.0"}, index="local", allow=SYSTEM_LIBS)
     from stackctl.profile.loader import load_stack
 
     stack = load_stack(profile)
@@ -362,10 +331,7 @@ allow = ["libdl.so.*", "librt.so.*", "libc.so.6", "libm.so.6", "libgcc_s.so.1", 
 
 
 def test_cli_lock_missing(cli: Cli, tmp_path: Path) -> None:
-    (tmp_path / "stacks").mkdir()
-    (tmp_path / "stacks" / "s.toml").write_text(
-        '[stack]\nname = "s"\ndescription = "x"\n[targets]\npython = ["3.10"]\nplatforms = ["linux_x86_64"]\n'
-        '[indexes.i]\nurl = "http://127.0.0.1:1/simple/"\n[pins.a]\nversion = "1"\nindex = "i"\n')
+    write_profile(tmp_path, "s", {"a": "1"})
     r = cli("abi", "s", cwd=tmp_path)
     assert r.code == 2 and "no such lock" in r.err
 
@@ -375,13 +341,8 @@ def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, s
     """A provider whose file name is not its SONAME is found on the second, reading pass."""
     alias = build_wheel(tmp_path / "w", "aliascore", "1.0", tag=TAG,
                         files={"aliascore/libalias.so": elf_libs.core.read_bytes()})
-    (tmp_path / "stacks").mkdir()
-    (tmp_path / "stacks" / "al.toml").write_text(
-        '[stack]\nname = "al"\ndescription = "x"\n[targets]\npython = ["3.10"]\nplatforms = ["linux_x86_64"]\n'
-        '[indexes.i]\nurl = "http://127.0.0.1:1/simple/"\n'
-        '[pins.aliascore]\nversion = "1.0"\nindex = "i"\n'
-        '[pins.deep_ext]\nversion = "1.0.post1"\nindex = "i"\nabi = "check"\n'
-        '[abi]\nallow = ["libfakepython.so.*"]\ninventory = "base.inventory.json"\n')
+    write_profile(tmp_path, "al", {"aliascore": "1.0", "deep_ext": {"version": "1.0.post1", "abi": "check"}},
+                  extra='[abi]\nallow = ["libfakepython.so.*"]\ninventory = "base.inventory.json"\n')
     write_inventory(tmp_path / "base.inventory.json", image_inventory(image="base:1"))
     from stackctl.profile.loader import load_stack
 
@@ -418,13 +379,9 @@ def test_cli_lock_provider_for_another_machine(cli: Cli, stack_wheels: Wheels, e
     """A lock whose provider wheel carries an aarch64 libkern.so: found by name, refused by its header."""
     armkern = build_wheel(tmp_path / "w", "kernlib", "1.0", tag=TAG,
                           files={"kernlib/lib/libkern.so": elf_libs.kern_aarch64.read_bytes()})
-    (tmp_path / "stacks").mkdir()
-    (tmp_path / "stacks" / "k.toml").write_text(
-        '[stack]\nname = "k"\ndescription = "x"\n[targets]\npython = ["3.10"]\nplatforms = ["linux_x86_64"]\n'
-        '[indexes.i]\nurl = "http://127.0.0.1:1/simple/"\n'
-        '[pins.corelib]\nversion = "1.0"\nindex = "i"\n[pins.kernlib]\nversion = "1.0"\nindex = "i"\n'
-        '[pins.deep_ext]\nversion = "1.0.post2"\nindex = "i"\nabi = "check"\n'
-        '[abi]\nallow = ["lib*.so.6", "lib*.so.2", "librt.so.1", "libgcc_s.so.1"]\n')
+    write_profile(tmp_path, "k", {"corelib": "1.0", "kernlib": "1.0",
+                                  "deep_ext": {"version": "1.0.post2", "abi": "check"}},
+                  allow=["lib*.so.6", "lib*.so.2", "librt.so.1", "libgcc_s.so.1"])
     from stackctl.profile.loader import load_stack
 
     stack = load_stack(tmp_path / "stacks" / "k.toml")
@@ -444,10 +401,7 @@ def test_cli_lock_provider_for_another_machine(cli: Cli, stack_wheels: Wheels, e
 
 
 def test_cli_profile_usage_errors(cli: Cli, tmp_path: Path) -> None:
-    (tmp_path / "stacks").mkdir()
-    (tmp_path / "stacks" / "s.toml").write_text(
-        '[stack]\nname = "s"\ndescription = "x"\n[targets]\npython = ["3.10"]\nplatforms = ["linux_x86_64"]\n'
-        '[indexes.i]\nurl = "http://127.0.0.1:1/simple/"\n[pins.a]\nversion = "1"\nindex = "i"\n')
+    write_profile(tmp_path, "s", {"a": "1"})
     write_lock(tmp_path / "stacks" / "s.lock", Lock("s", "sha256:x", ()))
     r = cli("abi", "s", "--target", "cp399-linux_x86_64", cwd=tmp_path)
     assert r.code == 2 and "s has targets cp310-linux_x86_64" in r.err
@@ -463,33 +417,9 @@ def test_cli_lock_on_an_index_with_credentials(cli: Cli, stack_wheels: Wheels, t
     """Remote wheels of a private index: its credentials reach it, and never a host it redirects to."""
     from tests.support.index_server import redirect
 
-    profile = tmp_path / "stacks" / "priv.toml"
-    profile.parent.mkdir()
-    profile.write_text("""
-[stack]
-name = "priv"
-
-[targets]
-python = ["3.10"]
-platforms = ["linux_x86_64"]
-
-[indexes.vendor]
-url = "http://127.0.0.1:1/simple/"
-username_env = "ABI_TEST_USER"
-password_env = "ABI_TEST_PASSWORD"
-
-[pins.corelib]
-version = "1.0"
-index = "vendor"
-
-[pins.kernlib]
-version = "1.0"
-index = "vendor"
-abi = "check"
-
-[abi]
-allow = ["libdl.so.*", "librt.so.*", "libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6"]
-""")
+    profile = write_profile(tmp_path, "priv", {"corelib": "1.0", "kernlib": {"version": "1.0", "abi": "check"}},
+                            index="vendor", allow=SYSTEM_LIBS,
+                            index_extra='username_env = "ABI_TEST_USER"\npassword_env = "ABI_TEST_PASSWORD"\n')
     from stackctl.profile.loader import load_stack
 
     stack = load_stack(profile)
