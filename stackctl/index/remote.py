@@ -20,7 +20,7 @@ import re
 import tempfile
 import zipfile
 from collections import OrderedDict
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Protocol
 
 from stackctl.base.urls import strip_userinfo
 from stackctl.errors import ServiceError
@@ -28,8 +28,13 @@ from stackctl.errors import ServiceError
 if TYPE_CHECKING:
     import requests
 
-    from stackctl.index.client import IndexClient
     from stackctl.index.config import IndexEndpoint
+
+
+class Transport(Protocol):
+    """What a remote file needs of the index client: one streamed GET with the client's policy."""
+
+    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str]) -> requests.Response: ...
 
 BLOCK = 64 << 10  # one range request fetches at least this much: zip headers are small and scattered
 TAIL = 64 << 10  # the first request: the end of the file, where the central directory lives
@@ -93,7 +98,7 @@ def read_metadata(zf: zipfile.ZipFile) -> bytes:
 class RemoteFile(RangeStream):
     """Random access to `url`, a file of the index `ep`, through `client`."""
 
-    def __init__(self, client: IndexClient, ep: IndexEndpoint, url: str, *, sha256: str | None = None,
+    def __init__(self, client: Transport, ep: IndexEndpoint, url: str, *, sha256: str | None = None,
                  expected_size: int | None = None, block: int = BLOCK, max_download: int | None = None) -> None:
         self.url = url
         self._client = client
