@@ -6,8 +6,9 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,7 +19,6 @@ from stackctl.cli.app import (
     console,
     console_err,
     emit,
-    progress_bar,
     progress_display,
     table,
 )
@@ -29,6 +29,7 @@ from stackctl.profile.locate import load_profile
 from stackctl.resolve.lock import lock_path
 
 if TYPE_CHECKING:
+    from stackctl.base.progress import Progress
     from stackctl.image.buildlog import Progress as StepProgress
     from stackctl.image.render import Rendered
 
@@ -172,18 +173,38 @@ def _context_bar(rendered: Rendered, show: bool) -> Iterator[Callable[[str], Non
         yield lambda name: bar.update(task, advance=1, description=name[:60])
 
 
+@dataclass(frozen=True)
+class _BuildBars:
+    fetch: Progress | None = None
+    wheel: Callable[[str], None] | None = None
+    step: StepProgress | None = None
+
+
 @contextmanager
-def _step_bar(show: bool) -> Iterator[StepProgress | None]:
+def _build_bars(show: bool) -> Iterator[_BuildBars]:
+    """One display for the three phases of a build (wheels fetched, context written, build steps): a
+    terminal holds one live display at a time."""
     if not show:
-        yield None
+        yield _BuildBars()
         return
     with progress_display("build") as bar:
-        task = bar.add_task("", total=None)
+        tasks: dict[str, Any] = {}
+
+        def task(label: str) -> Any:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=None)
+            return tasks[label]
+
+        def fetch(label: str, done: int, total: int) -> None:
+            bar.update(task(f"fetch {label}"), completed=done, total=total)
+
+        def wheel(name: str) -> None:
+            bar.update(task("context"), advance=1, description=f"context {name[:60]}")
 
         def step(n: int, of: int, what: str) -> None:
-            bar.update(task, completed=n - 1, total=of, description=what[:70])
+            bar.update(task("steps"), completed=n - 1, total=of, description=what[:70])
 
-        yield step
+        yield _BuildBars(fetch, wheel, step)
 
 
 @app.command()
@@ -223,9 +244,8 @@ def build(
     req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index))
     show = not as_json and console_err.is_terminal
     try:
-        with progress_bar(show) as fetching, _context_bar(prep.rendered, show) as on_wheel, \
-                _step_bar(show) as on_step:
-            built = build_image(req, engine, on_wheel=on_wheel, on_step=on_step, on_fetch=fetching)
+        with _build_bars(show) as bars:
+            built = build_image(req, engine, on_wheel=bars.wheel, on_step=bars.step, on_fetch=bars.fetch)
     except BuildFailed as exc:
         if as_json:  # stdout carries one JSON document: the lines go into the error itself
             raise CheckFailed(f"{exc}: " + " | ".join(exc.lines)) from exc
