@@ -146,9 +146,10 @@ def summarize(d: WheelDiff) -> str:
         return k.endswith(".py") and not k.startswith("<dist-info>/")
 
     py_moved = [c.path for c in d.changed if py(c.path)] + [k for k in d.added + d.removed if py(k)]
+    names = ", ".join(posixpath.basename(p) for p in py_moved[:5]) + (", ..." if len(py_moved) > 5 else "")
     parts = ["Python sources byte-identical" if not py_moved else
-             f"{len(py_moved)} Python source(s) differ ({', '.join(posixpath.basename(p) for p in py_moved[:5])}"
-             f"{', ...' if len(py_moved) > 5 else ''})"]
+             f"1 Python source differs ({names})" if len(py_moved) == 1 else
+             f"{len(py_moved)} Python sources differ ({names})"]
     elf = {e.path: e for e in d.elf}
 
     def describe(path: str, verb: str) -> str:
@@ -162,8 +163,9 @@ def summarize(d: WheelDiff) -> str:
     others = [describe(c.path, "differs") for c in d.changed if other(c.path)]
     others += [describe(k, "added") for k in d.added if other(k)]
     others += [describe(k, "removed") for k in d.removed if other(k)]
+    # "only" would deny the Python sources just listed: it is said only when they are byte-identical.
     if len(others) == 1:
-        parts.append(f"only {others[0]}")
+        parts.append(f"{'besides them, ' if py_moved else 'only '}{others[0]}")
     elif others:
         parts.append(f"{len(others)} other members differ: " + "; ".join(others))
     else:

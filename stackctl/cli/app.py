@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -88,14 +88,85 @@ def progress_bar(enabled: bool) -> Iterator[Progress | None]:
         yield update
 
 
-def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    """A rich table whose cells are plain text: versions, labels and paths are never read as markup."""
-    t = Table(title=Text(title) if title else None, title_justify="left", show_lines=False)
-    for c in columns:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*(Text(c) for c in r))
-    return t
+PIPED_WIDTH = 80  # what a CI log or a pager is read at: the width a table must fit when stdout is no terminal
+
+
+def short_hash(value: str) -> str:
+    """A sha256 (or other long hex digest, `sha256:` prefix kept) cut to 12 hex where the full one is not the
+    point: enough to tell two apart; `--json` carries the whole value."""
+    prefix, _, digest = value.rpartition(":")
+    if len(digest) >= 40 and all(c in "0123456789abcdef" for c in digest):
+        return f"{prefix}:{digest[:12]}" if prefix else digest[:12]
+    return value
+
+
+class FitTable:
+    """A table whose values are never cut: versions, hashes, revisions and file names stay whole on one line.
+
+    Every column is no_wrap except the free-text ones named in `wrap` (they wrap between words). When the
+    table does not fit the console (piped: 80 columns) it prints as `key: value` lines per row instead, so
+    a CI log or an 80-column terminal shows each value whole."""
+
+    def __init__(self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]],
+                 wrap: Sequence[str] = ()) -> None:
+        self.title, self.columns, self.rows, self.wrap = title, list(columns), [list(r) for r in rows], set(wrap)
+
+    def min_width(self) -> int:
+        """The narrowest the table gets without cutting a value: no_wrap cells whole, free text by its
+        longest word; plus rich's borders and padding (3 per column and 1)."""
+        from rich.cells import cell_len
+
+        def need(col: int, text: str) -> int:
+            if self.columns[col] in self.wrap:
+                return max((cell_len(w) for w in text.split()), default=0)
+            return max((cell_len(line) for line in text.splitlines()), default=0)
+
+        widths = [max([need(i, c)] + [need(i, r[i]) for r in self.rows if i < len(r)])
+                  for i, c in enumerate(self.columns)]
+        return sum(widths) + 3 * len(widths) + 1
+
+    def fits(self, console: Console, width: int) -> bool:
+        limit = width if console.is_terminal else min(width, PIPED_WIDTH)
+        return self.min_width() <= limit
+
+    def as_table(self) -> Table:
+        t = Table(title=Text(self.title) if self.title else None, title_justify="left", show_lines=False)
+        for c in self.columns:
+            if c in self.wrap:
+                t.add_column(c, overflow="fold")
+            else:
+                t.add_column(c, no_wrap=True)
+        for r in self.rows:
+            t.add_row(*(Text(c) for c in r))
+        return t
+
+    def as_blocks(self) -> list[Text]:
+        """One block per row: the first column as its head, then `key: value` for every other non-empty cell."""
+        lines: list[Text] = [Text(self.title, style="bold")] if self.title else []
+        for r in self.rows:
+            lines.append(Text(f"{self.columns[0]}: {r[0]}", style="bold"))
+            lines += [Text(f"  {c}: {v}") for c, v in zip(self.columns[1:], r[1:], strict=False) if v.strip()]
+        return lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.fits(console, options.max_width):
+            yield self.as_table()
+            return
+        for line in self.as_blocks():
+            # Never wrapped: a value longer than the screen runs on rather than being cut inside.
+            line.no_wrap, line.overflow = True, "ignore"
+            yield line
+
+
+# Columns of prose or of space-separated items: they wrap between words, never inside one.
+FREE_TEXT = ("note", "other lines", "dynamic section changes", "problem", "text", "skip import if")
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]],
+          wrap: Sequence[str] = FREE_TEXT) -> FitTable:
+    """A table of plain text (versions, labels and paths are never read as markup) that keeps every value whole;
+    `wrap` names the free-text columns that may wrap between words."""
+    return FitTable(title, columns, rows, wrap)
 
 
 _EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from stackctl.base.words import count
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit
 from stackctl.errors import CheckFailed
 from stackctl.profile.locate import load_profile
@@ -47,4 +48,4 @@ def check(
 
     emit({"stack": stack.name, "passed": passes, "failed": failures}, as_json, human)
     if failures:
-        raise CheckFailed(f"{len(failures)} check(s) failed for {stack.name}")
+        raise CheckFailed(f"{count(len(failures), 'check')} failed for {stack.name}")

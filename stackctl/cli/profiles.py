@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from stackctl.base.words import count
 from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit, table
 from stackctl.errors import CheckFailed, InputError
 from stackctl.profile.locate import load_profile
@@ -38,8 +39,8 @@ def validate(
 
     def human() -> None:
         for s in stacks:
-            console.print(f"[green]ok[/] {s.name}: {len(s.pins)} pins, {len(s.targets)} targets "
-                          f"({', '.join(s.sources)})")
+            console.print(f"[green]ok[/] {s.name}: {count(len(s.pins), 'pin')}, {count(len(s.targets), 'target')} "
+                          f"({', '.join(s.sources)})", markup=True, highlight=False)
 
     emit({"stacks": [{"stack": s.name, "sources": list(s.sources), "pins": len(s.pins), "digest": s.digest()}
                      for s in stacks]}, as_json, human)
@@ -109,7 +110,7 @@ def export(
 
         emit({"stack": s.name, "drift": drifts, "checked": sorted(files)}, as_json, show_drift)
         if drifts:
-            raise CheckFailed(f"{len(drifts)} requirement file(s) in {out} drifted from {s.name}: "
+            raise CheckFailed(f"{count(len(drifts), 'requirement file')} in {out} drifted from {s.name}: "
                               + ", ".join(d.file for d in drifts),
                               hint=f"run `stackctl export {profile} --out {out}` and commit the result")
         return

@@ -149,7 +149,7 @@ def lock_cmd(
                                f"{path}: made from another version of {stack.name}; run resolve"))
 
 
-OUTDATED_COLUMNS = ["artifact", "pinned", "newest in line", "published", "other lines"]
+OUTDATED_COLUMNS = ["artifact", "pinned", "published", "newest in line", "newest published", "other lines"]
 
 
 @app.command()
@@ -192,9 +192,13 @@ def outdated(
     for p in lk.pins:
         newest = p.newest_in_line or "—"
         mark = "" if p.newest_in_line in (None, p.version) else " ⬆"
-        rows.append([p.name, p.version, newest + mark, _short_time(p.newest_upload_time), "; ".join(p.other_lines)])
-        data.append({"artifact": p.name, "pinned": p.version, "newest_in_line": p.newest_in_line,
-                     "published": p.newest_upload_time, "is_newest": p.newest_in_line in (None, p.version),
+        # "published" is the pinned version's own upload (its first file): the newest's has its own column.
+        published = min((f.upload_time for f in p.files if f.upload_time), default=None)
+        rows.append([p.name, p.version, _short_time(published), newest + mark, _short_time(p.newest_upload_time),
+                     "; ".join(p.other_lines)])
+        data.append({"artifact": p.name, "pinned": p.version, "published": published,
+                     "newest_in_line": p.newest_in_line, "newest_published": p.newest_upload_time,
+                     "is_newest": p.newest_in_line in (None, p.version),
                      "other_lines": p.other_lines})
 
     def human() -> None:

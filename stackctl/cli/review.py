@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from stackctl.base.words import count
 from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, emit, markdown_table, one_format, table
 from stackctl.errors import CheckFailed, InputError
 from stackctl.profile.locate import load_profile, resolve_profile_arg
@@ -146,11 +147,11 @@ def scan(
         for r in refs:
             console.print(f"{r.path}:{r.line}: {r.text}", markup=False)
         sup = ", ".join(f"{s.package} {s.old}" for s in items) or "nothing"
-        console.print(f"{len(refs)} stale reference(s) in {read} text files; superseded: {sup}")
+        console.print(f"{count(len(refs), 'stale reference')} in {count(read, 'text file')}; superseded: {sup}")
 
     emit({"superseded": items, "references": refs, "files_read": read}, as_json, human)
     if refs:
-        raise CheckFailed(f"{len(refs)} stale reference(s) to superseded pins under {path}")
+        raise CheckFailed(f"{count(len(refs), 'stale reference')} to superseded pins under {path}")
 
 
 def lock_diff_report(before: str, after: str, markdown: bool, as_json: bool) -> None:

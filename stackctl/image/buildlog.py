@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ServiceError
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
@@ -96,7 +97,7 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | Non
             error = str(ev.get("errorDetail", {}).get("message") or ev["error"]).strip()
             fails = tuple(line for line in log if line.startswith("FAIL "))
             if fails:
-                raise BuildFailed(f"the gate failed: {len(fails)} check(s) did not pass", fails, tuple(log))
+                raise BuildFailed(f"the gate failed: {count(len(fails), 'check')} did not pass", fails, tuple(log))
             last = tuple(line for line in log[-15:] if line.strip())
             raise BuildFailed(f"the build failed: {error}", last, tuple(log))
     if partial:

@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
@@ -65,7 +66,8 @@ def verdict(stack: str, run: GateRun) -> StackctlError | None:
     """None when the gate ran to its end and every check passed."""
     where = f"gate of {stack} under {run.python}"
     if run.returncode < 0:
-        after = f"after {len(run.results)} check(s), last {run.results[-1][1]!r}" if run.results else "before any check"
+        after = (f"after {count(len(run.results), 'check')}, last {run.results[-1][1]!r}" if run.results
+                 else "before any check")
         return CheckFailed(f"{where} was killed by {_signal_name(-run.returncode)} {after}",
                            hint="an import crashed the interpreter; the gate's stderr shows where")
     if not run.results and not run.finished:
@@ -73,10 +75,10 @@ def verdict(stack: str, run: GateRun) -> StackctlError | None:
             return InputError(f"{where} could not read its spec: {_last(run.stderr)}")
         return InputError(f"{where} did not run (exit {run.returncode}, no gate output): {_last(run.stderr)}")
     if not run.finished:
-        return CheckFailed(f"{where} stopped after {len(run.results)} check(s) with exit {run.returncode}: "
+        return CheckFailed(f"{where} stopped after {count(len(run.results), 'check')} with exit {run.returncode}: "
                            f"{_last(run.stderr)}")
     if run.failed:
-        return CheckFailed(f"{where}: {run.failed} check(s) failed")
+        return CheckFailed(f"{where}: {count(run.failed, 'check')} failed")
     if run.returncode != 0:
         return CheckFailed(f"{where} exited {run.returncode}: {_last(run.stderr)}")
     return None

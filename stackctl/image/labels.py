@@ -111,6 +111,18 @@ def installed_from_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
+def recorded_installed(ref: str, labels: Mapping[str, str]) -> dict[str, str]:
+    """The distributions an image records as installed, for a diff: an image without the record (not built by
+    `stackctl build`) is refused, since comparing nothing would list every package of the other as added."""
+    installed = installed_from_labels(labels)
+    if not installed:
+        what = "an unreadable" if labels.get(LABEL_INSTALLED) else "no"
+        raise InputError(f"{ref} records no installed distributions ({what} {LABEL_INSTALLED} label): "
+                         "it was not built by `stackctl build`, so there is nothing to compare",
+                         hint="compare images that `stackctl build` made, or their profiles or locks")
+    return installed
+
+
 @dataclass(frozen=True)
 class PinRow:
     package: str

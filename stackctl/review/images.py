@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stackctl.errors import InputError
-from stackctl.image.labels import installed_from_labels
+from stackctl.image.labels import installed_from_labels, recorded_installed
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,15 @@ def image_pins(ref: str) -> dict[str, str]:
 
     if parse_ref(ref) is not None:
         try:
-            return installed_from_labels(dict(read_remote(ref).labels))
+            remote = read_remote(ref)
         except InputError:  # not pushed (yet): the engine may hold it
-            pass
+            remote = None
+        if remote is not None:
+            return recorded_installed(ref, dict(remote.labels))
     from stackctl.engine.docker import DockerEngine, check_local_ref
 
     check_local_ref(ref)
     facts = DockerEngine().facts(ref)
     if facts is None:
         raise InputError(f"{ref}: no such image in the registry or the engine")
-    return installed_from_labels(dict(facts.labels))
+    return recorded_installed(ref, dict(facts.labels))

@@ -131,11 +131,14 @@ def test_lock_check(cli: Cli, profile: Path, musa: IndexServer, public: IndexSer
 def test_outdated(cli: Cli, profile: Path, musa: IndexServer, public: IndexServer) -> None:
     r = cli("outdated", str(profile), *idx(musa, public), "--markdown")
     assert r.code == 0, r.err
-    assert r.out.startswith("| artifact | pinned | newest in line | published | other lines |")
-    assert f"| torch_musa | {TORCH} | 2.11.0.post3+musa5.2.0 ⬆ | 2026-03-04 12:00 |" in r.out
+    assert r.out.startswith("| artifact | pinned | published | newest in line | newest published | other lines |")
+    # "published" is when the pinned version was uploaded; the newest's upload has its own column
+    assert f"| torch_musa | {TORCH} | 2026-03-01 12:10 | 2.11.0.post3+musa5.2.0 ⬆ | 2026-03-04 12:00 |" in r.out
     j = cli("outdated", str(profile), *idx(musa, public), "--json")
     pins = {p["artifact"]: p for p in json.loads(j.out)["pins"]}
     assert pins["torch"]["is_newest"] is True and pins["torch_musa"]["is_newest"] is False
+    assert pins["torch_musa"]["published"] == "2026-03-01T12:10:00Z"
+    assert pins["torch_musa"]["newest_published"] == "2026-03-04T12:00:00Z"
     assert pins["numpy"]["newest_in_line"] == "1.26.4"  # 2.0.0 is another series
     assert pins["numpy"]["other_lines"] == ["2.0.0 (series 2.0)"]
     # the same table from the lock, without asking the indexes; a lock of another profile is refused

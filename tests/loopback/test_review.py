@@ -188,7 +188,7 @@ def test_export_check_reports_drift(cli: Cli, tmp_path: Path) -> None:
     assert r.code == 1
     assert "-torchada==0.1.89" in r.out and "+torchada==0.1.90" in r.out
     assert "musa_private.txt (missing)" in r.out
-    assert "2 requirement file(s)" in r.err
+    assert "2 requirement files" in r.err
     # --check never writes.
     assert "0.1.89" in path.read_text()
     j = json.loads(cli("export", POST2, "--out", str(tmp_path), "--check", "--json").out)
@@ -216,7 +216,7 @@ def test_scan_finds_stale_references(cli: Cli, git_repo: Path) -> None:
     _tree(git_repo)
     r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1)
     assert r.code == 1
-    found = [line for line in r.out.splitlines() if "stale reference(s)" not in line]
+    found = [line for line in r.out.splitlines() if "stale reference" not in line]
     assert found == [
         "docker/README.md:1: Image tag: ubuntu22.04_py3.10_musa_runtime_5.2_pytorch_release_2.11.0.post1_musa5.2.0",
         "docker/README.md:2: Measured on torch 2.11.0.post1.",
@@ -225,7 +225,7 @@ def test_scan_finds_stale_references(cli: Cli, git_repo: Path) -> None:
         "requirements/musa_private.txt:2: deep_ep==1.1.0+musa5.2.0torch2.11.0.post1",
         "router.py:1: # on the torchada 0.1.83 stack out_dtype returned zeros",
     ]
-    assert "6 stale reference(s) in 4 text files" in r.out  # blob.bin is binary, untracked.txt untracked
+    assert "6 stale references in 4 text files" in r.out  # blob.bin is binary, untracked.txt untracked
     assert "stale reference" in r.err
 
 
@@ -248,7 +248,7 @@ def test_scan_clean_tree_exits_0(cli: Cli, git_repo: Path) -> None:
     git(git_repo, "commit", "-qm", "clean")
     r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1)
     assert r.code == 0, r.out
-    assert "0 stale reference(s) in 1 text files" in r.out
+    assert "0 stale references in 1 text file" in r.out
 
 
 def test_scan_skips_the_old_profile_itself(cli: Cli, tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def test_python_change_added_member_and_soname(tmp_path: Path, elf_libs: Libs) -
     with WheelReader(a) as ra, WheelReader(b) as rb:
         d = diff_wheels(scan_wheel(ra, with_metadata=True), scan_wheel(rb, with_metadata=True))
     assert d.added == ("p/new.txt",)
-    assert d.summary.startswith("1 Python source(s) differ (x.py); 2 other members differ: libk.so differs: ")
+    assert d.summary.startswith("1 Python source differs (x.py); 2 other members differ: libk.so differs: ")
     assert "SONAME libkern.so\u2192libcore.so.1" in d.summary and "new.txt added" in d.summary
     assert d.summary.endswith("Requires-Python >=3.9\u2192>=3.10")
 

@@ -97,7 +97,7 @@ def test_wrong_pin_and_wrong_order_fail_the_build_with_fail_lines(
         assert "FAIL import corelib: ImportError: corelib needs patcher imported first" in lines
         assert "FAIL import helperdep version=1.4 expected=1.5" in lines
         assert all(line.startswith("FAIL ") for line in lines), "only the FAIL lines, plainly"
-        assert "error: the gate failed: 2 check(s) did not pass" in r.err
+        assert "error: the gate failed: 2 checks did not pass" in r.err
         assert not (tmp_path / "build" / "e2e.build.json").exists()
         assert not docker_client.images.list(name=repository)
         r = build(cli, repo, tmp_path, "--json")

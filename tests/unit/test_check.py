@@ -50,7 +50,7 @@ def test_check_fails_with_one_line_per_failure(cli: Cli, tmp_path: Path) -> None
     assert "made from another version of torch-2.11-post2" in j["failed"][0]
     assert j["failed"][1].startswith(f"{out / 'common.txt'}: differs from torch-2.11-post2")
     assert j["passed"] == [f"{out / 'musa_private.txt'} matches torch-2.11-post2"]
-    assert "2 check(s) failed" in r.err
+    assert "2 checks failed" in r.err
 
 
 def test_check_without_a_lock(cli: Cli, tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def test_gate_failure_raises_with_only_the_fail_lines() -> None:
             end={"error": "The command ... returned a non-zero code: 1",
                  "errorDetail": {"code": 1, "message": "The command ... returned a non-zero code: 1"}})))
     assert info.value.lines == ("FAIL import b version=2 expected=3",)
-    assert str(info.value) == "the gate failed: 1 check(s) did not pass"
+    assert str(info.value) == "the gate failed: 1 check did not pass"
     assert info.value.exit_code == 1
 
 

@@ -1,0 +1,130 @@
+"""Every table at 80 columns through a pipe: values whole on one line (never `2.11.0.po` / `st2+musa5`), the
+row as `key: value` lines when the table would not fit, the table itself when it does."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from stackctl.cli.app import short_hash, table
+from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
+from tests.conftest import STACKS, Result
+from tests.support.fit import assert_whole, check_fits, piped_80
+
+Cli = Callable[..., Result]
+LONG = "2.11.0.post2+musa5.2.0"
+
+
+def render(width: int, terminal: bool, *rows: list[str]) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=terminal, color_system=None, soft_wrap=True)
+    console.print(table("pins", ["package", "version", "note"], list(rows)))
+    return out.getvalue()
+
+
+def test_a_table_that_fits_stays_a_table_with_values_on_one_line() -> None:
+    text = render(80, False, ["torch", LONG, "a note that may wrap between its words"])
+    assert text.splitlines()[1].startswith("┏") and any(LONG in line for line in text.splitlines())
+
+
+def test_a_table_too_wide_for_the_pipe_becomes_key_value_lines() -> None:
+    wheel = f"torch-{LONG}-cp310-cp310-manylinux_2_28_x86_64.whl"
+    text = render(200, False, ["torch", wheel, "a note"], ["numpy", "1.26.4", ""])
+    # a pipe is read at 80 columns whatever COLUMNS says; on a 200-column terminal it is a table
+    assert text.splitlines() == ["pins", "package: torch", f"  version: {wheel}", "  note: a note",
+                                 "package: numpy", "  version: 1.26.4"]
+    assert render(200, True, ["torch", wheel, "a note"]).splitlines()[1].startswith("┏")
+    narrow = render(60, True, ["torch", wheel, "a note"])
+    assert f"  version: {wheel}" in narrow.splitlines()
+
+
+def test_hashes_shorten_to_twelve_hex() -> None:
+    digest = hashlib.sha256(b"x").hexdigest()
+    assert short_hash(digest) == digest[:12]
+    assert short_hash(f"sha256:{digest}") == f"sha256:{digest[:12]}"
+    assert short_hash("2.11.0") == "2.11.0" and short_hash("deadbeef") == "deadbeef"
+
+
+def _stacks(tmp_path: Path) -> Path:
+    (tmp_path / "stacks").mkdir()
+    for name in ("torch-2.11-post1", "torch-2.11-post2", "public-example"):
+        shutil.copy(STACKS / f"{name}.toml", tmp_path / "stacks" / f"{name}.toml")
+    return tmp_path
+
+
+def _lock(root: Path, name: str, salt: str) -> Path:
+    """A lock of the stack as resolve writes it, with real-length file names, hashes and upload times."""
+    from stackctl.cli.profiles import load_profile
+
+    stack = load_profile(str(root / "stacks" / f"{name}.toml"))
+    pins = tuple(LockedPin(
+        p.name, p.version, p.index,
+        tuple(LockedFile(t.label, f"{p.name}-{p.version}-{t.label.split('-')[0]}-{t.label.split('-')[0]}-"
+                         "manylinux_2_28_x86_64.whl", f"https://index.invalid/{p.name}.whl",
+                         hashlib.sha256(f"{salt}{p.name}{t.label}".encode()).hexdigest(), 123456789,
+                         "2026-03-01T12:10:00Z", "index") for t in stack.targets),
+        newest_in_line=p.version + ".1" if "+" not in p.version else p.version,
+        newest_upload_time="2026-03-04T12:00:00Z",
+        other_lines=(f"{p.version}.post9+musa5.2.1mp22 (2026-03-05)",)) for p in stack.pins)
+    path = root / "stacks" / f"{name}.lock"
+    write_lock(path, Lock(stack.name, stack.digest(), pins))
+    return path
+
+
+def test_show_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = _stacks(tmp_path)
+    doc, _out = check_fits(cli, monkeypatch, ["show", "torch-2.11-post2"], ["version", "file", "train", "module"],
+                          cwd=root)
+    assert any(p["version"] == "1.1.0+musa5.2.0torch2.11.0.post2" for p in doc["stack"]["pins"])
+
+
+def test_profile_diff_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = _stacks(tmp_path)
+    check_fits(cli, monkeypatch, ["diff", "torch-2.11-post1", "torch-2.11-post2"], ["package", "before", "after"],
+               cwd=root)
+
+
+def test_lock_diff_outdated_and_check_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = _stacks(tmp_path)
+    a = _lock(root, "torch-2.11-post2", "a")
+    b = root / "b.lock"
+    shutil.copy(a, b)
+    _lock(root, "torch-2.11-post2", "b")
+    a, b = b, a
+    doc, _out = check_fits(cli, monkeypatch, ["diff", str(a), str(b)], ["package", "target", "before", "after"],
+                          cwd=root)
+    assert any(c["field"] == "sha256" for c in doc["changes"])
+    check_fits(cli, monkeypatch, ["outdated", "torch-2.11-post2", "--from-lock", str(b)],
+               ["artifact", "pinned", "newest_in_line", "other_lines"], cwd=root)
+    check_fits(cli, monkeypatch, ["check", "torch-2.11-post2"], ["passed"], cwd=root)
+
+
+def test_validate_and_tag_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = _stacks(tmp_path)
+    check_fits(cli, monkeypatch, ["validate", "torch-2.11-post1", "torch-2.11-post2"], ["stack"], cwd=root)
+    check_fits(cli, monkeypatch, ["tag", "torch-2.11-post2"], ["tag"], cwd=root)
+
+
+def test_wheel_diff_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.support.wheels import build_wheel
+
+    member = "deep_ep/include/very/long/path/to/the/kernels/intranode_dispatch_configs.json"
+    old = build_wheel(tmp_path / "a", "deep_ep", "1.1.0+musa5.2.0torch2.11.0.post1",
+                      files={member: "1", "deep_ep/__init__.py": "x = 1\n"})
+    new = build_wheel(tmp_path / "b", "deep_ep", "1.1.0+musa5.2.0torch2.11.0.post2",
+                      files={member: "22", "deep_ep/__init__.py": "x = 2\n"})
+    check_fits(cli, monkeypatch, ["wheel-diff", str(old), str(new)], ["path", "crc_before", "crc_after"])
+
+
+def test_scan_lines_are_whole_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = _stacks(tmp_path)
+    (root / "notes.md").write_text(f"we pin torch {LONG.replace('post2', 'post1')} still\n")
+    out = piped_80(cli, monkeypatch, "scan", str(root / "notes.md"), "--stack", "torch-2.11-post2", "--since",
+                   "torch-2.11-post1", code=1, cwd=root)
+    assert_whole(out, ["2.11.0.post1+musa5.2.0"])
