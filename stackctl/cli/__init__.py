@@ -78,9 +78,42 @@ def _report_usage(exc: Exception, as_json: bool) -> int:
     return code
 
 
+def _version(verbose: bool) -> None:
+    """`stackctl --version`; with --verbose also the engine API and the uv that a build and a resolve would use
+    (each asked for; one that cannot be reached says why instead of failing)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        print(f"stackctl {version('stackctl')}")
+    except PackageNotFoundError:
+        print("stackctl (not installed: run from a source tree)")
+    if not verbose:
+        return
+    try:
+        from stackctl.engine.docker import DockerEngine
+
+        api = DockerEngine().api_version()
+    except StackctlError as exc:
+        api = f"unavailable ({exc})"
+    print(f"engine API {api}")
+    try:
+        import subprocess
+
+        from stackctl.resolve.closure import uv_binary
+
+        done = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, timeout=30, check=False)
+        uv = done.stdout.strip() or f"unavailable (exit {done.returncode})"
+    except (StackctlError, OSError, subprocess.TimeoutExpired) as exc:
+        uv = f"unavailable ({exc})"
+    print(f"uv {uv.removeprefix('uv ')}")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     output.json_emitted = False
+    if "--version" in args and set(args) <= {"--version", "--verbose"}:
+        _version("--verbose" in args)
+        sys.exit(0)
     register(args)
     command = typer.main.get_command(app)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
@@ -72,8 +73,13 @@ def progress_display(head: str | None = None) -> ProgressDisplay:
 
 
 @contextmanager
-def progress_bar(enabled: bool) -> Iterator[Progress | None]:
-    """A `Progress` callback drawing one bar per label on a terminal; None (nothing to draw) elsewhere."""
+def progress_bar(enabled: bool, head: str | None = None) -> Iterator[Progress | None]:
+    """A `Progress` callback drawing one bar per label on a terminal (when `enabled`). Not on a terminal (a CI
+    log) and given a `head`, a timestamped line at every tenth of each kind of work, never a carriage return:
+    `12:03:04 fetch wheels 3/9`; else None (nothing to draw)."""
+    if not console_err.is_terminal and head:
+        yield progress_lines(head)
+        return
     if not enabled or not console_err.is_terminal:
         yield None
         return
@@ -86,6 +92,19 @@ def progress_bar(enabled: bool) -> Iterator[Progress | None]:
             bar.update(tasks[label], completed=done, total=total)
 
         yield update
+
+
+def progress_lines(head: str) -> Progress:
+    import time
+
+    said: dict[str, int] = {}
+
+    def line(label: str, done: int, total: int) -> None:
+        if done - said.get(label, 0) >= max(1, total // 10) or (done == total and said.get(label) != done):
+            said[label] = done
+            print(f"{time.strftime('%H:%M:%S')} {head} {label} {done}/{total}", file=sys.stderr, flush=True)
+
+    return line
 
 
 PIPED_WIDTH = 80  # what a CI log or a pager is read at: the width a table must fit when stdout is no terminal
@@ -160,6 +179,17 @@ class FitTable:
 
 # Columns of prose or of space-separated items: they wrap between words, never inside one.
 FREE_TEXT = ("note", "other lines", "dynamic section changes", "problem", "text", "skip import if")
+
+
+def step_lines(head: str) -> Callable[[int, int, str], None]:
+    """Progress for a log that is no terminal (CI): one timestamped line per step as it starts, on stderr,
+    never a carriage return or an escape (`12:03:04 build step 3/9: RUN ...`)."""
+    def step(n: int, of: int, what: str) -> None:
+        import time
+
+        print(f"{time.strftime('%H:%M:%S')} {head} step {n}/{of}: {what}", file=sys.stderr, flush=True)
+
+    return step
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]],

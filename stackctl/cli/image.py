@@ -20,6 +20,8 @@ from stackctl.cli.app import (
     console_err,
     emit,
     progress_display,
+    progress_lines,
+    step_lines,
     table,
 )
 from stackctl.cli.options import IndexOpt, LockOpt, overrides
@@ -173,6 +175,14 @@ def _context_bar(rendered: Rendered, show: bool) -> Iterator[Callable[[str], Non
         yield lambda name: bar.update(task, advance=1, description=name[:60])
 
 
+def check_wheelhouse_arg(wheelhouse: Path | None, fetch: bool) -> None:
+    """A typo'd --wheelhouse must not turn into a new directory and a multi-gigabyte download."""
+    if wheelhouse is not None and not wheelhouse.is_dir() and not fetch:
+        raise InputError(f"--wheelhouse {wheelhouse}: " + ("not a directory" if wheelhouse.exists() else
+                                                           "no such directory"),
+                         hint="check the path, or add --fetch to download the lock's wheels into it")
+
+
 @dataclass(frozen=True)
 class _BuildBars:
     fetch: Progress | None = None
@@ -183,7 +193,11 @@ class _BuildBars:
 @contextmanager
 def _build_bars(show: bool) -> Iterator[_BuildBars]:
     """One display for the three phases of a build (wheels fetched, context written, build steps): a
-    terminal holds one live display at a time."""
+    terminal holds one live display at a time. A CI log gets timestamped lines instead, one per build step
+    as the engine starts it (not silence until the end)."""
+    if not console_err.is_terminal:
+        yield _BuildBars(fetch=progress_lines("fetch"), step=step_lines("build"))
+        return
     if not show:
         yield _BuildBars()
         return
@@ -213,6 +227,8 @@ def build(
     lock: LockOpt = None,
     target: TargetOpt = None,
     wheelhouse: WheelhouseOpt = None,
+    fetch: Annotated[bool, typer.Option("--fetch", help="Download the lock's wheels into --wheelhouse DIR, "
+                                        "creating it (without --fetch a missing DIR is an error).")] = False,
     index: IndexOpt = None,
     context: Annotated[Path | None, typer.Option("--context", metavar="DIR", help="Build context dir (default: "
                                                  "build/STACK/context).")] = None,
@@ -223,7 +239,8 @@ def build(
     ref: RefOpt = None,
     created: CreatedOpt = None,
     record_dir: Annotated[Path, typer.Option("--record-dir", metavar="DIR",
-                                             help="Where the build record goes.")] = Path("build"),
+                                             help="Where the records go: DIR/STACK.build.json, and the context "
+                                             "and fetched wheels under DIR/STACK/.")] = Path("build"),
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Build every step afresh (release builds).")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -238,6 +255,7 @@ def build(
     from stackctl.image.buildlog import BuildFailed
     from stackctl.image.labels import image_ref
 
+    check_wheelhouse_arg(wheelhouse, fetch)
     path = lock_path(profile, lock)
     prep = prepare(load_profile(profile), path, target, revision, ref, created, allow_dirty, os.environ)
     engine = DockerEngine()  # before any download: an unreachable engine fails at once
@@ -272,9 +290,12 @@ def publish(
     profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
     repository: RepoOpt = None,
     lock: LockOpt = None,
-    record: Annotated[Path, typer.Option("--record", metavar="FILE",
-                                         help="Publication record (JSON lines) to append to.")] = Path(
-        "build/publications.jsonl"),
+    record_dir: Annotated[Path, typer.Option("--record-dir", metavar="DIR",
+                                             help="Where the records go, as for build: the publication is "
+                                             "appended to DIR/publications.jsonl.")] = Path("build"),
+    record_file: Annotated[Path | None, typer.Option("--record", metavar="FILE", hidden=True,
+                                                     help="The publication record file itself (older spelling).")]
+    = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -284,12 +305,15 @@ def publish(
     publication record.
     """
     from stackctl.engine.docker import DockerEngine
+    from stackctl.engine.registry import check_registry
     from stackctl.image.labels import image_ref
     from stackctl.image.publish import publish_stack
 
     stack = load_profile(profile)
     path = lock_path(profile, lock)
+    record = record_file or record_dir / "publications.jsonl"
     engine = DockerEngine()
+    check_registry(str(image_ref(stack, repository)))  # before anything is tagged or pushed
     if not as_json and console_err.is_terminal:
         with console_err.status(f"pushing {image_ref(stack, repository)}, then pulling it back by digest"):
             pub = publish_stack(stack, path, engine, record, repository)

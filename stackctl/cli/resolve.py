@@ -113,7 +113,7 @@ def resolve_cmd(
     stack = load_profile(profile)
     path = lock_path(profile, lock)
     client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
-    with progress_bar(not as_json) as progress:
+    with progress_bar(not as_json, "resolve") as progress:
         result = resolve_stack(stack, client, overrides(index), closure=not no_closure, train_window=train_window,
                                progress=progress)
     write_lock(path, result)
@@ -233,7 +233,7 @@ def fetch(
     stack = load_profile(profile)
     lk = read_lock(lock_path(profile, lock))
     client = make_client(no_cache=True, timeout=timeout, retries=retries)
-    with progress_bar(not as_json) as progress:
+    with progress_bar(not as_json, "fetch") as progress:
         paths = fetch_wheelhouse(lk, stack, target, dest, client=client, overrides=overrides(index),
                                  progress=progress)
     emit({"target": target, "dest": str(dest), "wheels": [str(p) for p in paths]}, as_json,

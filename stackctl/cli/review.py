@@ -8,7 +8,18 @@ from typing import Annotated
 import typer
 
 from stackctl.base.words import count
-from stackctl.cli.app import JsonOpt, MarkdownOpt, VerboseOpt, app, console, emit, markdown_table, one_format, table
+from stackctl.cli.app import (
+    JsonOpt,
+    MarkdownOpt,
+    VerboseOpt,
+    app,
+    console,
+    emit,
+    markdown_table,
+    one_format,
+    short_hash,
+    table,
+)
 from stackctl.errors import CheckFailed, InputError
 from stackctl.profile.locate import load_profile, resolve_profile_arg
 
@@ -164,10 +175,11 @@ def lock_diff_report(before: str, after: str, markdown: bool, as_json: bool) -> 
     rows = [[c.package, c.target, c.field, c.before or "—", c.after or "—"] for c in d.changes]
 
     def human() -> None:
-        if markdown:
+        if markdown:  # a pull request wraps a whole hash; a terminal shows 12 hex (--json has them whole)
             print(markdown_table(cols, rows))
         else:
-            console.print(table(f"{before} → {after}", cols, rows))
+            console.print(table(f"{before} → {after}", cols, [[*r[:3], short_hash(r[3]), short_hash(r[4])]
+                                                              for r in rows]))
             console.print(f"{len(d.changes)} change{'' if len(d.changes) == 1 else 's'}")
 
     emit(d, as_json, human)

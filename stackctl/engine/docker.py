@@ -4,16 +4,26 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import InputError, ServiceError
 from stackctl.image.buildlog import BuildResult, ImageFacts, Progress, parse_build_stream
 
 SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
+
+
+def engine_address() -> str:
+    """Where the engine was looked for, as the message should name it (userinfo in a tcp URL dropped)."""
+    host = os.environ.get("DOCKER_HOST")
+    if not host:
+        return "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
+    return f"{re.sub(r'//[^/@]*@', '//', host)} (DOCKER_HOST)"
 
 
 class DockerEngine:
@@ -30,8 +40,12 @@ class DockerEngine:
             self._client = docker.from_env(version="auto", timeout=600)
             self._client.ping()
         except self._lost as exc:
-            raise ServiceError(f"cannot reach the Docker engine (DOCKER_HOST or /var/run/docker.sock): {exc}",
-                               hint="start the engine (`bash .ci/services.sh`) or set DOCKER_HOST") from exc
+            raise ServiceError(f"cannot reach the Docker engine at {engine_address()}: {cause_in_words(exc)}",
+                               hint="start the engine (`bash .ci/services.sh`) or point DOCKER_HOST at it") from exc
+
+    def api_version(self) -> str:
+        """The engine API version this client speaks with the engine (negotiated: `version="auto"`)."""
+        return str(self._client.api.api_version)
 
     @property
     def client(self) -> Any:
@@ -45,7 +59,7 @@ class DockerEngine:
         except self._errors.APIError as exc:
             raise ServiceError(f"{what}: {exc.explanation or exc}") from exc
         except self._lost as exc:
-            raise ServiceError(f"{what}: lost the engine: {type(exc).__name__}: {exc}") from exc
+            raise ServiceError(f"{what}: lost the engine at {engine_address()}: {cause_in_words(exc)}") from exc
 
     def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
               nocache: bool = False) -> BuildResult:

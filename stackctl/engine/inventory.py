@@ -9,6 +9,7 @@ import posixpath
 from typing import Any
 
 from stackctl.abi.inventory import VERSIONED_LIBRARIES, Inventory, merge, parse_ldconfig_cache, parse_ldconfig_dirs
+from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import InputError, ServiceError
 
 _DOCKER_ARCH = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x",
@@ -41,7 +42,9 @@ def collect(client: Any, image: str, timeout: float = 300.0) -> Inventory:
     except docker.errors.APIError as exc:
         raise ServiceError(f"engine refused to look up image {image!r}: {exc.explanation or exc}") from None
     except (requests.RequestException, docker.errors.DockerException) as exc:
-        raise ServiceError(f"cannot reach the Docker engine ({type(exc).__name__}: {exc})") from None
+        from stackctl.engine.docker import engine_address
+
+        raise ServiceError(f"cannot reach the Docker engine at {engine_address()}: {cause_in_words(exc)}") from None
     arch = _DOCKER_ARCH.get(str(img.attrs.get("Architecture", "")), str(img.attrs.get("Architecture", "")))
     container = None
     try:

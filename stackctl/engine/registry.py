@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import InputError, ServiceError
 
 MANIFEST_TYPES = ", ".join([
@@ -119,7 +120,10 @@ class _Client:
                 if self.base.startswith("https://") and _loopback(self.ref.registry):
                     self.base = f"http://{self.ref.registry}"  # as the engine does for loopback registries
                     continue
-                raise ServiceError(f"registry {self.ref.registry} unreachable: {type(exc).__name__}") from None
+                raise ServiceError(f"registry {self.ref.registry} unreachable at {self.base}/v2/: "
+                                   f"{cause_in_words(exc)}",
+                                   hint="check that the registry runs and that REF names its host:port "
+                                   "(CI: `bash .ci/services.sh` starts one on 127.0.0.1:5000)") from None
 
     def get(self, path: str, accept: str | None = None) -> Any:
         headers = {"Accept": accept} if accept else {}
@@ -157,6 +161,14 @@ class _Client:
             return False
         self.session.headers["Authorization"] = f"Bearer {token}"
         return True
+
+
+def check_registry(ref_text: str) -> None:
+    """Fail fast when the registry REF names does not answer at all (before any tag is moved or layer pushed).
+    Any HTTP answer counts: a 401 is the push's business, with the Docker config's credentials."""
+    ref = parse_ref(ref_text)
+    if ref is not None:
+        _Client(ref)._send("/v2/", {}).close()
 
 
 def read_remote(ref_text: str) -> RemoteImage:

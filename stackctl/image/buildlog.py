@@ -69,6 +69,15 @@ class Engine(Protocol):
     def tag(self, source: str, repository: str, tag: str) -> None: ...
 
 
+# Terminal escapes a build step printed (pip's and apt's colours: `\x1b[91m`): the log is shown in CI
+# logs and stored in files, where they are noise; CSI sequences and OSC strings both.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
 def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | None = None) -> BuildResult:
     """Fold the engine's JSON build stream into a result; raise BuildFailed on an error event."""
     log: list[str] = []
@@ -80,7 +89,7 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | Non
             partial += ev["stream"]
             *lines, partial = partial.split("\n")
             for line in lines:
-                line = line.rstrip("\r")
+                line = strip_ansi(line.rstrip("\r"))
                 log.append(line)
                 m = _STEP.match(line)
                 if m:
@@ -93,15 +102,15 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | Non
             image_id = ev["aux"]["ID"]
         elif "error" in ev:
             if partial:
-                log.append(partial)
-            error = str(ev.get("errorDetail", {}).get("message") or ev["error"]).strip()
+                log.append(strip_ansi(partial))
+            error = strip_ansi(str(ev.get("errorDetail", {}).get("message") or ev["error"])).strip()
             fails = tuple(line for line in log if line.startswith("FAIL "))
             if fails:
                 raise BuildFailed(f"the gate failed: {count(len(fails), 'check')} did not pass", fails, tuple(log))
             last = tuple(line for line in log[-15:] if line.strip())
             raise BuildFailed(f"the build failed: {error}", last, tuple(log))
     if partial:
-        log.append(partial)
+        log.append(strip_ansi(partial))
     if not image_id:
         built = [m.group(1) for x in log if (m := re.match(r"Successfully built ([0-9a-f]+)", x))]
         image_id = built[-1] if built else ""

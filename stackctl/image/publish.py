@@ -14,7 +14,7 @@ from pathlib import Path
 
 from stackctl.base.files import write_atomic
 from stackctl.base.times import now_iso
-from stackctl.errors import CheckFailed, InputError, ServiceError
+from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
 from stackctl.image.buildlog import Engine, ImageFacts
 from stackctl.image.labels import LABEL_LOCK, LABEL_STACK, OCI, ImageRef
 from stackctl.profile.model import Stack
@@ -86,12 +86,22 @@ def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, reposi
     expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: locked.digest()}
     check_record_writable(record)
     built, ref = image_ref(stack), image_ref(stack, repository)
+    moved: tuple[ImageFacts | None] | None = None
     if ref != built:
         # The other name follows the current build: an older image left under it must not be pushed.
         there, source = engine.facts(str(ref)), engine.facts(str(built))
         if (there is None or stale(there, expect)) and source is not None and there != source:
             engine.tag(str(built), ref.repository, ref.tag)
-    pub = publish(engine, ref, expect=expect)
+            moved = (there,)
+    try:
+        pub = publish(engine, ref, expect=expect)
+    except StackctlError:
+        if moved is not None:  # a failed publish leaves the other name as it found it
+            if moved[0] is None:
+                engine.remove(str(ref))
+            else:
+                engine.tag(moved[0].id, ref.repository, ref.tag)
+        raise
     append_record(record, pub)
     return pub
 

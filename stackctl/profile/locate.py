@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackctl.base.words import did_you_mean
 from stackctl.errors import InputError
 
 if TYPE_CHECKING:
@@ -19,7 +20,8 @@ def resolve_profile_arg(spec: str) -> str:
         candidate = Path("stacks") / f"{spec}.toml"
         if candidate.exists():
             return str(candidate)
-        raise InputError(f"unknown stack {spec!r}: no {candidate}")
+        raise InputError(f"unknown stack {spec!r}: no {candidate}", hint=did_you_mean(
+            spec, [p.stem for p in Path("stacks").glob("*.toml")]))
     raise InputError(f"{spec}: no such file")
 
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
+from stackctl.base.words import did_you_mean
+
 if TYPE_CHECKING:
     from stackctl.profile.model import Stack
 
@@ -39,7 +41,9 @@ class _Pins(Mapping[str, str]):
         try:
             return self._pins[canonicalize_name(name)]
         except KeyError:
-            raise TagTemplateError(f"{{pins[{name}]}} names no pin of this stack") from None
+            hint = did_you_mean(canonicalize_name(name), list(self._pins))
+            raise TagTemplateError(f"{{pins[{name}]}} names no pin of this stack"
+                                   + (f" ({hint})" if hint else "")) from None
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._pins)
