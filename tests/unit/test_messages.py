@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from stackctl.base.words import count
 from tests.conftest import STACKS, Result
 
@@ -37,3 +39,87 @@ def test_wheel_diff_summary_does_not_say_only_after_listing_python_sources(cli: 
     one = build_wheel(tmp_path / "c", "ep", "1.2", files={"ep/a.py": "3", "ep/b.py": "2", "ep/ops.h": "2"})
     r = cli("wheel-diff", str(new), str(one))
     assert "1 Python source differs (a.py); no other member differs" in r.out
+
+
+def _wrapped(inner: BaseException) -> BaseException:
+    """A socket error as requests hands it over: inside urllib3's MaxRetryError, inside ConnectionError."""
+    import requests
+    import urllib3.exceptions
+
+    retry = urllib3.exceptions.MaxRetryError(None, "/v2/", inner)  # type: ignore[arg-type]
+    return requests.exceptions.ConnectionError(retry)
+
+
+def test_connection_failures_in_words() -> None:
+    import socket
+    import ssl
+
+    import requests
+
+    from stackctl.base.neterrors import cause_in_words
+
+    assert cause_in_words(_wrapped(ConnectionRefusedError(111, "Connection refused"))) == (
+        "connection refused: nothing listens there")
+    assert cause_in_words(_wrapped(socket.gaierror(-2, "Name or service not known"))) == (
+        "the host name does not resolve")
+    assert cause_in_words(_wrapped(ssl.SSLCertVerificationError("certificate verify failed"))) == (
+        "the TLS certificate is not trusted (CA bundle: REQUESTS_CA_BUNDLE)")
+    assert cause_in_words(requests.exceptions.ReadTimeout("HTTPConnectionPool: Read timed out.")) == (
+        "no answer in time (timed out)")
+    assert cause_in_words(_wrapped(FileNotFoundError(2, "No such file or directory"))) == "no socket at that path"
+    # only the text survived the wrapping: still words, never the repr
+    text = requests.exceptions.ConnectionError(
+        "HTTPConnectionPool(host='h', port=1): Max retries exceeded with url: /v2/ (Caused by "
+        "NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7f>: Failed to establish a new "
+        "connection: [Errno 111] Connection refused'))")
+    assert cause_in_words(text) == "connection refused: nothing listens there"
+    assert cause_in_words(ValueError("what")) == "the connection failed (ValueError)"
+
+
+def test_version(cli: Cli) -> None:
+    from importlib.metadata import version
+
+    r = cli("--version")
+    assert r.code == 0 and r.out == f"stackctl {version('stackctl')}\n" and r.err == ""
+
+
+def test_a_typo_in_a_stack_name_gets_did_you_mean(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "stacks").mkdir()
+    for name in ("torch-2.11-post1", "torch-2.11-post2", "public-example"):
+        (tmp_path / "stacks" / f"{name}.toml").write_text((STACKS / f"{name}.toml").read_text())
+    r = cli("show", "torch-2.11-pots2", cwd=tmp_path)
+    assert r.code == 2
+    assert r.err.splitlines() == ["error: unknown stack 'torch-2.11-pots2': no stacks/torch-2.11-pots2.toml",
+                                  "hint: did you mean torch-2.11-post2 or torch-2.11-post1?"]
+    r = cli("validate", "nothing-like-it", cwd=tmp_path)
+    assert r.code == 2 and "hint:" not in r.err
+
+
+def test_a_typo_in_a_tag_template_pin_gets_did_you_mean(cli: Cli, tmp_path: Path) -> None:
+    text = (STACKS / "torch-2.11-post1.toml").read_text().replace("pins[torch]", "pins[trch]")
+    assert "pins[trch]" in text
+    (tmp_path / "p.toml").write_text(text)
+    r = cli("tag", str(tmp_path / "p.toml"))
+    assert r.code == 2
+    assert "{pins[trch]} names no pin of this stack (did you mean torch or torchada?)" in r.err
+
+
+def test_build_log_lines_carry_no_terminal_escapes_and_steps_print_as_they_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from stackctl.cli.app import step_lines
+    from stackctl.image.buildlog import BuildFailed, parse_build_stream
+
+    step = step_lines("build")
+    events = iter([{"stream": "Step 1/2 : FROM base\n"}, {"stream": "\x1b[91mwarning: red\x1b[0m\n"},
+                   {"stream": "Step 2/2 : RUN python gate.py\n"}, {"stream": "\x1b]0;title\x07FAIL import a\n"},
+                   {"error": "\x1b[31mreturned a non-zero code: 1\x1b[0m"}])
+    with pytest.raises(BuildFailed) as exc:
+        parse_build_stream(events, step)
+    assert exc.value.lines == ("FAIL import a",)
+    assert "warning: red" in exc.value.log and not any("\x1b" in line for line in exc.value.log)
+    err = capsys.readouterr().err.splitlines()
+    assert [re.sub(r"^\d\d:\d\d:\d\d ", "", line) for line in err] == [
+        "build step 1/2: FROM base", "build step 2/2: RUN python gate.py"]
+    assert all(re.match(r"\d\d:\d\d:\d\d build", line) for line in err)
