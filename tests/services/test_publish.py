@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +101,12 @@ def test_image_diff_from_installed_labels(
         assert r.out.splitlines()[2:] == ["| toplib | 0.3.0 | 0.4.0 | minor |"]
         j = json.loads(cli("diff", a, b, "--json").out)
         assert {p["package"]: p["change"] for p in j["pins"]}["corelib"] == "unchanged"
+        # an image stackctl did not build records nothing: said so, not every package "added"
+        r = cli("diff", base_image, a)
+        assert r.code == 2 and "added" not in r.out
+        assert r.err.splitlines()[0] == (f"error: {base_image} records no installed distributions (no "
+                                         "io.stackctl.installed label): it was not built by `stackctl build`, "
+                                         "so there is nothing to compare")
     finally:
         remove_images(docker_client, repository)
         if published:
@@ -113,8 +121,12 @@ def test_registry_down_fails_publish_and_writes_no_record(
     try:
         r = cli("publish", "e2e", "--repository", down, "--record", str(record), cwd=root)
         assert r.code == 3, r.out + r.err
-        assert "error: push of 127.0.0.1:" in r.err and "failed" in r.err
+        # checked before anything is tagged or pushed; the cause in words, with the URL tried
+        host = down.split("/", 1)[0]
+        assert r.err.splitlines()[0] == (f"error: registry {host} unreachable at http://{host}/v2/: "
+                                         "connection refused: nothing listens there")
         assert not record.exists()
+        assert not [t for i in docker_client.images.list() for t in i.tags if t.startswith(down)]
         r = cli("inspect", f"{down}:x")
         assert r.code == 3 and "unreachable" in r.err
 
@@ -242,3 +254,49 @@ def test_a_record_that_cannot_be_written_stops_publish_before_any_push(
         r = cli("publish", "e2e", "--record", record, cwd=repo.root)
         assert r.code == 2, r.out + r.err
         assert "cannot write the publication record" in r.err and "Traceback" not in r.err
+
+
+class _PushRefusingRegistry(BaseHTTPRequestHandler):
+    """Answers the API check (GET /v2/) and refuses every upload: a registry that is up but cannot take a push."""
+
+    def do_GET(self) -> None:
+        self._answer(200 if self.path == "/v2/" else 404)
+
+    def do_HEAD(self) -> None:
+        self._answer(404)
+
+    def do_POST(self) -> None:
+        self._answer(500)
+
+    def _answer(self, code: int) -> None:
+        body = b"{}"
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Docker-Distribution-API-Version", "registry/2.0")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+
+def test_a_failed_publish_under_another_repository_leaves_no_tag(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    root, image = built(tmp_path, cli, registry)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PushRefusingRegistry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    other = f"127.0.0.1:{server.server_address[1]}/stackctl-test/refused"
+    try:
+        r = cli("publish", "e2e", "--repository", other, "--record-dir", str(tmp_path / "rec"), cwd=root)
+        assert r.code == 3, r.out + r.err
+        assert "push of" in r.err and not (tmp_path / "rec" / "publications.jsonl").exists()
+        # the tag publish added for the push is gone again; the build's own tag is untouched
+        assert not [t for i in docker_client.images.list() for t in i.tags if t.startswith(other)]
+        assert docker_client.images.get(image).id
+    finally:
+        server.shutdown()
+        server.server_close()
+        remove_images(docker_client, image.rsplit(":", 1)[0])
+        remove_images(docker_client, other)
