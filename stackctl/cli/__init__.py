@@ -78,7 +78,7 @@ def _report_usage(exc: Exception, as_json: bool) -> int:
     return code
 
 
-def _version(verbose: bool) -> None:
+def print_version(verbose: bool) -> None:
     """`stackctl --version`; with --verbose also the engine API and the uv that a build and a resolve would use
     (each asked for; one that cannot be reached says why instead of failing)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     output.json_emitted = False
     if "--version" in args and set(args) <= {"--version", "--verbose"}:
-        _version("--verbose" in args)
+        print_version("--verbose" in args)
         sys.exit(0)
     register(args)
     command = typer.main.get_command(app)

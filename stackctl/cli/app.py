@@ -24,10 +24,24 @@ app = typer.Typer(
     name="stackctl",
     help="Pin, prove, build and publish GPU inference image stacks from a declarative profile.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print stackctl's version and exit (with --verbose: "
+                                          "also the engine API and uv it uses).")] = False,
+) -> None:
+    # `stackctl --version [--verbose]` is answered before the commands load (stackctl.cli.main); this option
+    # is here for --help and shell completion.
+    if version:
+        from stackctl.cli import print_version
+
+        print_version(False)
+        raise typer.Exit(0)
+
 
 console = Console(highlight=False, soft_wrap=True)
 console_err = Console(stderr=True, highlight=False)
