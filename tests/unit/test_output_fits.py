@@ -60,7 +60,7 @@ def _stacks(tmp_path: Path) -> Path:
 
 def _lock(root: Path, name: str, salt: str) -> Path:
     """A lock of the stack as resolve writes it, with real-length file names, hashes and upload times."""
-    from stackctl.cli.profiles import load_profile
+    from stackctl.profile.locate import load_profile
 
     stack = load_profile(str(root / "stacks" / f"{name}.toml"))
     pins = tuple(LockedPin(
