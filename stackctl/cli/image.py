@@ -314,10 +314,9 @@ def publish(
     record = record_file or record_dir / "publications.jsonl"
     engine = DockerEngine()
     check_registry(str(image_ref(stack, repository)))  # before anything is tagged or pushed
-    if not as_json and console_err.is_terminal:
-        with console_err.status(f"pushing {image_ref(stack, repository)}, then pulling it back by digest"):
-            pub = publish_stack(stack, path, engine, record, repository)
-    else:
+    # Each layer's bytes as it is pushed, then pulled back: a bar per layer on a terminal, lines in a CI log.
+    with progress_bar(not as_json, "publish") as transfer:
+        engine.transfer = transfer
         pub = publish_stack(stack, path, engine, record, repository)
     emit(pub, as_json, lambda: console.print(
         f"published {pub.tag}\n  digest   {pub.digest}\n  image id {pub.image_id}\n  revision {pub.revision}\n"

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from stackctl.base.neterrors import cause_in_words
+from stackctl.base.progress import Progress
 from stackctl.errors import InputError, ServiceError
-from stackctl.image.buildlog import BuildResult, ImageFacts, Progress, parse_build_stream
+from stackctl.image.buildlog import BuildResult, ImageFacts, parse_build_stream
+from stackctl.image.buildlog import Progress as StepProgress
 
 SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
 
@@ -26,8 +28,15 @@ def engine_address() -> str:
     return f"{re.sub(r'//[^/@]*@', '//', host)} (DOCKER_HOST)"
 
 
+_LAYER = re.compile(r"[0-9a-f]{12}")
+_LAYER_DONE = frozenset({"Pushed", "Layer already exists", "Pull complete", "Already exists"})
+
+
 class DockerEngine:
+    transfer: Progress | None = None  # layer bytes of push and pull: (label, bytes done, bytes in all)
+
     def __init__(self) -> None:
+        self._sizes: dict[str, int] = {}
         import docker
         import docker.errors
         import requests
@@ -42,6 +51,21 @@ class DockerEngine:
         except self._lost as exc:
             raise ServiceError(f"cannot reach the Docker engine at {engine_address()}: {cause_in_words(exc)}",
                                hint="start the engine (`bash .ci/services.sh`) or point DOCKER_HOST at it") from exc
+
+    def _transferred(self, verb: str, ev: dict[str, Any]) -> None:
+        """Bytes of each layer as the engine reports them, to `self.transfer`; a layer that needs no bytes (it
+        exists already) or whose bytes went by unreported is reported as done."""
+        layer, detail = ev.get("id"), ev.get("progressDetail") or {}
+        if self.transfer is None or not isinstance(layer, str) or not _LAYER.fullmatch(layer):
+            return
+        label = f"{verb} layer {layer}"
+        total, current = detail.get("total"), detail.get("current")
+        if isinstance(total, int) and total > 0 and isinstance(current, int):
+            self._sizes[label] = total
+            self.transfer(label, min(current, total), total)
+        elif ev.get("status") in _LAYER_DONE:
+            size = self._sizes.get(label, 1)
+            self.transfer(label, size, size)
 
     def api_version(self) -> str:
         """The engine API version this client speaks with the engine (negotiated: `version="auto"`)."""
@@ -61,7 +85,7 @@ class DockerEngine:
         except self._lost as exc:
             raise ServiceError(f"{what}: lost the engine at {engine_address()}: {cause_in_words(exc)}") from exc
 
-    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+    def build(self, context: Path, tag: str, on_step: StepProgress | None = None, *,
               nocache: bool = False) -> BuildResult:
         with self.talking(f"build of {tag}"):
             # A step may print nothing for long (pip unpacking a multi-GB torch wheel, the engine committing
@@ -93,6 +117,7 @@ class DockerEngine:
                 if "error" in ev:
                     msg = str(ev.get("errorDetail", {}).get("message") or ev["error"]).strip()
                     raise ServiceError(f"push of {repository}:{tag} failed: {msg}")
+                self._transferred("push", ev)
                 aux = ev.get("aux")
                 if isinstance(aux, dict) and aux.get("Digest"):
                     digest = str(aux["Digest"])
@@ -108,6 +133,7 @@ class DockerEngine:
             for ev in self._client.api.pull(repo, tag=digest, stream=True, decode=True):
                 if "error" in ev:
                     raise ServiceError(f"pull of {ref} failed: {ev['error']}")
+                self._transferred("pull", ev)
         facts = self.facts(ref)
         if facts is None:
             raise ServiceError(f"pull of {ref} finished but the engine has no such image")

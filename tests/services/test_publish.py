@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,9 +46,14 @@ def test_publish_pull_back_record_and_inspect(
     record = tmp_path / "publications.jsonl"
     digests: list[str] = []
     try:
-        r = cli("publish", "e2e", "--record", str(record), "--json", cwd=root)
+        r = cli("publish", "e2e", "--record-dir", str(tmp_path), "--json", cwd=root)
         assert r.code == 0, r.out + r.err
         pub = json.loads(r.out)
+        # in a CI log: timestamped lines of each layer's bytes as it is pushed, never a spinner or an escape
+        pushed = [ln for ln in r.err.splitlines() if " publish push layer " in ln]
+        assert pushed and all(re.fullmatch(r"\d\d:\d\d:\d\d publish push layer [0-9a-f]{12} \d+/\d+", ln)
+                              for ln in pushed), r.err
+        assert "\r" not in r.err and "\x1b" not in r.err
         digests.append(pub["digest"])
         head = git(root, "rev-parse", "HEAD").strip()
         assert pub["revision"] == head and pub["tag"] == image and pub["digest"].startswith("sha256:")
