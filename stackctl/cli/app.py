@@ -111,12 +111,15 @@ def progress_bar(enabled: bool, head: str | None = None) -> Iterator[Progress | 
 def progress_lines(head: str) -> Progress:
     import time
 
+    from stackctl.wheels.archive import human_size
+
     said: dict[str, int] = {}
 
     def line(label: str, done: int, total: int) -> None:
         if done - said.get(label, 0) >= max(1, total // 10) or (done == total and said.get(label) != done):
             said[label] = done
-            print(f"{time.strftime('%H:%M:%S')} {head} {label} {done}/{total}", file=sys.stderr, flush=True)
+            what = f"{human_size(done)} of {human_size(total)}" if label == "bytes" else f"{label} {done}/{total}"
+            print(f"{time.strftime('%H:%M:%S')} {head} {what}", file=sys.stderr, flush=True)
 
     return line
 

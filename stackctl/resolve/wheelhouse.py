@@ -6,6 +6,7 @@ goes into an image is exactly what `resolve` proved.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from stackctl.index.client import ClientOptions, IndexClient
 from stackctl.index.config import IndexEndpoint, endpoints, origin
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock, LockedFile
+
+BYTES = "bytes"  # the progress label whose counts are bytes, not items
 
 
 def endpoint_for(f: LockedFile, index: str | None, eps: Mapping[str, IndexEndpoint], stack: Stack) -> IndexEndpoint:
@@ -56,11 +59,24 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
     except OSError as exc:
         raise InputError(f"{dest}: cannot create the wheelhouse: {exc.strerror or exc}") from None
 
+    # Bytes as they arrive (a torch wheel alone is gigabytes), from every worker; a wheel kept counts whole.
+    total = sum(f.size or 0 for f in wheels)
+    moved = [0]
+    guard = threading.Lock()
+
+    def advance(n: int) -> None:
+        if progress is not None and total:
+            with guard:
+                moved[0] += n
+                now = min(moved[0], total)
+            progress(BYTES, now, total)
+
     def one(f: LockedFile) -> Path:
         path = dest / f.filename
         if path.is_file() and sha256_file(path) == f.sha256:
+            advance(f.size or 0)
             return path
-        client.download(endpoint_for(f, pin_index.get(f.url), eps, stack), f, path)
+        client.download(endpoint_for(f, pin_index.get(f.url), eps, stack), f, path, advance)
         return path
 
     done = parallel(4, one, wheels, progress, "wheels")

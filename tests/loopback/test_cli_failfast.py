@@ -63,6 +63,13 @@ def test_fetch_in_a_ci_log_prints_timestamped_lines(cli: Cli, tmp_path: Path) ->
     r = cli("fetch", "ff", "--target", repo.stack.targets[0].label, "--dest", str(repo.wheelhouse), cwd=repo.root)
     assert r.code == 0, r.err
     lines = r.err.splitlines()
-    assert lines and all(re.fullmatch(r"\d\d:\d\d:\d\d fetch wheels \d+/5", line) for line in lines), r.err
-    assert lines[-1].endswith(" 5/5")
+    wheels = [ln for ln in lines if " fetch wheels " in ln]
+    sizes = [ln for ln in lines if " fetch wheels " not in ln]
+    assert wheels and all(re.fullmatch(r"\d\d:\d\d:\d\d fetch wheels \d/5", ln) for ln in wheels), r.err
+    assert wheels[-1].endswith(" 5/5")
+    # and the bytes: what a multi-gigabyte torch wheel needs to show it is moving
+    assert sizes and all(re.fullmatch(r"\d\d:\d\d:\d\d fetch [\d.]+ (B|KiB|MiB|GiB) of [\d.]+ (B|KiB|MiB|GiB)", ln)
+                         for ln in sizes), r.err
+    total = sizes[-1].split(" of ")[1]
+    assert sizes[-1].split(" fetch ")[1] == f"{total} of {total}"
     assert "\r" not in r.err and "\x1b" not in r.err
