@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from tests.conftest import Result
 from tests.support.engine import unique_tag
+from tests.support.fit import check_fits
 from tests.support.gitrepo import git
 from tests.support.imagestack import StackRepo, make_stack_repo
 from tests.support.imagetest import remove_images
@@ -42,6 +44,16 @@ def test_build_passes_gate_and_labels_carry_the_revision(
         r = build(cli, repo, tmp_path, "--json")
         assert r.code == 0, r.out + r.err
         record = json.loads(r.out)
+        # a CI log gets a timestamped line per build step, in order, without escapes or carriage returns
+        steps = [ln for ln in r.err.splitlines() if " build step " in ln]
+        assert [int(re.search(r" build step (\d+)/", ln).group(1)) for ln in steps  # type: ignore[union-attr]
+                ] == list(range(1, record["steps"] + 1))
+        assert all(re.fullmatch(rf"\d\d:\d\d:\d\d build step \d+/{record['steps']}: \S.*", ln) for ln in steps)
+        assert "\r" not in r.err and "\x1b" not in r.err
+        # the human report at 80 columns through a pipe keeps the image, its id and the gate lines whole
+        check_fits(cli, monkeypatch, ["build", "e2e", "--wheelhouse", str(repo.wheelhouse), "--record-dir",
+                                      str(tmp_path / "build"), "--context", str(tmp_path / "ctx")],
+                   ["image", "image_id", "gate"], cwd=repo.root)
         assert "PASS import patcher version=1.0.0" in record["gate"]
         assert "PASS import corelib version=2.0.0+vendor1" in record["gate"]
         assert "PASS probe corelib data files: 3 files corelib/data/*.json expected=3" in record["gate"]

@@ -32,7 +32,7 @@ def test_an_unreachable_engine_reads_the_same_everywhere(cli: Callable[..., Resu
     (tmp_path / "stacks" / "public-example.toml").write_text(
         (Path(__file__).resolve().parents[2] / "stacks" / "public-example.toml").read_text())
     lock = tmp_path / "stacks" / "public-example.lock"
-    from stackctl.cli.profiles import load_profile
+    from stackctl.profile.locate import load_profile
     from stackctl.resolve.lock import Lock, write_lock
 
     stack = load_profile(str(tmp_path / "stacks" / "public-example.toml"))
@@ -46,3 +46,23 @@ def test_an_unreachable_engine_reads_the_same_everywhere(cli: Callable[..., Resu
                         "connection refused: nothing listens there")
     assert lines[1] == "hint: start the engine (`bash .ci/services.sh`) or point DOCKER_HOST at it"
     assert not (tmp_path / "inv.json").exists()
+
+
+def test_version_verbose_names_the_engine_api_and_uv(cli: Callable[..., Result], docker_client: Any) -> None:
+    import re
+
+    r = cli("--version", "--verbose")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert re.fullmatch(r"stackctl \S+", lines[0])
+    assert lines[1] == f"engine API {docker_client.api.api_version}"
+    assert re.match(r"uv \d+\.\d+\.\d+", lines[2])
+
+
+def test_inspect_and_inventory_fit_80_columns_piped(cli: Callable[..., Result], docker_client: Any, base_image: Any,
+                                                    monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.support.fit import check_fits
+
+    check_fits(cli, monkeypatch, ["inventory", base_image, "--out", str(tmp_path / "inv.json")],
+               ["image", "glibc", "glibcxx", "cxxabi"])
+    check_fits(cli, monkeypatch, ["inspect", base_image], ["image_id"])

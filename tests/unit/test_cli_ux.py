@@ -26,7 +26,7 @@ def _stack_dir(tmp_path: Path) -> Path:
 
 def _lock_for(cli: Cli, stacks: Path) -> Path:
     """A lock of the current profile with one wheel per target, written as resolve would."""
-    from stackctl.cli.profiles import load_profile
+    from stackctl.profile.locate import load_profile
 
     stack = load_profile(str(stacks / "stacks" / "public-example.toml"))
     pins = tuple(LockedPin(p.name, p.version, p.index, tuple(
