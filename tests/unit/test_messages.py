@@ -123,3 +123,17 @@ def test_build_log_lines_carry_no_terminal_escapes_and_steps_print_as_they_start
     assert [re.sub(r"^\d\d:\d\d:\d\d ", "", line) for line in err] == [
         "build step 1/2: FROM base", "build step 2/2: RUN python gate.py"]
     assert all(re.match(r"\d\d:\d\d:\d\d build", line) for line in err)
+
+
+def test_shell_completion_completes_commands_and_options(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("_STACKCTL_COMPLETE", "complete_bash")
+    monkeypatch.setenv("COMP_WORDS", "stackctl outd")
+    monkeypatch.setenv("COMP_CWORD", "1")
+    r = cli()
+    assert r.code == 0 and r.out.split() == ["outdated"]
+    monkeypatch.setenv("COMP_WORDS", "stackctl publish --record")
+    monkeypatch.setenv("COMP_CWORD", "2")
+    r = cli()
+    assert r.out.split() == ["--record-dir"]  # the older --record spelling is hidden
+    monkeypatch.delenv("_STACKCTL_COMPLETE")
+    assert "--install-completion" in cli("--help").out
