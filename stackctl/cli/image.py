@@ -19,6 +19,7 @@ from stackctl.cli.app import (
     console,
     console_err,
     emit,
+    progress_bar,
     progress_display,
     progress_lines,
     step_lines,

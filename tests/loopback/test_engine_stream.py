@@ -59,8 +59,10 @@ def test_engine_lost_mid_build_is_a_service_error(tmp_path: Path, monkeypatch: p
     try:
         monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{server.server_address[1]}")
         (tmp_path / "Dockerfile").write_text("FROM scratch\n")
-        with pytest.raises(ServiceError, match=r"^build of x:y: lost the engine: ProtocolError"):
+        with pytest.raises(ServiceError) as exc:
             DockerEngine().build(tmp_path, "x:y")
+        assert str(exc.value) == (f"build of x:y: lost the engine at tcp://127.0.0.1:{server.server_address[1]} "
+                                  "(DOCKER_HOST): the connection broke off in the middle of an answer")
     finally:
         server.shutdown()
         server.server_close()
