@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin
 
+from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import CheckFailed, ServiceError
 from stackctl.index.cache import Entry, HttpCache
 from stackctl.index.config import IndexEndpoint, origin, tls_verify
@@ -120,12 +121,10 @@ class IndexClient:
                                    "the CA bundle comes from REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE or pip's `cert`"
                                    ) from None
             except requests.exceptions.ConnectionError as exc:
-                text = str(exc).lower()
-                kind = "connection refused" if "refused" in text else "connection failed"
-                cause = f"{kind} ({current})"
+                cause = f"{cause_in_words(exc)} ({current})"
                 retry = True
             except requests.exceptions.RequestException as exc:
-                raise ServiceError(f"index {ep.name}, {what}: {type(exc).__name__} for {current}") from exc
+                raise ServiceError(f"index {ep.name}, {what}: {cause_in_words(exc)} for {current}") from exc
             else:
                 if r.status_code < 500:
                     return r
