@@ -129,7 +129,7 @@ def abi(
         console_err.print(f"[yellow]warning:[/] {w}")
     inv_file = inventory or plan.inventory
     inv = read_inventory(inv_file) if inv_file else None
-    with progress_bar(not as_json) as progress:
+    with progress_bar(not as_json, "abi") as progress:
         run = run_abi(plan, inv, plan.allow + tuple(allow or ()), limits, client, progress)
     reports, sources = run.reports, run.origins
 
@@ -243,7 +243,7 @@ def wheel_diff(
     one_format(as_json, markdown)
     limits = _limits(max_size)
     scans, sources = [], []
-    with progress_bar(not as_json) as progress:
+    with progress_bar(not as_json, "wheel-diff") as progress:
         for n, location in enumerate((old, new), 1):
             with OpenedWheel(location, limits) as w:
                 scans.append(w.scan(with_metadata=True))

@@ -198,13 +198,13 @@ class FitTable:
 FREE_TEXT = ("note", "other lines", "dynamic section changes", "problem", "text", "skip import if")
 
 
-def step_lines(head: str) -> Callable[[int, int, str], None]:
+def step_lines(head: str, noun: str = "step") -> Callable[[int, int, str], None]:
     """Progress for a log that is no terminal (CI): one timestamped line per step as it starts, on stderr,
     never a carriage return or an escape (`12:03:04 build step 3/9: RUN ...`)."""
     def step(n: int, of: int, what: str) -> None:
         import time
 
-        print(f"{time.strftime('%H:%M:%S')} {head} step {n}/{of}: {what}", file=sys.stderr, flush=True)
+        print(f"{time.strftime('%H:%M:%S')} {head} {noun} {n}/{of}: {what}", file=sys.stderr, flush=True)
 
     return step
 

@@ -168,6 +168,15 @@ def _write_context(rendered: Rendered, wheelhouse: Path, out: Path, show: bool) 
 def _context_bar(rendered: Rendered, show: bool) -> Iterator[Callable[[str], None] | None]:
     """A bar over the wheels as each is hashed and linked into the context (gigabytes for torch)."""
     wheels = sum(1 for f in rendered.files if f.wheel)
+    if wheels and not console_err.is_terminal:  # a CI log: a line per wheel
+        step, done = step_lines("context", "wheel"), [0]
+
+        def line(name: str) -> None:
+            done[0] += 1
+            step(done[0], wheels, name)
+
+        yield line
+        return
     if not show or not wheels:
         yield None
         return

@@ -73,3 +73,13 @@ def test_fetch_in_a_ci_log_prints_timestamped_lines(cli: Cli, tmp_path: Path) ->
     total = sizes[-1].split(" of ")[1]
     assert sizes[-1].split(" fetch ")[1] == f"{total} of {total}"
     assert "\r" not in r.err and "\x1b" not in r.err
+
+
+def test_render_in_a_ci_log_prints_a_line_per_wheel(cli: Cli, tmp_path: Path) -> None:
+    import re
+
+    repo = make_stack_repo(tmp_path, "ff", "127.0.0.1:5000/t/ff")
+    r = cli("render", "ff", "--out", str(tmp_path / "ctx"), "--wheelhouse", str(repo.wheelhouse), cwd=repo.root)
+    assert r.code == 0, r.err
+    lines = r.err.splitlines()
+    assert [re.sub(r"^\d\d:\d\d:\d\d context wheel (\d)/5: \S+\.whl$", r"\1", ln) for ln in lines] == list("12345")
