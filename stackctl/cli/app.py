@@ -79,11 +79,35 @@ def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
 
 def progress_display(head: str | None = None) -> ProgressDisplay:
     """How every bar looks: on stderr, gone when done; `head` names the work before the bar."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        Task,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    class Count(ProgressColumn):
+        """Bytes as sizes (`1.2/3.9 GB`) for a task that counts bytes, else `3/9`."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.items, self.size = MofNCompleteColumn(), DownloadColumn()
+
+        def render(self, task: Task) -> Text:
+            return (self.size if counts_bytes(task.description) else self.items).render(task)
 
     columns: list[ProgressColumn] = [TextColumn(f"[bold]{head}[/]")] if head else []
-    columns += [BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}")]
+    columns += [BarColumn(), Count(), TimeElapsedColumn(), TextColumn("{task.description}")]
     return Progress(*columns, console=console_err, transient=True)
+
+
+def counts_bytes(label: str) -> bool:
+    """Whether a progress label counts bytes (`bytes`, `push layer 3f2a...`) rather than items."""
+    return label == "bytes" or " layer " in f" {label} "
 
 
 @contextmanager
@@ -118,7 +142,9 @@ def progress_lines(head: str) -> Progress:
     def line(label: str, done: int, total: int) -> None:
         if done - said.get(label, 0) >= max(1, total // 10) or (done == total and said.get(label) != done):
             said[label] = done
-            what = f"{human_size(done)} of {human_size(total)}" if label == "bytes" else f"{label} {done}/{total}"
+            what = (f"{human_size(done)} of {human_size(total)}" if label == "bytes" else
+                    f"{label} {human_size(done)} of {human_size(total)}" if counts_bytes(label) else
+                    f"{label} {done}/{total}")
             print(f"{time.strftime('%H:%M:%S')} {head} {what}", file=sys.stderr, flush=True)
 
     return line

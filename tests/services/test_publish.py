@@ -51,7 +51,8 @@ def test_publish_pull_back_record_and_inspect(
         pub = json.loads(r.out)
         # in a CI log: timestamped lines of each layer's bytes as it is pushed, never a spinner or an escape
         pushed = [ln for ln in r.err.splitlines() if " publish push layer " in ln]
-        assert pushed and all(re.fullmatch(r"\d\d:\d\d:\d\d publish push layer [0-9a-f]{12} \d+/\d+", ln)
+        size = r"[\d.]+ (B|KiB|MiB|GiB)"
+        assert pushed and all(re.fullmatch(rf"\d\d:\d\d:\d\d publish push layer [0-9a-f]{{12}} {size} of {size}", ln)
                               for ln in pushed), r.err
         assert "\r" not in r.err and "\x1b" not in r.err
         digests.append(pub["digest"])

@@ -137,3 +137,35 @@ def test_shell_completion_completes_commands_and_options(cli: Cli, monkeypatch: 
     assert r.out.split() == ["--record-dir"]  # the older --record spelling is hidden
     monkeypatch.delenv("_STACKCTL_COMPLETE")
     assert "--install-completion" in cli("--help").out
+
+
+def test_terminal_bars_count_bytes_as_sizes_and_items_as_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import re
+    import sys
+
+    from rich.console import Console
+
+    app = sys.modules["stackctl.cli.app"]
+    out = io.StringIO()
+    monkeypatch.setattr(app, "console_err", Console(file=out, force_terminal=True, width=100))
+    with app.progress_bar(True) as progress:
+        progress("bytes", 300 * 2**20, 2 * 2**30)
+        progress("wheels", 3, 9)
+        progress("push layer 3f2a1b4c5d6e", 5000, 10000)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    assert "0.3/2.1 GB" in text and "3/9" in text and "5.0/10.0 kB" in text
+
+
+def test_ci_lines_count_bytes_as_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from stackctl.cli.app import progress_lines
+
+    line = progress_lines("publish")
+    for done in (0, 2**20, 5 * 2**20):
+        line("push layer 3f2a1b4c5d6e", done, 5 * 2**20)
+    line("wheels", 1, 1)
+    err = [re.sub(r"^\d\d:\d\d:\d\d ", "", ln) for ln in capsys.readouterr().err.splitlines()]
+    assert err == ["publish push layer 3f2a1b4c5d6e 1.0 MiB of 5.0 MiB",
+                   "publish push layer 3f2a1b4c5d6e 5.0 MiB of 5.0 MiB", "publish wheels 1/1"]
