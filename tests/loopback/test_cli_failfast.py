@@ -83,3 +83,12 @@ def test_render_in_a_ci_log_prints_a_line_per_wheel(cli: Cli, tmp_path: Path) ->
     assert r.code == 0, r.err
     lines = r.err.splitlines()
     assert [re.sub(r"^\d\d:\d\d:\d\d context wheel (\d)/5: \S+\.whl$", r"\1", ln) for ln in lines] == list("12345")
+
+
+def test_fetch_and_render_reports_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.support.fit import check_fits
+
+    repo = make_stack_repo(tmp_path, "ff", "127.0.0.1:5000/t/ff")
+    check_fits(cli, monkeypatch, ["fetch", "ff", "--target", repo.stack.targets[0].label, "--dest",
+                                  str(repo.wheelhouse)], ["target", "dest"], cwd=repo.root)
+    check_fits(cli, monkeypatch, ["render", "ff", "--out", str(tmp_path / "ctx")], ["context"], cwd=repo.root)

@@ -21,6 +21,7 @@ from stackctl.image.publish import append_record, publish, read_records
 from stackctl.review.images import image_pins
 from tests.conftest import Result
 from tests.support.engine import unique_tag
+from tests.support.fit import check_fits
 from tests.support.gitrepo import git
 from tests.support.imagestack import make_stack_repo
 from tests.support.imagetest import delete_from_registry, remove_images
@@ -90,7 +91,8 @@ def test_publish_pull_back_record_and_inspect(
 
 
 def test_image_diff_from_installed_labels(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     repository = f"{registry}/stackctl-test/{unique_tag('diff')}"
     published = ""
     try:
@@ -108,6 +110,7 @@ def test_image_diff_from_installed_labels(
         assert r.out.splitlines()[2:] == ["| toplib | 0.3.0 | 0.4.0 | minor |"]
         j = json.loads(cli("diff", a, b, "--json").out)
         assert {p["package"]: p["change"] for p in j["pins"]}["corelib"] == "unchanged"
+        check_fits(cli, monkeypatch, ["diff", a, b], ["package", "before", "after"])
         # an image stackctl did not build records nothing: said so, not every package "added"
         r = cli("diff", base_image, a)
         assert r.code == 2 and "added" not in r.out

@@ -103,6 +103,9 @@ def test_lock_diff_outdated_and_check_at_80_piped(cli: Cli, monkeypatch: pytest.
     check_fits(cli, monkeypatch, ["outdated", "torch-2.11-post2", "--from-lock", str(b)],
                ["artifact", "pinned", "newest_in_line", "other_lines"], cwd=root)
     check_fits(cli, monkeypatch, ["check", "torch-2.11-post2"], ["passed"], cwd=root)
+    check_fits(cli, monkeypatch, ["lock", "torch-2.11-post2"], ["lock", "stack"], cwd=root)
+    check_fits(cli, monkeypatch, ["export", "torch-2.11-post2", "--out", str(root / "req"), "--lock", str(b)],
+               ["written"], cwd=root)
 
 
 def test_validate_and_tag_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
