@@ -145,6 +145,8 @@ def render(
     """
     from stackctl.image.render import Rendered
 
+    check_wheelhouse_arg(wheelhouse, False, hint="check the path, or fill it first: `stackctl fetch PROFILE "
+                         "--target LABEL --dest DIR`")
     prep = prepare(load_profile(profile), lock_path(profile, lock), target, revision, ref, created, None, os.environ)
     rendered = prep.rendered
     if wheelhouse is None:
@@ -185,12 +187,12 @@ def _context_bar(rendered: Rendered, show: bool) -> Iterator[Callable[[str], Non
         yield lambda name: bar.update(task, advance=1, description=name[:60])
 
 
-def check_wheelhouse_arg(wheelhouse: Path | None, fetch: bool) -> None:
+def check_wheelhouse_arg(wheelhouse: Path | None, fetch: bool,
+                         hint: str = "check the path, or add --fetch to download the lock's wheels into it") -> None:
     """A typo'd --wheelhouse must not turn into a new directory and a multi-gigabyte download."""
     if wheelhouse is not None and not wheelhouse.is_dir() and not fetch:
         raise InputError(f"--wheelhouse {wheelhouse}: " + ("not a directory" if wheelhouse.exists() else
-                                                           "no such directory"),
-                         hint="check the path, or add --fetch to download the lock's wheels into it")
+                                                           "no such directory"), hint=hint)
 
 
 @dataclass(frozen=True)

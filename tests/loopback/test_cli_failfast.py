@@ -40,6 +40,9 @@ def test_a_missing_wheelhouse_is_an_error_unless_fetch(cli: Cli, monkeypatch: py
     assert r.err.splitlines() == [f"error: --wheelhouse {typo}: no such directory",
                                   "hint: check the path, or add --fetch to download the lock's wheels into it"]
     assert not typo.exists()
+    r = cli("render", "ff", "--out", str(tmp_path / "ctx"), "--wheelhouse", str(typo), cwd=repo.root)
+    assert r.code == 2 and r.err.splitlines()[0] == f"error: --wheelhouse {typo}: no such directory"
+    assert not typo.exists() and not (tmp_path / "ctx").exists()
     # with --fetch the directory is wanted: the run goes on (here to the engine, which is down)
     r = cli("build", "ff", "--wheelhouse", str(typo), "--fetch", cwd=repo.root)
     assert r.code == 3 and "cannot reach the Docker engine" in r.err
