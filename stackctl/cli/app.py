@@ -29,6 +29,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+
 @app.callback()
 def _root(
     version: Annotated[bool, typer.Option("--version", help="Print stackctl's version and exit (with --verbose: "
@@ -133,6 +134,8 @@ def progress_bar(enabled: bool, head: str | None = None) -> Iterator[Progress | 
 
 
 def progress_lines(head: str) -> Progress:
+    """Progress for a log that is no terminal: a timestamped line at every tenth of each label's work and at
+    its end (`12:03:10 fetch 1.2 GiB of 3.9 GiB`, `12:03:11 resolve pages 9/9`), never a carriage return."""
     import time
 
     from stackctl.wheels.archive import human_size
@@ -192,7 +195,7 @@ class FitTable:
         return self.min_width() <= limit
 
     def as_table(self) -> Table:
-        t = Table(title=Text(self.title) if self.title else None, title_justify="left", show_lines=False)
+        t = Table(show_lines=False)
         for c in self.columns:
             if c in self.wrap:
                 t.add_column(c, overflow="fold")
@@ -211,13 +214,15 @@ class FitTable:
         return lines
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        # Never wrapped: a title or value longer than the screen runs on rather than being cut inside a name.
+        lines = self.as_blocks()
+        for line in lines:
+            line.no_wrap, line.overflow = True, "ignore"
         if self.fits(console, options.max_width):
+            yield from lines[:1] if self.title else []
             yield self.as_table()
             return
-        for line in self.as_blocks():
-            # Never wrapped: a value longer than the screen runs on rather than being cut inside.
-            line.no_wrap, line.overflow = True, "ignore"
-            yield line
+        yield from lines
 
 
 # Columns of prose or of space-separated items: they wrap between words, never inside one.
