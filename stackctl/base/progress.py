@@ -4,4 +4,5 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-Progress = Callable[[str, int, int], None]  # what is being done, how many done, of how many
+Progress = Callable[[str, int, int], None]  # what is being done, how many done (items or bytes), of how many
+Steps = Callable[[int, int, str], None]  # a build: step N of M starts, with its instruction (streamed as it happens)

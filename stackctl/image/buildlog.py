@@ -7,11 +7,12 @@ a `BuildResult` is pure and lives here, beside the result it makes.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from stackctl.base.progress import Steps
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ServiceError
 
@@ -56,7 +57,7 @@ class BuildFailed(CheckFailed):
         self.log = log
 
 
-Progress = Callable[[int, int, str], None]  # step, of steps, instruction
+Progress = Steps  # step, of steps, instruction (the one shape, in base.progress)
 
 
 class Engine(Protocol):
