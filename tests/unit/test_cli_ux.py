@@ -251,16 +251,17 @@ def test_wheel_diff_markdown_summary_is_escaped(cli: Cli, tmp_path: Path) -> Non
     assert "| &lt;dist-info&gt;/METADATA |" in r.out
 
 
-def test_several_resolve_errors_say_what_the_others_are() -> None:
-    from stackctl.errors import CheckFailed, ServiceError
-    from stackctl.resolve.resolver import _first_error
+def test_several_resolve_errors_are_all_kept_and_the_most_severe_code_wins(cli: Cli) -> None:
+    from stackctl.cli import _report
+    from stackctl.errors import CheckFailed, Problems, ServiceError
 
-    one = _first_error([CheckFailed("pin a: not on index x"), ServiceError("index x: connection failed after 4 "
-                                                                           "attempts", hint="h")])
-    assert isinstance(one, ServiceError)
-    assert str(one) == "index x: connection failed after 4 attempts (and 1 more error)" and one.hint == "h"
-    many = _first_error([ServiceError("e1"), ServiceError("e2"), ServiceError("e3")])
-    assert str(many) == "e1 (and 2 more errors)"
+    one = Problems.of([CheckFailed("pin a: not on index x"),
+                       ServiceError("index x: connection failed after 4 attempts", hint="h")])
+    assert isinstance(one, Problems) and one.exit_code == 3 and one.hint == "h"
+    assert [str(e) for e in one.errors] == ["index x: connection failed after 4 attempts", "pin a: not on index x"]
+    assert str(one) == "index x: connection failed after 4 attempts (and 1 more, listed)"
+    single = Problems.of([CheckFailed("only")])
+    assert isinstance(single, CheckFailed) and single.exit_code == 1
 
 
 def test_bare_stackctl_shows_the_help_not_an_error(cli: Cli) -> None:
