@@ -116,6 +116,22 @@ class Pin:
     def limited(self) -> bool:
         return bool(self.python or self.platforms or self.marker)
 
+    def requirement_marker(self) -> str | None:
+        """The PEP 508 marker a requirement line carries so pip installs the pin only where it applies."""
+        parts = []
+        if self.python:
+            parts.append(" or ".join(f'python_version == "{v}"' for v in self.python))
+        if self.platforms:
+            machines = dict.fromkeys(Target("", p).machine for p in self.platforms)
+            parts.append(" or ".join(f'platform_machine == "{m}"' for m in machines))
+        if self.marker:
+            parts.append(self.marker)
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        return " and ".join(f"({p})" if " or " in p else p for p in parts)
+
     def applies_to(self, target: Target) -> bool:
         if self.python and target.python not in self.python:
             return False
@@ -189,6 +205,9 @@ class Stack:
     abi: AbiPolicy = AbiPolicy()
     extends: str | None = None
     sources: tuple[str, ...] = field(default=(), compare=False)  # files read, child first
+
+    def target(self, label: str) -> Target | None:
+        return next((t for t in self.targets if t.label == label), None)
 
     def pins_for(self, target: Target) -> tuple[Pin, ...]:
         """The pins an install for `target` takes (an image has one target)."""

@@ -251,8 +251,7 @@ def test_wheel_diff_markdown_summary_is_escaped(cli: Cli, tmp_path: Path) -> Non
     assert "| &lt;dist-info&gt;/METADATA |" in r.out
 
 
-def test_several_resolve_errors_are_all_kept_and_the_most_severe_code_wins(cli: Cli) -> None:
-    from stackctl.cli import _report
+def test_several_resolve_errors_are_all_kept_and_the_most_severe_code_wins() -> None:
     from stackctl.errors import CheckFailed, Problems, ServiceError
 
     one = Problems.of([CheckFailed("pin a: not on index x"),
