@@ -34,6 +34,7 @@ class PlannedWheel:
     check: bool  # its ELF files are checked (else they only provide)
     size: int | None = None
     endpoint: IndexEndpoint | None = None  # the index a remote wheel is read from
+    requires_dist: tuple[str, ...] | None = None  # from the lock: what the coupling warning compares
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str
         if not files:
             raise InputError(f"{lock_name}: no wheels for target {label}")
         wheels = tuple(PlannedWheel(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK, f.size,
-                                    endpoint_for(f, pin_index.get(f.url), eps, stack)) for f in files)
+                                    endpoint_for(f, pin_index.get(f.url), eps, stack), f.requires_dist)
+                       for f in files)
         platform = label.split("-", 1)[1] if "-" in label else label
         plans.append(TargetPlan(label, arch or platform_arch(platform), wheels))
     return AbiPlan(tuple(plans), stack.abi.allow, stack.abi.inventory, warnings)
@@ -125,7 +127,7 @@ def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...
             key = (p.location, full or p.check)
             if key not in scans:
                 scans[key] = w.scan(read_elves=key[1])
-            out.append(StackWheel(scans[key], p.check))
+            out.append(StackWheel(scans[key], p.check, p.requires_dist))
             if progress:
                 progress(f"reading {plan.label}", n + 1, len(items))
         return out
@@ -137,7 +139,7 @@ def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...
     for i, (p, w) in enumerate(zip(items, wheels, strict=True)):
         paths = {e.path for e in w.scan.elves if e.unread and (w.scan.filename, e.installed) in used}
         if paths:
-            wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check)
+            wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check, w.requires_dist)
             headers = True
     if headers:
         rep = check_abi(wheels, inv, rules, plan.arch)

@@ -142,9 +142,8 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
                 upload_time=iso(fx.upload_time), upload_time_source=fx.upload_time_source,
                 yanked=f.yanked, yanked_reason=f.yanked_reason, requires_python=f.requires_python,
                 requires_dist=fx.requires_dist))
-        for fname in sorted({lf.filename for lf in lfs if lf.requires_dist == ()}):
-            warnings.append(f"{pin.name} {pin.version}: {fname} declares no Requires-Dist; "
-                            "no resolver guards that pin")
+        # A wheel that declares no Requires-Dist is a hazard only when its libraries need another pin's:
+        # `stackctl abi` reads the ELF and says so (a pure package that needs nothing is no hazard).
         for fname in sorted({lf.filename for lf in lfs if lf.yanked}):
             warnings.append(f"{pin.name} {pin.version}: {fname} is yanked on index {pin.index}")
         for fname in sorted({lf.filename for lf in lfs if not lf.sha256}):
