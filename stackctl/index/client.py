@@ -281,11 +281,13 @@ class IndexClient:
         except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
             raise ServiceError(f"index {ep.name}, file {f.filename}: not a readable wheel ({exc})") from None
 
-    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str]) -> requests.Response:
+    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str],
+            allow: tuple[int, ...] = ()) -> requests.Response:
         """A streamed GET of a file of `ep` (a range, or the whole file), with the client's policy; the
-        caller reads and closes the response. Any answer but 200 or 206 is a ServiceError."""
+        caller reads and closes the response. Any answer but 200, 206 or one in `allow` is a ServiceError."""
         r = self._send(ep, "GET", url, what, {"Accept-Encoding": "identity", **headers}, stream=True)
-        self._check(ep, r, what)
+        if r.status_code not in allow:
+            self._check(ep, r, what)
         return r
 
     def download(self, ep: IndexEndpoint, f: Downloadable, dest: Path,

@@ -325,6 +325,15 @@ def body(content: bytes, ctype: str) -> Fault:
     return fault
 
 
+def partial(content_range: str | None, data: bytes = b"\0" * 16) -> Fault:
+    """A 206 answer whose Content-Range is `content_range` (None: no header at all), body `data`."""
+    def fault(h: Handler) -> bool:
+        h.send(206, data, "application/octet-stream", {"Content-Range": content_range} if content_range else {})
+        return True
+
+    return fault
+
+
 def redirect(location: str) -> Fault:
     def fault(h: Handler) -> bool:
         h.send(302, b"", headers={"Location": location})
