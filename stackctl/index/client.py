@@ -248,12 +248,17 @@ class IndexClient:
         stored = self.cache.get("HEAD", url, "*/*") if self.cache else None
         if stored is not None:
             return stored.headers
-        r = self._send(ep, "GET", url, what, {"Accept": "*/*"}, stream=True)
+        # one byte asked: a server that honours it says the size in Content-Range, one that does not
+        # sends the whole file with Content-Length (and the body is never read)
+        r = self._send(ep, "GET", url, what, {"Accept": "*/*", "Range": "bytes=0-0"}, stream=True)
         try:
             self._check(ep, r, what)
             headers = {k.lower(): v for k, v in r.headers.items()}
         finally:
             r.close()
+        total = headers.get("content-range", "").rpartition("/")[2]
+        if r.status_code == 206:
+            headers["content-length"] = total if total.isdigit() else ""
         if self.cache is not None:
             self.cache.put("HEAD", url, "*/*", Entry(r.url, r.status_code, headers, time.time(), b""))
         return headers
