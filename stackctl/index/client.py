@@ -74,6 +74,9 @@ class IndexClient:
         self._verify = tls_verify() if self.options.verify is None else self.options.verify
         self.cache = HttpCache(self.options.cache_dir) if self.options.cache_dir else None
         self._local = threading.local()
+        # URLs whose whole bytes this client hashed and found equal to the index's sha256: evidence the
+        # lock records per file, as against the index's word for it
+        self.verified: set[str] = set()
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _session(self) -> requests.Session:
@@ -315,6 +318,8 @@ class IndexClient:
                 raise ServiceError(f"index {ep.name}, {what}: downloaded sha256 {h.hexdigest()} does not match "
                                    f"the index's {f.sha256}")
             os.replace(tmp, dest)
+            if f.sha256:
+                self.verified.add(f.url)
         except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
             if _is_requests_error(exc):  # a RequestException is an OSError too: ask it first

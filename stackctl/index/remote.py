@@ -197,6 +197,8 @@ class RemoteFile(RangeStream):
             spool.close()
             raise ServiceError(f"{self._where}: downloaded sha256 {digest.hexdigest()} does not match the index's "
                                f"{self._sha256}")
+        if self._sha256 is not None:
+            self._client.verified.add(self.url)
         self._local = spool
         return spool.tell()
 

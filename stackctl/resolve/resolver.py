@@ -141,7 +141,7 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
                 target=t.label, filename=f.filename, url=f.url, sha256=f.sha256 or "", size=fx.size,
                 upload_time=iso(fx.upload_time), upload_time_source=fx.upload_time_source,
                 yanked=f.yanked, yanked_reason=f.yanked_reason, requires_python=f.requires_python,
-                requires_dist=fx.requires_dist))
+                requires_dist=fx.requires_dist, sha256_verified=f.url in client.verified))
         # A wheel that declares no Requires-Dist is a hazard only when its libraries need another pin's:
         # `stackctl abi` reads the ELF and says so (a pure package that needs nothing is no hazard).
         for fname in sorted({lf.filename for lf in lfs if lf.yanked}):

@@ -397,3 +397,26 @@ def test_redirect_to_another_host_that_ends_in_404_names_the_redirect(
     assert r.code == 3
     assert error_line(r) == (f"error: index musa, project torch (redirected from {musa.url}torch/ to another "
                              f"host, sent without credentials): HTTP 404 from {other_url}torch/")
+
+
+def test_resolve_verify_checks_every_locked_file(cli: Cli, profile: Path, musa: IndexServer,
+                                                 public: IndexServer) -> None:
+    """Without --verify the lock says whose word each sha256 is; with it every file is downloaded and
+    checked, concurrently, and a lie is exit 3 with the previous lock kept byte for byte."""
+    r = run(cli, profile, musa.url, public, "--json")
+    assert r.code == 0, r.err
+    lock_path = profile.with_suffix(".lock")
+    first = json.loads(lock_path.read_text())
+    assert not any(f["sha256_verified"] for p in first["pins"] for f in p["files"])
+    v = run(cli, profile, musa.url, public, "--json", "--verify")
+    assert v.code == 0, v.err
+    assert all(f["sha256_verified"] for f in json.loads(v.out)["files"])
+    good = lock_path.read_bytes()
+    assert all(f["sha256_verified"] for p in json.loads(good)["pins"] for f in p["files"])
+    name = "deep_ep-1.1.0+musa5.2.0torch2.11.0.post2-cp310-cp310-linux_x86_64.whl"
+    real = musa.files[name].sha256
+    musa.files[name].sha256 = "0" * 64  # the page now lies about one file
+    bad = run(cli, profile, musa.url, public, "--verify", "--no-cache")
+    assert bad.code == 3
+    assert f"file {name}: downloaded sha256 {real} does not match the index's {'0' * 64}" in bad.err
+    assert lock_path.read_bytes() == good
