@@ -120,3 +120,29 @@ def test_reference_stacks_resolve_check_and_export_for_every_target(cli: Cli, cl
     assert export.code == 0, export.err
     check = cli("check", stack, "--requirements", "req", "--hashes", cwd=clone)
     assert check.code == 0, check.out + check.err
+
+
+def test_serve_prints_the_urls_and_serves_until_stopped(tmp_path: Path) -> None:
+    """The newcomer's command: both indexes answer, the vendor one in HTML only, until SIGTERM."""
+    import signal
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, str(REPO / "examples" / "vendor_index.py"), "serve", "--port", "0",
+                             "--inventory", str(tmp_path / "base.json")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(3)]
+        musa, public = lines[0].split()[1], lines[1].split()[1]
+        assert lines[2].strip() == f"export STACKCTL_INDEX_MUSA_URL={musa} STACKCTL_INDEX_PUBLIC_URL={public}"
+        with urllib.request.urlopen(musa + "deep-ep/", timeout=10) as page:
+            html = page.read().decode()
+            assert page.headers["Content-Type"] == "text/html"
+        assert "deep_ep-1.1.0+musa5.2.0torch2.11.0.post2-cp310-cp310-linux_x86_64.whl" in html
+        assert "cp312" not in html  # the vendor builds deep_ep for cp310 only
+        with urllib.request.urlopen(public + "pycparser/", timeout=10) as page:
+            assert "pycparser-2.22-py3-none-any.whl" in page.read().decode()
+        assert json.loads((tmp_path / "base.json").read_text())["image"] == "musa-runtime:5.2.0-ubuntu22.04"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
