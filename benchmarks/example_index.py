@@ -53,7 +53,7 @@ def pad(ex_root: Path, musa: object, mb: int) -> None:
     import hashlib
     import zipfile
 
-    files = getattr(musa, "files")
+    files = musa.files  # type: ignore[attr-defined]
     for name, f in files.items():
         if not name.startswith(("torch-", "torch_musa-")) or mb <= 0:
             continue
@@ -122,7 +122,7 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for stack, n, size, c, w, v, vo, p in rows:
         print(f"| {stack} | {n} | {size / 2**20:.1f} MiB | {c:.2f} s | {w:.2f} s | {v:.2f} s | {vo:.2f} s "
-              f"| {p:.2f} s | {p / max(vo, 1e-3):.1f}× |")
+              f"| {p:.2f} s | {p / max(vo, 1e-3):.1f}x |")
 
 
 if __name__ == "__main__":
