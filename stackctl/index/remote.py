@@ -34,7 +34,11 @@ if TYPE_CHECKING:
 class Transport(Protocol):
     """What a remote file needs of the index client: one streamed GET with the client's policy."""
 
-    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str]) -> requests.Response: ...
+    # URLs whose whole bytes were hashed and matched the index's sha256 (the lock's sha256_verified)
+    verified: set[str]
+
+    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str],
+            allow: tuple[int, ...] = ()) -> requests.Response: ...
 
 BLOCK = 64 << 10  # one range request fetches at least this much: zip headers are small and scattered
 TAIL = 64 << 10  # the first request: the end of the file, where the central directory lives
