@@ -16,7 +16,7 @@ from pathlib import Path
 from stackctl.abi.check import AbiReport, StackWheel, check_abi
 from stackctl.abi.inventory import Inventory
 from stackctl.base.progress import Progress
-from stackctl.errors import InputError
+from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
 from stackctl.profile.model import AbiRole, Stack
@@ -56,6 +56,7 @@ class AbiPlan:
 class AbiRun:
     reports: tuple[tuple[str, AbiReport], ...]  # (target label, report)
     origins: tuple[WheelOrigin, ...]
+    errors: tuple[StackctlError, ...] = ()  # targets that could not be checked at all (an index failed)
 
     def failures(self) -> list[str]:
         return [f"{label}: {msg}" if len(self.reports) > 1 else msg
@@ -102,13 +103,24 @@ def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str
 def run_abi(plan: AbiPlan, inventory: Inventory | None, rules: tuple[str, ...], limits: Limits,
             client: IndexClient | None = None, progress: Progress | None = None) -> AbiRun:
     opened: dict[str, OpenedWheel] = {}
+    reports: list[tuple[str, AbiReport]] = []
+    errors: list[StackctlError] = []
     try:
-        reports = tuple((t.label, _check_target(t, inventory, rules, limits, client, opened, progress))
-                        for t in plan.targets)
-        return AbiRun(reports, tuple(w.origin() for w in opened.values()))
+        for t in plan.targets:  # a target that cannot be read is one problem; the others are still checked
+            try:
+                reports.append((t.label, _check_target(t, inventory, rules, limits, client, opened, progress)))
+            except StackctlError as exc:
+                errors.append(_for_target(exc, t.label) if len(plan.targets) > 1 else exc)
+        return AbiRun(tuple(reports), tuple(w.origin() for w in opened.values()), tuple(errors))
     finally:
         for w in opened.values():
             w.close()
+
+
+def _for_target(exc: StackctlError, label: str) -> StackctlError:
+    """The same failure, its message prefixed with the target it stopped."""
+    kind = next(k for k in (ServiceError, InputError, CheckFailed, StackctlError) if isinstance(exc, k))
+    return kind(f"{label}: {exc}", hint=exc.hint)
 
 
 def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...], limits: Limits,

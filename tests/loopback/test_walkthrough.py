@@ -150,3 +150,18 @@ def test_serve_prints_the_urls_and_serves_until_stopped(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+
+
+def test_abi_checks_every_target_when_one_cannot_be_read(cli: Cli, clone: Path, example: ExampleIndexes) -> None:
+    """A wheel the index no longer serves stops its own target (exit 3), not the others' report."""
+    assert cli("resolve", "torch-2.11-post2", "--no-closure", cwd=clone).code == 0
+    gone = next(n for n in example.musa.files if n.startswith("torch-2.11.0.post2+musa5.2.0-cp312"))
+    del example.musa.files[gone]
+    r = cli("abi", "torch-2.11-post2", "--inventory", "base.json", "--json", cwd=clone)
+    assert r.code == 3
+    doc = json.loads(r.out)
+    assert [rep["target"] for rep in doc["reports"]] == ["cp310-linux_x86_64"] and doc["reports"][0]["ok"]
+    [problem] = doc["problems"]
+    assert problem["exit_code"] == 3 and problem["error"].startswith("cp312-linux_x86_64: ")
+    assert gone in problem["error"]
+    assert [ln for ln in r.err.splitlines() if ln.startswith("error:")] == ["error: " + problem["error"]]
