@@ -49,6 +49,25 @@ def iso(t: datetime | None) -> str | None:
     return utc_iso(t) if t else None
 
 
+def _head_warnings(lines: list[str], most: int = 3) -> list[str]:
+    """One line per file a server refused HEAD for; beyond `most` files of one index and status, one line
+    for them all (an index without HEAD would otherwise print a warning per file)."""
+    groups: dict[str, list[str]] = {}
+    for line in sorted(set(lines)):
+        index, _, rest = line.partition(": ")
+        filename, _, why = rest.partition(": ")
+        groups.setdefault(f"{index}: {why}", []).append(filename if why else rest)
+    out = []
+    for key, files in groups.items():
+        index, _, why = key.partition(": ")
+        if len(files) <= most or not why:
+            out += [f"{index}: {f}: {why}" if why else f"{index}: {f}" for f in files]
+        else:
+            out.append(f"{index}: {why.replace('HEAD answered', f'HEAD of {len(files)} files answered', 1)} "
+                       f"({', '.join(files[:most])}, ...)")
+    return out
+
+
 def requires_dist(metadata: bytes) -> tuple[str, ...]:
     raw, _ = parse_email(metadata)
     return tuple(raw.get("requires_dist", ()))
@@ -129,7 +148,7 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
     by_url = {url: r for url, r in zip(wanted, results, strict=True) if isinstance(r, FileFacts)}
 
     # 4. the lock
-    warnings: list[str] = sorted({fx.warning for fx in by_url.values() if fx.warning})
+    warnings: list[str] = _head_warnings([fx.warning for fx in by_url.values() if fx.warning])
     locked: list[LockedPin] = []
     published: dict[str, datetime | None] = {}
     for pin in stack.pins:

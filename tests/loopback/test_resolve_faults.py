@@ -210,6 +210,10 @@ def test_html_only_index_without_head(cli: Cli, tmp_path: Path, profile: Path, p
     assert all(h.get("Range") for m, p, h in log if p == f"/files/{audio}" and m == "GET")  # never whole
     warnings = json.loads(r.out)["warnings"]
     assert "train musa-torch: torch has no known upload time; whether it trails is unchecked" in warnings
+    # a server without HEAD at all: one line for its files, not one per file
+    [head] = [w for w in warnings if "HEAD" in w]
+    assert head.startswith("index musa: HEAD of ") and " files answered HTTP " in head
+    assert "; upload time unknown (" in head and head.endswith(", ...)")
 
 
 @pytest.mark.parametrize("ranges", [True, False])
