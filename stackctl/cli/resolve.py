@@ -81,6 +81,10 @@ def _print_lock(lock: Lock, path: Path | None) -> None:
         for c in lock.closure:
             by_target[c.target] = by_target.get(c.target, 0) + 1
         console.print("closure: " + ", ".join(f"{n} more distributions for {t}" for t, n in by_target.items()))
+    files = {f.url: f for p in lock.pins for f in p.files} | {c.file.url: c.file for c in lock.closure if c.file}
+    checked = sum(f.sha256_verified for f in files.values())
+    console.print(f"sha256: {checked} of {len(files)} files downloaded whole and checked by stackctl"
+                  + ("" if checked == len(files) else "; the others' are the index's word (--verify checks all)"))
     for w in lock.warnings:
         console_err.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     if path is not None:

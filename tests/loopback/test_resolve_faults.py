@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -415,6 +416,9 @@ def test_resolve_verify_checks_every_locked_file(cli: Cli, profile: Path, musa: 
     v = run(cli, profile, musa.url, public, "--json", "--verify")
     assert v.code == 0, v.err
     assert all(f["sha256_verified"] for f in json.loads(v.out)["files"])
+    human = run(cli, profile, musa.url, public, "--verify")
+    assert human.code == 0 and re.search(r"^sha256: (\d+) of \1 files downloaded whole and checked by stackctl$",
+                                         human.out, re.M), human.out
     good = lock_path.read_bytes()
     assert all(f["sha256_verified"] for p in json.loads(good)["pins"] for f in p["files"])
     name = "deep_ep-1.1.0+musa5.2.0torch2.11.0.post2-cp310-cp310-linux_x86_64.whl"
