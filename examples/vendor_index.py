@@ -264,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--inventory", type=Path, help="also write the base image's inventory here")
     serve.add_argument("--stacks", type=Path, default=REPO / "stacks", help="profiles to follow")
     args = parser.parse_args(argv)
+    from tests.support.elf_fixtures import have_gcc
+
+    if not have_gcc():
+        print("error: gcc and g++ build the example's libraries; install them (Debian: apt-get install g++)",
+              file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="stackctl-example-") as tmp:
         ex = build_indexes(args.dir or Path(tmp), args.stacks)
         ex.musa.port, ex.public.port = args.port, (args.port + 1 if args.port else 0)
