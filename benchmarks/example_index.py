@@ -117,12 +117,12 @@ def main() -> None:
                 rows.append((stack, len(files), size, statistics.median(cold), statistics.median(warm),
                              statistics.median(verify), v_only, statistics.median(peer)))
     print(f"latency {args.latency * 1000:.0f} ms, median of {args.repeat}, torch wheels padded by {args.pad_mb} MiB\n")
-    print("| stack | files | bytes verified | resolve cold | resolve warm | resolve --verify | of which verify "
+    print("| stack | files | bytes verified | resolve cold | resolve warm | resolve --verify | verify alone "
           "| pip download --require-hashes | pip / verify |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for stack, n, size, c, w, v, vo, p in rows:
+    for stack, n, size, c, w, v, vo, peer_s in rows:
         print(f"| {stack} | {n} | {size / 2**20:.1f} MiB | {c:.2f} s | {w:.2f} s | {v:.2f} s | {vo:.2f} s "
-              f"| {p:.2f} s | {p / max(vo, 1e-3):.1f}x |")
+              f"| {peer_s:.2f} s | {peer_s / max(vo, 1e-3):.1f}x |")
 
 
 if __name__ == "__main__":
