@@ -44,6 +44,25 @@ class ServiceError(StackctlError):
     exit_code = EXIT_SERVICE
 
 
+class Problems(StackctlError):
+    """Several independent failures of one run (pin and target), every one reported; the run exits with
+    the most severe code among them: a service failure (3) over bad input (2) over a failed check (1)."""
+
+    def __init__(self, errors: tuple[StackctlError, ...]) -> None:
+        self.errors = errors
+        self.exit_code = max((e.exit_code for e in errors), default=EXIT_CHECK_FAILED)
+        hint = next((e.hint for e in errors if e.hint), None)
+        first = str(errors[0]) if errors else "failed"
+        more = f" (and {len(errors) - 1} more, listed)" if len(errors) > 1 else ""
+        super().__init__(first + more, hint=hint)
+
+    @classmethod
+    def of(cls, errors: list[StackctlError] | tuple[StackctlError, ...]) -> StackctlError:
+        """One error as itself; several as one `Problems`, the most severe first."""
+        ordered = sorted(errors, key=lambda e: -e.exit_code)
+        return ordered[0] if len(ordered) == 1 else cls(tuple(ordered))
+
+
 @dataclass(frozen=True)
 class Problem:
     """One validation problem: where it is and what is wrong."""

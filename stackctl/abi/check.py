@@ -38,6 +38,7 @@ class Severity(str, Enum):
 class StackWheel:
     scan: WheelScan
     check: bool  # its files are checked; every wheel provides
+    requires_dist: tuple[str, ...] | None = None  # from the lock; None: the scan's metadata, if read
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
                 if f is not None:
                     findings.append(f)
 
+    findings += coupling(wheels, resolutions)
     ceilings = tuple(
         Ceiling(fam, top[fam][0] if fam in top else None, top[fam][1] if fam in top else None,
                 inventory.ceiling(fam) if inventory else None)
@@ -189,6 +191,45 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
     )
     return AbiReport(arch, tuple(w.scan.filename for w in wheels), checked, tuple(resolutions),
                      tuple(findings), ceilings, inventory.image if inventory else None)
+
+
+def coupling(wheels: Sequence[StackWheel], resolutions: Sequence[Resolution]) -> list[Finding]:
+    """A checked wheel whose libraries need another distribution's, with no Requires-Dist on it.
+
+    deep_ep's extension needs libtorch_python.so from torch, yet deep_ep declares nothing: no resolver
+    keeps the two in step, only the profile does. A wheel whose Requires-Dist is unknown is not judged.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    by_file = {w.scan.filename: w for w in wheels}
+    needs: dict[tuple[str, str], list[str]] = {}  # (wheel, provider distribution) → libraries
+    for r in resolutions:
+        if r.provider_wheel is None or r.provider_wheel == r.wheel or r.provider_wheel not in by_file:
+            continue
+        # the file name spells the distribution as it was built (torch_musa), which reads like the profile
+        needs.setdefault((r.wheel, r.provider_wheel.split("-", 1)[0]), []).append(r.needed)
+    out = []
+    for (wheel, provider), libs in needs.items():
+        w = by_file[wheel]
+        declared = w.requires_dist
+        if declared is None and w.scan.metadata is not None:
+            declared = w.scan.metadata.requires_dist
+        if declared is None:
+            continue
+        names = set()
+        for req in declared:
+            try:
+                names.add(canonicalize_name(Requirement(req).name))
+            except InvalidRequirement:
+                continue
+        if canonicalize_name(provider) in names or canonicalize_name(provider) == canonicalize_name(w.scan.name):
+            continue
+        what = "declares no Requires-Dist" if not declared else "declares no Requires-Dist on it"
+        out.append(Finding(Severity.WARNING, "coupling", wheel, "",
+                           f"{wheel.split('-', 1)[0]}: {wheel} needs {', '.join(sorted(set(libs)))} from {provider}, "
+                           f"and {what}: no resolver guards that pin"))
+    return out
 
 
 def _resolve(wheel: str, e: ElfMember, needed: str, by_path: dict[str, _Provider],

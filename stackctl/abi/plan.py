@@ -16,7 +16,7 @@ from pathlib import Path
 from stackctl.abi.check import AbiReport, StackWheel, check_abi
 from stackctl.abi.inventory import Inventory
 from stackctl.base.progress import Progress
-from stackctl.errors import InputError
+from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
 from stackctl.profile.model import AbiRole, Stack
@@ -34,6 +34,7 @@ class PlannedWheel:
     check: bool  # its ELF files are checked (else they only provide)
     size: int | None = None
     endpoint: IndexEndpoint | None = None  # the index a remote wheel is read from
+    requires_dist: tuple[str, ...] | None = None  # from the lock: what the coupling warning compares
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class AbiPlan:
 class AbiRun:
     reports: tuple[tuple[str, AbiReport], ...]  # (target label, report)
     origins: tuple[WheelOrigin, ...]
+    errors: tuple[StackctlError, ...] = ()  # targets that could not be checked at all (an index failed)
 
     def failures(self) -> list[str]:
         return [f"{label}: {msg}" if len(self.reports) > 1 else msg
@@ -91,7 +93,8 @@ def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str
         if not files:
             raise InputError(f"{lock_name}: no wheels for target {label}")
         wheels = tuple(PlannedWheel(f.url, f.sha256, roles.get((label, f.filename)) is AbiRole.CHECK, f.size,
-                                    endpoint_for(f, pin_index.get(f.url), eps, stack)) for f in files)
+                                    endpoint_for(f, pin_index.get(f.url), eps, stack), f.requires_dist)
+                       for f in files)
         platform = label.split("-", 1)[1] if "-" in label else label
         plans.append(TargetPlan(label, arch or platform_arch(platform), wheels))
     return AbiPlan(tuple(plans), stack.abi.allow, stack.abi.inventory, warnings)
@@ -100,13 +103,24 @@ def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str
 def run_abi(plan: AbiPlan, inventory: Inventory | None, rules: tuple[str, ...], limits: Limits,
             client: IndexClient | None = None, progress: Progress | None = None) -> AbiRun:
     opened: dict[str, OpenedWheel] = {}
+    reports: list[tuple[str, AbiReport]] = []
+    errors: list[StackctlError] = []
     try:
-        reports = tuple((t.label, _check_target(t, inventory, rules, limits, client, opened, progress))
-                        for t in plan.targets)
-        return AbiRun(reports, tuple(w.origin() for w in opened.values()))
+        for t in plan.targets:  # a target that cannot be read is one problem; the others are still checked
+            try:
+                reports.append((t.label, _check_target(t, inventory, rules, limits, client, opened, progress)))
+            except StackctlError as exc:
+                errors.append(_for_target(exc, t.label) if len(plan.targets) > 1 else exc)
+        return AbiRun(tuple(reports), tuple(w.origin() for w in opened.values()), tuple(errors))
     finally:
         for w in opened.values():
             w.close()
+
+
+def _for_target(exc: StackctlError, label: str) -> StackctlError:
+    """The same failure, its message prefixed with the target it stopped."""
+    kind = next(k for k in (ServiceError, InputError, CheckFailed, StackctlError) if isinstance(exc, k))
+    return kind(f"{label}: {exc}", hint=exc.hint)
 
 
 def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...], limits: Limits,
@@ -125,7 +139,7 @@ def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...
             key = (p.location, full or p.check)
             if key not in scans:
                 scans[key] = w.scan(read_elves=key[1])
-            out.append(StackWheel(scans[key], p.check))
+            out.append(StackWheel(scans[key], p.check, p.requires_dist))
             if progress:
                 progress(f"reading {plan.label}", n + 1, len(items))
         return out
@@ -137,7 +151,7 @@ def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...
     for i, (p, w) in enumerate(zip(items, wheels, strict=True)):
         paths = {e.path for e in w.scan.elves if e.unread and (w.scan.filename, e.installed) in used}
         if paths:
-            wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check)
+            wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check, w.requires_dist)
             headers = True
     if headers:
         rep = check_abi(wheels, inv, rules, plan.arch)

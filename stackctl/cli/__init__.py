@@ -11,8 +11,8 @@ import click
 import typer
 from rich.text import Text
 
-from stackctl.cli.app import app, console_err, output
-from stackctl.errors import EXIT_INPUT, ProfileError, StackctlError
+from stackctl.cli.app import app, console_err, markdown_text, output
+from stackctl.errors import EXIT_INPUT, Problems, ProfileError, StackctlError
 
 # Each module registers its commands on `app` when imported; a run imports only the module of the
 # command it runs (start-up is a visible share of a quick command), `--help` imports them all. The
@@ -55,11 +55,18 @@ def _print_error(lines: list[str], hint: str | None, payload: dict[str, object] 
         console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=True)
 
 
-def _report(exc: StackctlError, as_json: bool) -> None:
+def _report(exc: StackctlError, as_json: bool, markdown: bool = False) -> None:
     payload: dict[str, object] = {"error": str(exc), "exit_code": exc.exit_code}
+    lines = [str(exc)]
     if isinstance(exc, ProfileError):
         payload["problems"] = [str(p) for p in exc.problems]
-    lines = [str(p) for p in exc.problems] if isinstance(exc, ProfileError) else [str(exc)]
+        lines = [str(p) for p in exc.problems]
+    if isinstance(exc, Problems):
+        payload["problems"] = [{"error": str(e), "exit_code": e.exit_code} for e in exc.errors]
+        lines = [str(e) for e in exc.errors]
+        if markdown and not as_json:
+            print(f"**{len(exc.errors)} problems** (exit {exc.exit_code})\n")
+            print("\n".join(f"- {markdown_text(str(e))}" for e in exc.errors))
     _print_error(lines, exc.hint, payload if as_json else None)
 
 
@@ -122,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     except StackctlError as exc:
         if "--verbose" in args:
             traceback.print_exc()
-        _report(exc, "--json" in args)
+        _report(exc, "--json" in args, "--markdown" in args)
         code = exc.exit_code
     except _USAGE_ERRORS as exc:
         code = _report_usage(exc, "--json" in args)

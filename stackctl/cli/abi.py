@@ -22,7 +22,7 @@ from stackctl.cli.app import (
     table,
 )
 from stackctl.cli.options import IndexOpt, LockOpt, overrides
-from stackctl.errors import CheckFailed, InputError
+from stackctl.errors import CheckFailed, InputError, Problems
 
 if TYPE_CHECKING:
 
@@ -167,11 +167,11 @@ def abi(
                           f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
         _print_sources(sources)
 
-    emit({"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources},
-         as_json, human)
-    failures = run.failures()
-    if failures:
-        raise CheckFailed("; ".join(failures))
+    problems = [*run.errors, *(CheckFailed(f) for f in run.failures())]
+    emit({"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources,
+          "problems": [{"error": str(e), "exit_code": e.exit_code} for e in problems]}, as_json, human)
+    if problems:
+        raise Problems.of(problems)
 
 
 def _report_json(rep: AbiReport) -> dict[str, object]:

@@ -42,7 +42,8 @@ def lock_json(lock: Lock, path: Path | None) -> dict[str, Any]:
               "filename": f.filename, "url": f.url, "sha256": f.sha256, "size": f.size,
               "upload_time": f.upload_time, "upload_time_source": f.upload_time_source, "yanked": f.yanked,
               "yanked_reason": f.yanked_reason, "requires_python": f.requires_python,
-              "requires_dist": f.requires_dist, "newest_in_line": p.newest_in_line,
+              "requires_dist": f.requires_dist, "sha256_verified": f.sha256_verified,
+              "newest_in_line": p.newest_in_line,
               "newest_upload_time": p.newest_upload_time, "other_lines": p.other_lines}
              for p in lock.pins for f in p.files]
     return {"stack": lock.stack, "lock": str(path) if path else None, "profile_digest": lock.profile_digest,
@@ -80,6 +81,10 @@ def _print_lock(lock: Lock, path: Path | None) -> None:
         for c in lock.closure:
             by_target[c.target] = by_target.get(c.target, 0) + 1
         console.print("closure: " + ", ".join(f"{n} more distributions for {t}" for t, n in by_target.items()))
+    files = {f.url: f for p in lock.pins for f in p.files} | {c.file.url: c.file for c in lock.closure if c.file}
+    checked = sum(f.sha256_verified for f in files.values())
+    console.print(f"sha256: {checked} of {len(files)} files downloaded whole and checked by stackctl"
+                  + ("" if checked == len(files) else "; the others' are the index's word (--verify checks all)"))
     for w in lock.warnings:
         console_err.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     if path is not None:
@@ -93,6 +98,8 @@ def resolve_cmd(
     index: IndexOpt = None,
     no_closure: Annotated[bool, typer.Option("--no-closure", help="Skip the dependency closure (uv).")] = False,
     train_window: Annotated[float, typer.Option("--train-window", help="Seconds a train member may trail.")] = 3600.0,
+    verify: Annotated[bool, typer.Option("--verify", help="Download every locked file and check its sha256 "
+                                         "before writing the lock.")] = False,
     offline: OfflineOpt = False,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
@@ -115,7 +122,7 @@ def resolve_cmd(
     client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
     with progress_bar(not as_json, "resolve") as progress:
         result = resolve_stack(stack, client, overrides(index), closure=not no_closure, train_window=train_window,
-                               progress=progress)
+                               progress=progress, verify=verify)
     write_lock(path, result)
     emit(lock_json(result, path), as_json, lambda: _print_lock(result, path))
 

@@ -89,11 +89,12 @@ def gate_spec_text(stack: Stack, lock: Lock | None = None, target: str | None = 
     from stackctl.image import gatespec
     from stackctl.image.prepare import pick_target
 
-    preserve = None
+    preserve, tgt = None, target
     if lock is not None:
         lock.require_made_from(stack)
-        preserve = gatespec.installed_pins(stack, lock, pick_target(stack, target))
-    return gatespec.dumps(gatespec.gate_spec(stack, preserve))
+        tgt = pick_target(stack, target)
+        preserve = gatespec.installed_pins(stack, lock, tgt)
+    return gatespec.dumps(gatespec.gate_spec(stack, preserve, tgt))
 
 
 def run_gate(stack: Stack, python: str, spec: str, timeout: float = 600.0) -> GateRun:

@@ -75,29 +75,35 @@ def _wheel_version(lock: Lock, name: str, target: str) -> str | None:
 
 def installed_pins(stack: Stack, lock: Lock | None, target: str | None) -> tuple[tuple[str, str], ...]:
     """Every distribution the image installs at an exact version: the pins, then the lock's closure."""
-    out = {p.key: (p.name, p.version) for p in stack.pins}
+    tgt = stack.target(target) if target is not None else None
+    out = {p.key: (p.name, p.version) for p in stack.pins if tgt is None or p.applies_to(tgt)}
     if lock is not None and target is not None:
         for p in stack.pins:
-            out[p.key] = (p.name, _wheel_version(lock, p.name, target) or p.version)
+            if p.key in out:  # a pin limited to other targets is not in this image
+                out[p.key] = (p.name, _wheel_version(lock, p.name, target) or p.version)
         for c in lock.closure:
             if c.target == target:
                 out.setdefault(canonicalize_name(c.name), (c.name, c.version))
     return tuple(out.values())
 
 
-def gate_spec(stack: Stack, preserve: Iterable[tuple[str, str]] | None = None) -> dict[str, Any]:
-    """The spec gate.py reads. `preserve` defaults to the stack's pins."""
+def gate_spec(stack: Stack, preserve: Iterable[tuple[str, str]] | None = None,
+              target: str | None = None) -> dict[str, Any]:
+    """The spec gate.py reads. `preserve` defaults to the stack's pins; for one `target` (an image's),
+    a pin limited to other targets is neither gated nor preserved."""
+    tgt = stack.target(target) if target is not None else None
     probes = [
         {k: v for k, v in (("name", p.name), ("kind", p.kind), ("package", p.package), ("glob", p.glob),
                            ("count", p.count), ("module", p.module), ("attr", p.attr), ("value", p.value))
          if v is not None}
         for p in stack.probes
     ]
-    pins = preserve if preserve is not None else ((p.name, p.version) for p in stack.pins)
+    pins = preserve if preserve is not None else (
+        (p.name, p.version) for p in stack.pins if tgt is None or p.applies_to(tgt))
     return {
         "format": SPEC_FORMAT,
         "stack": stack.name,
-        "entries": [_entry(stack, e) for e in stack.gate_entries()],
+        "entries": [_entry(stack, e) for e in stack.gate_entries(tgt)],
         "probes": probes,
         "preserve": [{"dist": d, "version": v} for d, v in pins],
     }

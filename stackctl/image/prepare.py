@@ -99,7 +99,7 @@ def prepare(stack: Stack, lock: Path, target: str | None, revision: str | None, 
                          hint="commit first, or pass --allow-dirty (the label then says <revision>-dirty)")
     prov = provenance(git, revision, ref)
     installed = gatespec.installed_pins(stack, locked, tgt)
-    spec = gatespec.dumps(gatespec.gate_spec(stack, installed))
+    spec = gatespec.dumps(gatespec.gate_spec(stack, installed, tgt))
     labels = oci_labels(stack, prov=prov, lock_digest=locked.digest(), target=tgt, installed=installed,
                         created=created_value(created))
     leaks = credential_labels(labels, {i.password_env: env[i.password_env] for i in stack.indexes

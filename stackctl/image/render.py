@@ -113,7 +113,10 @@ def plan_layers(stack: Stack, lock: Lock, target: str) -> tuple[LayerGroup, ...]
         groups.setdefault(group, (kind, []))[1].append(item)
         order.setdefault(group, rank)
 
+    tgt = stack.target(target)
     for pin in stack.pins:
+        if tgt is not None and not pin.applies_to(tgt):
+            continue  # limited to other targets: not in this image
         locked = lock.pin(pin.name)
         if locked is None:
             raise CheckFailed(f"{pin.name}: pinned by {stack.name} but missing from the lock",

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import CheckFailed, ServiceError
@@ -33,6 +33,13 @@ if TYPE_CHECKING:
     import requests
 
 MAX_REDIRECTS = 5
+# How resolvers word "no such name" (glibc, musl, macOS, Windows; urllib3 wraps them as NameResolutionError).
+_DNS_FAILURES = ("name or service not known", "nodename nor servname", "temporary failure in name resolution",
+                 "no address associated with hostname", "getaddrinfo failed", "nameresolutionerror",
+                 "failed to resolve")
+# id(response) → the URL asked, for a response that came from another host after a redirect: its errors
+# name the redirect (a 404 there is the other host's, not the index's verdict on the project).
+_REDIRECTED: dict[int, str] = {}
 USER_AGENT = "stackctl (+index client)"
 
 
@@ -68,6 +75,9 @@ class IndexClient:
         self._verify = tls_verify() if self.options.verify is None else self.options.verify
         self.cache = HttpCache(self.options.cache_dir) if self.options.cache_dir else None
         self._local = threading.local()
+        # URLs whose whole bytes this client hashed and found equal to the index's sha256: evidence the
+        # lock records per file, as against the index's word for it
+        self.verified: set[str] = set()
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _session(self) -> requests.Session:
@@ -121,12 +131,19 @@ class IndexClient:
                                    "the CA bundle comes from REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE or pip's `cert`"
                                    ) from None
             except requests.exceptions.ConnectionError as exc:
+                text = str(exc).lower()
+                if any(m in text for m in _DNS_FAILURES):
+                    # a name that does not resolve will not resolve on the next attempt either
+                    host = urlsplit(current).hostname or current
+                    raise ServiceError(f"index {ep.name}, {what}: cannot resolve host {host} ({current})") from None
                 cause = f"{cause_in_words(exc)} ({current})"
                 retry = True
             except requests.exceptions.RequestException as exc:
                 raise ServiceError(f"index {ep.name}, {what}: {cause_in_words(exc)} for {current}") from exc
             else:
-                if r.status_code < 500:
+                if r.status_code < 500 or (method == "HEAD" and r.status_code == 501):
+                    if current != url and origin(current) != origin(url):
+                        _REDIRECTED[id(r)] = url
                     return r
                 cause = f"HTTP {r.status_code} from {current}"
                 r.close()
@@ -138,12 +155,18 @@ class IndexClient:
             attempt += 1
 
     def _check(self, ep: IndexEndpoint, r: requests.Response, what: str, *, project: bool = False) -> None:
+        asked = _REDIRECTED.pop(id(r), None)
         if r.status_code in (200, 206, 304):
             return
-        if r.status_code in (405, 501) and r.request.method == "HEAD":
-            raise _NoHead(f"index {ep.name}, {what}: HEAD answered HTTP {r.status_code} from {r.url}")
-        if r.status_code == 404 and project:
+        if asked is not None:
+            what = f"{what} (redirected from {asked} to another host, sent without credentials)"
+        if r.status_code in (403, 404, 405, 501) and r.request.method == "HEAD":
+            raise _NoHead(f"index {ep.name}, {what}: HEAD answered HTTP {r.status_code} from {r.url}",
+                          r.status_code)
+        if r.status_code == 404 and project and asked is None:
             raise ProjectNotFound(f"index {ep.name}, {what}: not found (HTTP 404 from {r.url})")
+        if r.status_code == 404 and project:
+            raise ServiceError(f"index {ep.name}, {what}: HTTP 404 from {r.url}")
         if r.status_code == 404:  # the index listed this file and cannot serve it
             raise ServiceError(f"index {ep.name}, {what}: listed on the project page, but HTTP 404 from {r.url}")
         if r.status_code in (401, 403):
@@ -194,19 +217,54 @@ class IndexClient:
                                    f"{f.metadata_sha256}")
         return entry.body
 
+    def head(self, ep: IndexEndpoint, f: IndexedFile) -> HeadFacts:
+        """Size and Last-Modified of a file (the upload-time stand-in on HTML-only indexes).
+
+        A server that refuses HEAD (405, 501, 403, 404) is asked with a GET whose body is never read, for
+        the size only: a GET's Last-Modified may be when a mirror or CDN fetched the file, not when it was
+        uploaded. The upload time then stays unknown, with a warning; it is evidence, never fatal.
+        """
+        what = f"file {f.filename}"
+        refused = None
+        try:
+            headers = self.fetch(ep, f.url, what, method="HEAD", immutable=True).headers
+        except _NoHead as exc:
+            refused = exc.status
+            try:
+                headers = self._get_headers(ep, f.url, what)
+            except ServiceError:
+                return HeadFacts(None, None, f"index {ep.name}: {f.filename}: HEAD answered HTTP {refused} and "
+                                             "GET failed; upload time and size unknown")
+        length = headers.get("content-length", "")
+        size = int(length) if length.isdigit() else None
+        lm = _http_date(headers.get("last-modified")) if refused is None else None
+        warning = None
+        if refused is not None:
+            warning = f"index {ep.name}: {f.filename}: HEAD answered HTTP {refused}; upload time unknown"
+        return HeadFacts(lm, size, warning)
+
     def last_modified(self, ep: IndexEndpoint, f: IndexedFile) -> datetime | None:
-        """The file's Last-Modified (a HEAD request): the upload-time stand-in on HTML-only indexes."""
+        return self.head(ep, f).last_modified
+
+    def _get_headers(self, ep: IndexEndpoint, url: str, what: str) -> dict[str, str]:
+        """The headers of a GET, cached like a HEAD answer; the body is not read."""
+        stored = self.cache.get("HEAD", url, "*/*") if self.cache else None
+        if stored is not None:
+            return stored.headers
+        # one byte asked: a server that honours it says the size in Content-Range, one that does not
+        # sends the whole file with Content-Length (and the body is never read)
+        r = self._send(ep, "GET", url, what, {"Accept": "*/*", "Range": "bytes=0-0"}, stream=True)
         try:
-            entry = self.fetch(ep, f.url, f"file {f.filename}", method="HEAD", immutable=True)
-        except _NoHead:
-            return None  # a server without HEAD has no stand-in to give: the time stays unknown
-        value = entry.headers.get("last-modified")
-        if not value:
-            return None
-        try:
-            return parsedate_to_datetime(value).astimezone(timezone.utc)
-        except (TypeError, ValueError):
-            return None
+            self._check(ep, r, what)
+            headers = {k.lower(): v for k, v in r.headers.items()}
+        finally:
+            r.close()
+        total = headers.get("content-range", "").rpartition("/")[2]
+        if r.status_code == 206:
+            headers["content-length"] = total if total.isdigit() else ""
+        if self.cache is not None:
+            self.cache.put("HEAD", url, "*/*", Entry(r.url, r.status_code, headers, time.time(), b""))
+        return headers
 
     def wheel_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
         """METADATA read from the wheel itself: HTTP range requests when served, else the whole file."""
@@ -231,11 +289,13 @@ class IndexClient:
         except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
             raise ServiceError(f"index {ep.name}, file {f.filename}: not a readable wheel ({exc})") from None
 
-    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str]) -> requests.Response:
+    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str],
+            allow: tuple[int, ...] = ()) -> requests.Response:
         """A streamed GET of a file of `ep` (a range, or the whole file), with the client's policy; the
-        caller reads and closes the response. Any answer but 200 or 206 is a ServiceError."""
+        caller reads and closes the response. Any answer but 200, 206 or one in `allow` is a ServiceError."""
         r = self._send(ep, "GET", url, what, {"Accept-Encoding": "identity", **headers}, stream=True)
-        self._check(ep, r, what)
+        if r.status_code not in allow:
+            self._check(ep, r, what)
         return r
 
     def download(self, ep: IndexEndpoint, f: Downloadable, dest: Path,
@@ -258,6 +318,8 @@ class IndexClient:
                 raise ServiceError(f"index {ep.name}, {what}: downloaded sha256 {h.hexdigest()} does not match "
                                    f"the index's {f.sha256}")
             os.replace(tmp, dest)
+            if f.sha256:
+                self.verified.add(f.url)
         except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
             if _is_requests_error(exc):  # a RequestException is an OSError too: ask it first
@@ -284,4 +346,25 @@ def _is_requests_error(exc: BaseException) -> bool:
 
 
 class _NoHead(ServiceError):
-    """The server does not do HEAD (405, 501): callers that can do without it catch this."""
+    """The server refuses HEAD (405, 501, 403, 404): callers that can do without it catch this."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class HeadFacts:
+    last_modified: datetime | None
+    size: int | None
+    warning: str | None = None  # set when the server refused HEAD and the time stays unknown
+
+
+def _http_date(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value).astimezone(timezone.utc)
+    except (TypeError, ValueError):
+        return None
+

@@ -34,7 +34,11 @@ if TYPE_CHECKING:
 class Transport(Protocol):
     """What a remote file needs of the index client: one streamed GET with the client's policy."""
 
-    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str]) -> requests.Response: ...
+    # URLs whose whole bytes were hashed and matched the index's sha256 (the lock's sha256_verified)
+    verified: set[str]
+
+    def get(self, ep: IndexEndpoint, url: str, what: str, headers: dict[str, str],
+            allow: tuple[int, ...] = ()) -> requests.Response: ...
 
 BLOCK = 64 << 10  # one range request fetches at least this much: zip headers are small and scattered
 TAIL = 64 << 10  # the first request: the end of the file, where the central directory lives
@@ -124,28 +128,38 @@ class RemoteFile(RangeStream):
         super().__init__(size)
 
     # --- the network edge ------------------------------------------------------------------------
-    def _get(self, headers: dict[str, str]) -> requests.Response:
+    def _get(self, headers: dict[str, str], *, ranged: bool = True) -> requests.Response:
         self.requests += 1
-        resp = self._client.get(self._ep, self.url, self._what, headers)
+        resp = self._client.get(self._ep, self.url, self._what, headers, allow=(416,) if ranged else ())
+        if resp.status_code == 416:
+            # some servers refuse a suffix range longer than the file instead of sending it whole
+            resp.close()
+            return self._whole()
         if resp.status_code not in (200, 206):
             resp.close()
             raise ServiceError(f"{self._where}: HTTP {resp.status_code} from {_safe(resp.url)}")
         return resp
 
+    def _whole(self) -> requests.Response:
+        """A plain GET of the whole file: what a range reply that cannot be trusted falls back to."""
+        self.ranged = False
+        return self._get({"Accept-Encoding": "identity"}, ranged=False)
+
     def _open(self) -> int:
         resp = self._get({"Range": f"bytes=-{TAIL}", "Accept-Encoding": "identity"})
         if resp.status_code == 206:
-            m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
-            if not m:
+            m = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
+            start, end, total = (int(g) for g in m.groups()) if m else (0, -1, 0)
+            if m and start <= end == total - 1:  # a suffix range ends at the file's last byte
+                data = self._body(resp)
+                if len(data) == end - start + 1:
+                    self._tail = (start, data)
+                    return total
+            else:
                 resp.close()
-                raise ServiceError(f"{self._where}: partial response without a usable Content-Range")
-            start, end, total = (int(g) for g in m.groups())
-            data = self._body(resp)
-            if len(data) != end - start + 1:
-                raise ServiceError(f"{self._where}: range response is {len(data)} bytes, promised "
-                                   f"{end - start + 1}")
-            self._tail = (start, data)
-            return total
+            # A missing or malformed Content-Range, or a body of another length: the reply cannot be
+            # placed in the file. Read it whole instead, checked against the index's sha256.
+            resp = self._whole()
         # The server ignored the range: keep the whole body (it is coming anyway) and verify it.
         self.ranged = False
         return self._download(resp)
@@ -187,6 +201,8 @@ class RemoteFile(RangeStream):
             spool.close()
             raise ServiceError(f"{self._where}: downloaded sha256 {digest.hexdigest()} does not match the index's "
                                f"{self._sha256}")
+        if self._sha256 is not None:
+            self._client.verified.add(self.url)
         self._local = spool
         return spool.tell()
 
@@ -195,12 +211,14 @@ class RemoteFile(RangeStream):
         start = first * self._block
         end = min(self.size, (last + 1) * self._block) - 1
         resp = self._get({"Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"})
-        if resp.status_code != 206:
-            resp.close()
-            raise ServiceError(f"{self._where}: server stopped honouring range requests mid-read")
+        m = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
+        if resp.status_code != 206 or not m or (int(m.group(1)), int(m.group(2))) != (start, end):
+            self._switch_to_whole(resp if resp.status_code == 200 else None)
+            raise _Whole
         data = self._body(resp)
         if len(data) != end - start + 1:
-            raise ServiceError(f"{self._where}: range response is {len(data)} bytes, asked {end - start + 1}")
+            self._switch_to_whole(None)
+            raise _Whole
         self._next_block = last + 1
         for b in range(first, last + 1):
             self._cache[b] = data[(b - first) * self._block:(b - first + 1) * self._block]
@@ -208,12 +226,27 @@ class RemoteFile(RangeStream):
         while len(self._cache) > CACHE_BLOCKS:
             self._cache.popitem(last=False)
 
+    def _switch_to_whole(self, resp: requests.Response | None) -> None:
+        """The server stopped answering ranges as asked: download the file once (sha256-checked), same size."""
+        if resp is None:
+            resp = self._whole()
+        else:
+            self.ranged = False
+        size = self._download(resp)
+        if size != self.size:
+            self.close()
+            raise ServiceError(f"{self._where}: the whole file is {size} bytes, its ranges said {self.size}")
+
     # --- the stream ----------------------------------------------------------------------------------
     def _range(self, start: int, end: int) -> bytes:
-        if self._local is not None:
-            self._local.seek(start)
-            return self._local.read(end - start)
-        return self._ranged(start, end)
+        if self._local is None:
+            try:
+                return self._ranged(start, end)
+            except _Whole:
+                pass
+        assert self._local is not None
+        self._local.seek(start)
+        return self._local.read(end - start)
 
     def _ranged(self, start: int, end: int) -> bytes:
         tail_start, tail = self._tail
@@ -258,6 +291,10 @@ class RemoteFile(RangeStream):
             self._local.close()
             self._local = None
         super().close()
+
+
+class _Whole(Exception):
+    """Raised mid-read once the file was downloaded whole: read the rest from the local copy."""
 
 
 def _safe(url: str) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -46,6 +47,7 @@ else:  # pragma: no cover
 _GATE: dict[str, Any] = {"order": int, "module": str, "check": str, "mode": str, "prefix": str,
                          "expect": str, "skip_import_if": str, "before": [str], "remove": bool}
 _PIN: dict[str, Any] = {"version": str, "index": str, "file": str, "train": str, "note": str, "abi": str,
+                        "python": [str], "platforms": [str], "marker": str,
                         "gate": {k: v for k, v in _GATE.items() if k not in ("expect", "remove")},
                         "remove": bool}
 _PROBE: dict[str, Any] = {"name": str, "kind": str, "package": str, "glob": str, "count": int,
@@ -331,8 +333,11 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
             out.add(None, (*path, "index"), _not_declared("index", index, index_names))
         abi = _enum(AbiRole, t.get("abi", "provide"), (*path, "abi"), out, [a.value for a in AbiRole])
         gate = _gate_role(pname, t["gate"], (*path, "gate"), out, pinned=True) if "gate" in t else None
-        pins.append(Pin(pname, t["version"], index or "", t.get("file"), t.get("train"), t.get("note", ""),
-                        abi or AbiRole.PROVIDE, gate))
+        pin = Pin(pname, t["version"], index or "", t.get("file"), t.get("train"), t.get("note", ""),
+                  abi or AbiRole.PROVIDE, gate, tuple(t.get("python", ())), tuple(t.get("platforms", ())),
+                  t.get("marker"))
+        _pin_targets(pin, targets, path, out)
+        pins.append(pin)
 
     gate_t = m.get("gate", {})
     extra: list[tuple[str, GateRole]] = []
@@ -367,6 +372,26 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
         extends=stack_t.get("extends"),
         sources=tuple(d.display for d in out.chain),
     )
+
+
+def _pin_targets(pin: Pin, targets: tuple[Target, ...], path: tuple[str, ...], out: _Collector) -> None:
+    """A pin limited to some targets names only the stack's own, and is for at least one of them."""
+    pythons = list(dict.fromkeys(t.python for t in targets))
+    platforms = list(dict.fromkeys(t.platform for t in targets))
+    for key, values, known in (("python", pin.python, pythons), ("platforms", pin.platforms, platforms)):
+        for i, v in enumerate(values):
+            if v not in known:
+                out.add(None, (*path, key, str(i)), f"{v!r} is not one of the stack's targets "
+                        f"({', '.join(known) or 'none'})")
+    if pin.marker is not None:
+        try:
+            Marker(pin.marker)
+        except InvalidMarker as exc:
+            out.add(None, (*path, "marker"), f"not a PEP 508 marker like 'python_version == \"3.10\"': {exc}")
+            return
+    if targets and not any(pin.applies_to(t) for t in targets):
+        out.add(None, (*path, "marker" if pin.marker else "python" if pin.python else "platforms"),
+                "matches none of the stack's targets (" + ", ".join(t.label for t in targets) + ")")
 
 
 def _not_declared(what: str, value: str, known: list[str]) -> str:

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from enum import Enum
 
+from packaging.markers import Marker
 from packaging.utils import NormalizedName, canonicalize_name
 
 
@@ -44,6 +45,30 @@ class Target:
     def label(self) -> str:
         return f"{self.interpreter}-{self.platform}"
 
+    @property
+    def machine(self) -> str:
+        """`linux_x86_64`, `manylinux_2_28_aarch64` → the machine name `platform.machine()` reports there."""
+        for arch in ("x86_64", "aarch64", "ppc64le", "s390x", "i686"):
+            if self.platform.endswith("_" + arch):
+                return arch
+        return self.platform.rsplit("_", 1)[-1]
+
+    def marker_environment(self) -> dict[str, str]:
+        """The PEP 508 environment an interpreter of this target reports: what pin markers are evaluated in."""
+        return {
+            "python_version": self.python,
+            "python_full_version": self.python + ".0",
+            "platform_machine": self.machine,
+            "sys_platform": "linux",
+            "platform_system": "Linux",
+            "os_name": "posix",
+            "implementation_name": "cpython",
+            "platform_python_implementation": "CPython",
+            "implementation_version": self.python + ".0",
+            "platform_release": "",
+            "platform_version": "",
+        }
+
 
 @dataclass(frozen=True)
 class Index:
@@ -77,10 +102,47 @@ class Pin:
     note: str = ""
     abi: AbiRole = AbiRole.PROVIDE
     gate: GateRole | None = None
+    # Which of the stack's targets the pin is for (a vendor may build deep_ep for cp310 only). Empty
+    # tuples and no marker: every target.
+    python: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()
+    marker: str | None = None  # a PEP 508 marker evaluated in each target's environment
 
     @property
     def key(self) -> NormalizedName:
         return canonicalize_name(self.name)
+
+    @property
+    def limited(self) -> bool:
+        return bool(self.python or self.platforms or self.marker)
+
+    def requirement_marker(self) -> str | None:
+        """The PEP 508 marker a requirement line carries so pip installs the pin only where it applies."""
+        parts = []
+        if self.python:
+            parts.append(" or ".join(f'python_version == "{v}"' for v in self.python))
+        if self.platforms:
+            machines = dict.fromkeys(Target("", p).machine for p in self.platforms)
+            parts.append(" or ".join(f'platform_machine == "{m}"' for m in machines))
+        if self.marker:
+            parts.append(self.marker)
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        return " and ".join(f"({p})" if " or " in p else p for p in parts)
+
+    def applies_to(self, target: Target) -> bool:
+        if self.python and target.python not in self.python:
+            return False
+        if self.platforms and target.platform not in self.platforms:
+            return False
+        if self.marker:
+            return Marker(self.marker).evaluate(target.marker_environment())
+        return True
+
+    def targets(self, targets: tuple[Target, ...]) -> tuple[Target, ...]:
+        return tuple(t for t in targets if self.applies_to(t))
 
 
 @dataclass(frozen=True)
@@ -144,6 +206,13 @@ class Stack:
     extends: str | None = None
     sources: tuple[str, ...] = field(default=(), compare=False)  # files read, child first
 
+    def target(self, label: str) -> Target | None:
+        return next((t for t in self.targets if t.label == label), None)
+
+    def pins_for(self, target: Target) -> tuple[Pin, ...]:
+        """The pins an install for `target` takes (an image has one target)."""
+        return tuple(p for p in self.pins if p.applies_to(target))
+
     def pin(self, name: str) -> Pin | None:
         key = canonicalize_name(name)
         return next((p for p in self.pins if p.key == key), None)
@@ -151,7 +220,8 @@ class Stack:
     def index(self, name: str) -> Index | None:
         return next((i for i in self.indexes if i.name == name), None)
 
-    def gate_entries(self) -> tuple[GateEntry, ...]:
+    def gate_entries(self, target: Target | None = None) -> tuple[GateEntry, ...]:
+        """The gate in order; for one `target` (an image's), only the pins installed there."""
         entries = [
             GateEntry(
                 dist=p.name,
@@ -164,7 +234,7 @@ class Stack:
                 pinned=True,
             )
             for p in self.pins
-            if p.gate is not None
+            if p.gate is not None and (target is None or p.applies_to(target))
         ]
         entries += [
             GateEntry(
@@ -204,4 +274,10 @@ def canonical_json(stack: Stack) -> str:
     data = to_jsonable(stack)
     assert isinstance(data, dict)
     data.pop("sources", None)
+    for pin in data.get("pins", []):
+        # a pin for every target writes none of these: profiles (and their locks) from before
+        # per-pin targets keep their digest
+        for key in ("python", "platforms", "marker"):
+            if pin.get(key) in ((), [], None):
+                pin.pop(key, None)
     return json.dumps(data, sort_keys=True, separators=(",", ":"))

@@ -28,7 +28,7 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_n
 from stackctl.base.concurrency import parallel
 from stackctl.base.times import utc_iso
 from stackctl.base.urls import strip_userinfo, with_userinfo
-from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
+from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
 from stackctl.index.config import IndexEndpoint, tls_verify
 from stackctl.index.pages import IndexedFile
 from stackctl.profile.model import Stack, Target
@@ -173,10 +173,10 @@ def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offli
     else:
         import tomli as tomllib
 
-    requirements = "".join(f"{p.name}=={p.version}\n" for p in stack.pins)
     pinned = {p.key for p in stack.pins}
 
     def one(t: Target) -> tuple[ClosureEntry, ...]:
+        requirements = "".join(f"{p.name}=={p.version}\n" for p in stack.pins_for(t))
         cmd, extra = uv_command(stack, eps, t, offline=offline, cache_dir=cache_dir)
         env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
         env.update(extra)
@@ -198,5 +198,5 @@ def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offli
     per_target = parallel(len(stack.targets), one, stack.targets)
     errors = [r for r in per_target if isinstance(r, StackctlError)]
     if errors:
-        raise errors[0]
+        raise Problems.of(errors)
     return tuple(e for entries in per_target if not isinstance(entries, StackctlError) for e in entries)

@@ -24,7 +24,8 @@ def render_requirements(stack: Stack, lock: Lock | None = None) -> dict[str, str
         if pin.file is None:
             continue
         lines = files.setdefault(pin.file, [])
-        line = f"{pin.name}=={pin.version}"
+        marker = pin.requirement_marker()
+        line = f"{pin.name}=={pin.version}" + (f" ; {marker}" if marker else "")
         locked = lock.pin(pin.name) if lock else None
         hashes = sorted({f.sha256 for f in locked.files}) if locked else []
         lines.append(line + "".join(f" \\\n    --hash=sha256:{h}" for h in hashes))

@@ -33,6 +33,8 @@ class LockedFile:
     yanked_reason: str | None = None
     requires_python: str | None = None
     requires_dist: tuple[str, ...] | None = None  # None: unknown; (): the wheel declares none
+    # True: stackctl downloaded the whole file and its sha256 matched; False: the index's word for it
+    sha256_verified: bool = False
 
 
 @dataclass(frozen=True)

@@ -31,19 +31,33 @@ def _series(v: Version) -> tuple[int, ...]:
     return (*v.release, 0, 0)[:2]
 
 
+def _platforms(files: Sequence[IndexedFile]) -> str:
+    plats = sorted({t.platform for f in files for t in f.tags} - {"any"})
+    return ", ".join(plats) or "any"
+
+
 def why_other(v: Version, pin: Version, files: Sequence[IndexedFile], targets: Sequence[Target]) -> str | None:
-    """Why `v` is not in `pin`'s line, or None when it is."""
+    """Why `v` is not in `pin`'s line, or None when it is: every way it differs (label, platform, series)."""
+    why = []
     if v.local != pin.local:
-        return f"local label +{v.local}" if v.local else "no local label"
+        why.append(f"local label +{v.local}" if v.local else "no local label")
+    missing = [t.label for t in targets if not installable_everywhere(files, [t])]
+    if missing:
+        why.append(f"platform {_platforms(files)}" if len(missing) == len(targets)
+                   else "no wheel for " + ", ".join(missing))
     if _series(v) != _series(pin):
-        return "series " + ".".join(map(str, _series(v)))
-    if not installable_everywhere(files, targets):
-        return "no wheel for " + ", ".join(t.label for t in targets if not installable_everywhere(files, [t]))
-    return None
+        why.append("series " + ".".join(map(str, _series(v))))
+    return "; ".join(why) or None
 
 
 def newest_in_line(pin_version: str, files: Iterable[IndexedFile], targets: Sequence[Target],
                    max_other: int = 5) -> LineReport:
+    """The newest version of the pin's line, and the newest build of each other line.
+
+    A build of another local-label family or platform line is listed whatever PEP 440 says of its
+    order (`+musa5.2.1mp22` sorts below `+musa5.2.0` as a local label, yet is a later aarch64 build);
+    another series of the same line only when it is newer.
+    """
     pin = Version(pin_version)
     by_version = sorted(files, key=lambda f: f.version, reverse=True)
     newest: Version | None = None
@@ -51,16 +65,19 @@ def newest_in_line(pin_version: str, files: Iterable[IndexedFile], targets: Sequ
     others: list[str] = []
     seen: set[str] = set()  # one entry per other line: its newest version
     for v, group in groupby(by_version, key=lambda f: f.version):
-        if v < pin:
-            break
         fs = [f for f in group if not f.yanked]
-        if not fs or (v.is_prerelease and not pin.is_prerelease):
+        if v == pin or not fs or (v.is_prerelease and not pin.is_prerelease):
             continue
         why = why_other(v, pin, fs, targets)
         if why is None:
-            if newest is None:
+            if newest is None and v > pin:
                 newest, newest_files = v, tuple(fs)
-        elif v > pin and why not in seen and len(others) < max_other:
+            continue
+        another_build = v.local != pin.local or "platform " in why
+        if (v > pin or another_build) and why not in seen and len(others) < max_other:
             seen.add(why)
             others.append(f"{v} ({why})")
+    if newest is None:
+        own = tuple(f for f in files if f.version == pin and not f.yanked)
+        newest, newest_files = (pin, own) if own else (None, ())
     return LineReport(newest, newest_files, tuple(others))

@@ -24,6 +24,7 @@ class PinLine:
     text: str  # the requirement without options or comment
     name: NormalizedName | None  # None: not a requirement at all
     version: str | None  # the exact version of `name==VERSION`, None for anything else
+    marker: str | None = None  # `; python_version == "3.10"` of a pin limited to some targets
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,20 @@ def _pin_line(file: str, line: int, text: str) -> PinLine:
     except InvalidRequirement:
         return PinLine(file, line, text, None, None)
     specs = list(req.specifier)
-    exact = specs[0].version if len(specs) == 1 and specs[0].operator == "==" and not req.marker else None
-    return PinLine(file, line, text, canonicalize_name(req.name), exact)
+    exact = specs[0].version if len(specs) == 1 and specs[0].operator == "==" else None
+    return PinLine(file, line, text, canonicalize_name(req.name), exact, str(req.marker) if req.marker else None)
+
+
+def _marker(text: str | None) -> str | None:
+    """A marker in packaging's own spelling, so quoting and spacing do not count as a difference."""
+    if text is None:
+        return None
+    from packaging.markers import InvalidMarker, Marker
+
+    try:
+        return str(Marker(text))
+    except InvalidMarker:
+        return text
 
 
 def pin_findings(stack: Stack, files: Mapping[str, str | None]) -> tuple[Finding, ...]:
@@ -91,9 +104,13 @@ def pin_findings(stack: Stack, files: Mapping[str, str | None]) -> tuple[Finding
                                             f"{pin.file}"))
         if not home:
             out.append(Finding(pin.file, f"no pin for {pin.name} ({stack.name} pins {want})"))
+        marker = pin.requirement_marker()
         for pl in home:
             if pl.version != pin.version:
                 out.append(Finding(pin.file, f"line {pl.line} pins {pl.text}, {stack.name} pins {want}"))
+            elif _marker(pl.marker) != _marker(marker):
+                where = f"only where {marker}" if marker else "for every target"
+                out.append(Finding(pin.file, f"line {pl.line} pins {pl.text}; {stack.name} pins {pin.name} {where}"))
     pinned = {p.key for p in stack.pins}
     for pl in lines:
         if pl.name is not None and pl.name not in pinned:

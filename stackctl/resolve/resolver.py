@@ -7,7 +7,7 @@ project pages, then per chosen file its metadata and (HTML-only indexes) its Las
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -17,7 +17,7 @@ from packaging.version import Version
 from stackctl.base.concurrency import parallel
 from stackctl.base.progress import Progress
 from stackctl.base.times import utc_iso
-from stackctl.errors import CheckFailed, ServiceError, StackctlError
+from stackctl.errors import CheckFailed, Problems, StackctlError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
 from stackctl.index.pages import IndexedFile, ProjectListing
@@ -41,21 +41,31 @@ class FileFacts:
     requires_dist: tuple[str, ...] | None
     upload_time: datetime | None
     upload_time_source: str
+    size: int | None = None
+    warning: str | None = None  # why the upload time (or size) is unknown
 
 
 def iso(t: datetime | None) -> str | None:
     return utc_iso(t) if t else None
 
 
-def _first_error(errors: Sequence[StackctlError]) -> StackctlError:
-    """Service failures outrank failed checks: the check could not run."""
-    ordered = sorted(errors, key=lambda e: 0 if isinstance(e, ServiceError) else 1)
-    first = ordered[0]
-    if len(errors) == 1:
-        return first
-    more = len(errors) - 1
-    # "after 4 attempts (and 7 more)" read as seven more attempts: say what the others are.
-    return type(first)(f"{first} (and {more} more error{'' if more == 1 else 's'})", hint=first.hint)
+def _head_warnings(lines: list[str], most: int = 3) -> list[str]:
+    """One line per file a server refused HEAD for; beyond `most` files of one index and status, one line
+    for them all (an index without HEAD would otherwise print a warning per file)."""
+    groups: dict[str, list[str]] = {}
+    for line in sorted(set(lines)):
+        index, _, rest = line.partition(": ")
+        filename, _, why = rest.partition(": ")
+        groups.setdefault(f"{index}: {why}", []).append(filename if why else rest)
+    out = []
+    for key, files in groups.items():
+        index, _, why = key.partition(": ")
+        if len(files) <= most or not why:
+            out += [f"{index}: {f}: {why}" if why else f"{index}: {f}" for f in files]
+        else:
+            out.append(f"{index}: {why.replace('HEAD answered', f'HEAD of {len(files)} files answered', 1)} "
+                       f"({', '.join(files[:most])}, ...)")
+    return out
 
 
 def requires_dist(metadata: bytes) -> tuple[str, ...]:
@@ -65,47 +75,51 @@ def requires_dist(metadata: bytes) -> tuple[str, ...]:
 
 def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
             options: ResolveOptions | None = None, progress: Progress | None = None) -> Lock:
+    """The lock, or `Problems` naming every pin and target that failed (nothing is half-written)."""
     opts = options or ResolveOptions()
     jobs = client.options.jobs
     keys = list(dict.fromkeys((p.index, p.key) for p in stack.pins))
+    problems: list[StackctlError] = []
 
-    # 1. project pages, all at once
+    # 1. project pages, all at once; a page that fails is one problem, and the other pins go on
     pages = parallel(jobs, lambda k: client.project(eps[k[0]], k[1]), keys, progress, "pages")
-    errors = [r for r in pages if isinstance(r, StackctlError)]
-    if errors:
-        raise _first_error(errors)
+    problems += [r for r in pages if isinstance(r, StackctlError)]
     listing: dict[tuple[str, str], ProjectListing] = {
         k: r for k, r in zip(keys, pages, strict=True) if isinstance(r, ProjectListing)}
 
-    # 2. the file pip would pick for every pin and target
+    # 2. the file pip would pick for every pin and each target it is for
     chosen: dict[tuple[str, str], IndexedFile] = {}  # (pin key, target label) → file
-    missing: list[StackctlError] = []
     for pin in stack.pins:
-        lst = listing[(pin.index, pin.key)]
+        lst = listing.get((pin.index, pin.key))
+        if lst is None:
+            continue
         want = Version(pin.version)
         files = [f for f in lst.files if f.version == want]
         if not files:
             near = sorted({f.version for f in lst.files}, reverse=True)[:3]
-            missing.append(CheckFailed(
+            problems.append(CheckFailed(
                 f"pin {pin.name} {pin.version}: not on index {pin.index} "
                 f"(newest there: {', '.join(map(str, near)) or 'none'})"))
             continue
-        for t in stack.targets:
+        for t in pin.targets(stack.targets):
             f = best_wheel(files, t)
             if f is None:
-                missing.append(CheckFailed(
+                problems.append(CheckFailed(
                     f"pin {pin.name} {pin.version}: no wheel for {t.label} on index {pin.index} "
-                    f"(files: {', '.join(sorted(x.filename for x in files))[:300]})"))
+                    f"(files: {', '.join(sorted(x.filename for x in files))[:300]})",
+                    hint="if the vendor does not build it for every target, limit the pin "
+                         "(python = [...], platforms = [...] or marker = '...')"))
             else:
                 chosen[(pin.key, t.label)] = f
-    if missing:
-        raise _first_error(missing)
+    ok_pins = [p for p in stack.pins
+               if all((p.key, t.label) in chosen for t in p.targets(stack.targets))]
 
-    # 3. newest in line per pin, then facts (Requires-Dist, upload time) for every file the lock names
-    lines = {p.key: newest_in_line(p.version, listing[(p.index, p.key)].files, stack.targets) for p in stack.pins}
+    # 3. newest in line per pin, then facts (Requires-Dist, upload time, size) for every file the lock names
+    lines = {p.key: newest_in_line(p.version, listing[(p.index, p.key)].files, p.targets(stack.targets))
+             for p in ok_pins}
     wanted: dict[str, tuple[Pin, IndexedFile, bool]] = {}  # url → (pin, file, needs Requires-Dist)
-    for pin in stack.pins:
-        for t in stack.targets:
+    for pin in ok_pins:
+        for t in pin.targets(stack.targets):
             f = chosen[(pin.key, t.label)]
             wanted[f.url] = (pin, f, True)
         line = lines[pin.key]
@@ -119,39 +133,41 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
         rd = None
         if need_rd:
             rd = requires_dist(client.metadata(ep, f) if f.has_metadata else client.wheel_metadata(ep, f))
+        if f.upload_time is not None and f.size is not None:
+            return FileFacts(rd, f.upload_time, "index", f.size)
+        head = client.head(ep, f)
         if f.upload_time is not None:
-            return FileFacts(rd, f.upload_time, "index")
-        lm = client.last_modified(ep, f)
-        return FileFacts(rd, lm, "last-modified" if lm else "none")
+            return FileFacts(rd, f.upload_time, "index", f.size or head.size, head.warning)
+        lm = head.last_modified
+        return FileFacts(rd, lm, "last-modified" if lm else "none", f.size or head.size, head.warning)
 
     results = parallel(jobs, facts, wanted.values(), progress, "files")
-    errors = [r for r in results if isinstance(r, StackctlError)]
-    if errors:
-        raise _first_error(errors)
+    problems += [r for r in results if isinstance(r, StackctlError)]
+    if problems:
+        raise Problems.of(problems)
     by_url = {url: r for url, r in zip(wanted, results, strict=True) if isinstance(r, FileFacts)}
 
     # 4. the lock
-    warnings: list[str] = []
+    warnings: list[str] = _head_warnings([fx.warning for fx in by_url.values() if fx.warning])
     locked: list[LockedPin] = []
     published: dict[str, datetime | None] = {}
     for pin in stack.pins:
         lfs = []
-        for t in stack.targets:
+        for t in pin.targets(stack.targets):
             f = chosen[(pin.key, t.label)]
             fx = by_url[f.url]
             lfs.append(LockedFile(
-                target=t.label, filename=f.filename, url=f.url, sha256=f.sha256 or "", size=f.size,
+                target=t.label, filename=f.filename, url=f.url, sha256=f.sha256 or "", size=fx.size,
                 upload_time=iso(fx.upload_time), upload_time_source=fx.upload_time_source,
                 yanked=f.yanked, yanked_reason=f.yanked_reason, requires_python=f.requires_python,
-                requires_dist=fx.requires_dist))
-        for fname in sorted({lf.filename for lf in lfs if lf.requires_dist == ()}):
-            warnings.append(f"{pin.name} {pin.version}: {fname} declares no Requires-Dist; "
-                            "no resolver guards that pin")
+                requires_dist=fx.requires_dist, sha256_verified=f.url in client.verified))
+        # A wheel that declares no Requires-Dist is a hazard only when its libraries need another pin's:
+        # `stackctl abi` reads the ELF and says so (a pure package that needs nothing is no hazard).
         for fname in sorted({lf.filename for lf in lfs if lf.yanked}):
             warnings.append(f"{pin.name} {pin.version}: {fname} is yanked on index {pin.index}")
         for fname in sorted({lf.filename for lf in lfs if not lf.sha256}):
             warnings.append(f"{pin.name} {pin.version}: index {pin.index} gives no sha256 for {fname}")
-        times = [by_url[chosen[(pin.key, t.label)].url].upload_time for t in stack.targets]
+        times = [by_url[chosen[(pin.key, t.label)].url].upload_time for t in pin.targets(stack.targets)]
         known = [x for x in times if x is not None]
         published[pin.name] = max(known) if known else None
         line = lines[pin.key]

@@ -29,7 +29,9 @@ def make_client(offline: bool = False, cache_dir: Path | None = None, no_cache: 
 
 
 def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str] | None = None, *,
-                  closure: bool = True, train_window: float = 3600.0, progress: Progress | None = None) -> Lock:
+                  closure: bool = True, train_window: float = 3600.0, progress: Progress | None = None,
+                  verify: bool = False) -> Lock:
+    """The lock; with `verify`, every file it names downloaded and its sha256 checked first."""
     from stackctl.index.config import endpoints
     from stackctl.resolve.resolver import ResolveOptions, resolve
 
@@ -45,4 +47,9 @@ def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str
         def closure_fn(s: Stack, lk: Lock) -> Any:
             return compute(s, lk, eps, offline=client.options.offline, cache_dir=uv_cache)
 
-    return resolve(stack, client, eps, ResolveOptions(train_window=train_window, closure=closure_fn), progress)
+    lock = resolve(stack, client, eps, ResolveOptions(train_window=train_window, closure=closure_fn), progress)
+    if verify:
+        from stackctl.resolve.wheelhouse import verify_lock
+
+        lock = verify_lock(lock, stack, client, eps, progress=progress).lock
+    return lock

@@ -6,14 +6,16 @@ goes into an image is exactly what `resolve` proved.
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stackctl.base.concurrency import parallel
 from stackctl.base.files import sha256_file
 from stackctl.base.progress import Progress
-from stackctl.errors import CheckFailed, InputError, StackctlError
+from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
 from stackctl.index.client import ClientOptions, IndexClient
 from stackctl.index.config import IndexEndpoint, endpoints, origin
 from stackctl.profile.model import Stack
@@ -84,3 +86,45 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
     if errors:
         raise errors[0]
     return [r for r in done if isinstance(r, Path)]
+
+
+@dataclass(frozen=True)
+class Verified:
+    lock: Lock  # every file marked sha256_verified
+    files: int
+    bytes: int
+
+
+def verify_lock(lock: Lock, stack: Stack, client: IndexClient, eps: Mapping[str, IndexEndpoint], *,
+                progress: Progress | None = None) -> Verified:
+    """Download every file the lock names (pins and closure, every target) and check each sha256.
+
+    Files download concurrently into a scratch directory that is removed afterwards; a mismatch or a
+    failure is a problem each, all reported together, and no lock is returned.
+    """
+    pin_index = {f.url: p.index for p in lock.pins for f in p.files}
+    files = list({f.url: f for t in stack.targets for f in lock.wheels_for(t.label)}.values())
+    with tempfile.TemporaryDirectory(prefix="stackctl-verify-") as tmp:
+        def one(item: tuple[int, LockedFile]) -> int:
+            n, f = item
+            if not f.sha256:
+                raise ServiceError(f"{f.filename}: the lock has no sha256 to check it against")
+            path = Path(tmp) / f"{n}-{f.filename}"
+            client.download(endpoint_for(f, pin_index.get(f.url), eps, stack), f, path)
+            size = path.stat().st_size
+            path.unlink()
+            return size
+
+        done = parallel(client.options.jobs, one, list(enumerate(files)), progress, "verify")
+    errors = [r for r in done if isinstance(r, StackctlError)]
+    if errors:
+        raise Problems.of(errors)
+    verified = {f.url for f in files}
+
+    def mark(f: LockedFile) -> LockedFile:
+        return replace(f, sha256_verified=True) if f.url in verified else f
+
+    pins = tuple(replace(p, files=tuple(mark(f) for f in p.files)) for p in lock.pins)
+    closure = tuple(replace(c, file=mark(c.file)) if c.file else c for c in lock.closure)
+    return Verified(replace(lock, pins=pins, closure=closure), len(files),
+                    sum(r for r in done if isinstance(r, int)))

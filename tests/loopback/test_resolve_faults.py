@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,8 +35,9 @@ def run(cli: Cli, profile: Path, musa_url: str, public: IndexServer, *extra: str
 
 
 def error_line(r: Result) -> str:
+    """The first problem (an index that fails fails every project on it: one line each)."""
     lines = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
-    assert len(lines) == 1, r.err
+    assert lines, r.err
     return lines[0]
 
 
@@ -50,9 +52,34 @@ def test_pin_missing_for_a_target(cli: Cli, tmp_path: Path, musa: IndexServer, p
     profile = musa_profile(tmp_path / "s")
     profile.write_text(profile.read_text().replace('platforms = ["linux_x86_64"]',
                                                    'platforms = ["linux_x86_64", "linux_aarch64"]'))
-    r = run(cli, profile, musa.url, public)
+    lock = profile.with_suffix(".lock")
+    lock.write_text("previous lock\n")
+    r = run(cli, profile, musa.url, public, "--json")
     assert r.code == 1
-    assert f"pin torch {TORCH}: no wheel for cp310-linux_aarch64 on index musa" in error_line(r)
+    errors = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
+    # every pin and target that failed, not the first one and a count
+    assert len(errors) == 10, r.err
+    for pin in ("torch", "torch_musa", "torchvision", "torchaudio", "deep_ep"):
+        for py in ("cp310", "cp312"):
+            assert sum(f"pin {pin} " in e and f"no wheel for {py}-linux_aarch64 on index musa" in e
+                       for e in errors) == 1
+    doc = json.loads(r.out)
+    assert doc["exit_code"] == 1 and len(doc["problems"]) == 10
+    assert {p["exit_code"] for p in doc["problems"]} == {1}
+    assert lock.read_text() == "previous lock\n"
+
+
+def test_every_problem_exits_with_the_most_severe_code(cli: Cli, tmp_path: Path, musa: IndexServer,
+                                                        public: IndexServer) -> None:
+    """A missing project (1) and a failing page (3) in one run: both reported, exit 3."""
+    profile = musa_profile(tmp_path / "s", extra='\n[pins.nosuch]\nversion = "1.0"\nindex = "musa"\n')
+    musa.fault(TORCH_PAGE, *[status(503)] * 10)
+    r = cli("outdated", str(profile), "--index", f"musa={musa.url}", "--index", f"public={public.url}",
+            "--retries", "0", "--markdown")
+    assert r.code == 3
+    errors = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 2 and "HTTP 503" in errors[0] and "project nosuch: not found" in errors[1]
+    assert r.out.startswith("**2 problems** (exit 3)")
 
 
 def test_5xx_then_success(cli: Cli, profile: Path, musa: IndexServer, public: IndexServer) -> None:
@@ -184,6 +211,10 @@ def test_html_only_index_without_head(cli: Cli, tmp_path: Path, profile: Path, p
     assert all(h.get("Range") for m, p, h in log if p == f"/files/{audio}" and m == "GET")  # never whole
     warnings = json.loads(r.out)["warnings"]
     assert "train musa-torch: torch has no known upload time; whether it trails is unchecked" in warnings
+    # a server without HEAD at all: one line for its files, not one per file
+    [head] = [w for w in warnings if "HEAD" in w]
+    assert head.startswith("index musa: HEAD of ") and " files answered HTTP " in head
+    assert "; upload time unknown (" in head and head.endswith(", ...)")
 
 
 @pytest.mark.parametrize("ranges", [True, False])
@@ -328,3 +359,72 @@ def test_sigint_mid_run_keeps_previous_lock(tmp_path: Path, profile: Path, musa:
     assert proc.returncode == 130, err
     assert lock.read_text() == "previous lock\n"
     assert not list(lock.parent.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("code", [405, 501, 403, 404])
+def test_head_refused_leaves_the_upload_time_unknown_and_takes_the_size_from_get(
+        cli: Cli, tmp_path: Path, profile: Path, public: IndexServer, code: int) -> None:
+    """A server that refuses HEAD, however it says so: never fatal; the size still comes from a GET's
+    Content-Length (its body is not read), the upload time is unknown and a warning says why."""
+    server = IndexServer(html_only=True)
+    populate_musa(server, tmp_path / "hr")
+    torch = f"torch-{TORCH}-cp310-cp310-linux_x86_64.whl"
+    with server:
+        server.fault(f"/files/{torch}", status(code))
+        r = run(cli, profile, server.url, public, "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    files = {f["filename"]: f for f in doc["files"]}
+    assert files[torch]["upload_time"] is None and files[torch]["upload_time_source"] == "none"
+    assert files[torch]["size"] == server.files[torch].size
+    assert f"index musa: {torch}: HEAD answered HTTP {code}; upload time unknown" in doc["warnings"]
+    # every other file of an HTML-only index has its size from Content-Length and its time from Last-Modified
+    others = [f for name, f in files.items() if name != torch and f["index"] == "musa"]
+    assert all(f["size"] == server.files[f["filename"]].size for f in others)
+    assert all(f["upload_time_source"] == "last-modified" for f in others)
+
+
+def test_host_that_does_not_resolve_is_said_as_such(cli: Cli, profile: Path, public: IndexServer) -> None:
+    r = run(cli, profile, "http://no-such-host.invalid/simple/", public)
+    assert r.code == 3
+    assert error_line(r) == ("error: index musa, project torch: cannot resolve host no-such-host.invalid "
+                             "(http://no-such-host.invalid/simple/torch/)")
+
+
+def test_redirect_to_another_host_that_ends_in_404_names_the_redirect(
+        cli: Cli, profile: Path, musa: IndexServer, public: IndexServer) -> None:
+    """Not "project not found": the index sent us elsewhere, and that host had nothing (exit 3)."""
+    other = IndexServer()
+    with other:
+        musa.fault(TORCH_PAGE, redirect(f"{other.url}torch/"))
+        r = run(cli, profile, musa.url, public)
+        other_url = other.url
+    assert r.code == 3
+    assert error_line(r) == (f"error: index musa, project torch (redirected from {musa.url}torch/ to another "
+                             f"host, sent without credentials): HTTP 404 from {other_url}torch/")
+
+
+def test_resolve_verify_checks_every_locked_file(cli: Cli, profile: Path, musa: IndexServer,
+                                                 public: IndexServer) -> None:
+    """Without --verify the lock says whose word each sha256 is; with it every file is downloaded and
+    checked, concurrently, and a lie is exit 3 with the previous lock kept byte for byte."""
+    r = run(cli, profile, musa.url, public, "--json")
+    assert r.code == 0, r.err
+    lock_path = profile.with_suffix(".lock")
+    first = json.loads(lock_path.read_text())
+    assert not any(f["sha256_verified"] for p in first["pins"] for f in p["files"])
+    v = run(cli, profile, musa.url, public, "--json", "--verify")
+    assert v.code == 0, v.err
+    assert all(f["sha256_verified"] for f in json.loads(v.out)["files"])
+    human = run(cli, profile, musa.url, public, "--verify")
+    assert human.code == 0 and re.search(r"^sha256: (\d+) of \1 files downloaded whole and checked by stackctl$",
+                                         human.out, re.M), human.out
+    good = lock_path.read_bytes()
+    assert all(f["sha256_verified"] for p in json.loads(good)["pins"] for f in p["files"])
+    name = "deep_ep-1.1.0+musa5.2.0torch2.11.0.post2-cp310-cp310-linux_x86_64.whl"
+    real = musa.files[name].sha256
+    musa.files[name].sha256 = "0" * 64  # the page now lies about one file
+    bad = run(cli, profile, musa.url, public, "--verify", "--no-cache")
+    assert bad.code == 3
+    assert f"file {name}: downloaded sha256 {real} does not match the index's {'0' * 64}" in bad.err
+    assert lock_path.read_bytes() == good

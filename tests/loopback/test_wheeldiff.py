@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from stackctl.abi.wheeldiff import diff_wheels
 from stackctl.cli.app import markdown_text
@@ -12,7 +16,7 @@ from stackctl.wheels.archive import WheelReader
 from stackctl.wheels.scan import scan_wheel
 from tests.conftest import Result
 from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels
-from tests.support.index_server import IndexServer
+from tests.support.index_server import Fault, IndexServer, partial, status
 from tests.support.wheels import build_wheel
 
 # The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
@@ -79,3 +83,51 @@ def test_cli_wheel_diff_bad_input(cli: Callable[..., Result], stack_wheels: Whee
     bad.write_bytes(b"PK\x03\x04 not really")
     r = cli("wheel-diff", str(bad), str(stack_wheels.ext_v2))
     assert r.code == 2 and "not a readable wheel" in r.err
+
+
+@pytest.mark.parametrize("fault", [partial(None), partial("bytes abc"), partial("bytes 0-15/4000"),
+                                   partial("bytes 0-99/4000"), status(416)],
+                         ids=["no-content-range", "malformed", "not-the-tail", "short-body", "416-suffix"])
+def test_a_range_reply_that_cannot_be_trusted_falls_back_to_a_whole_download(
+        cli: Callable[..., Result], stack_wheels: Wheels, fault: Fault) -> None:
+    """Not exit 3: the wheel is read whole instead (what a lock's sha256 then checks)."""
+    with IndexServer() as server:
+        server.add(stack_wheels.ext_v1)
+        server.add(stack_wheels.ext_v2)
+        name = stack_wheels.ext_v1.name
+        server.fault(f"/files/{name}", fault)
+        urls = (f"{server.base}files/{name}", f"{server.base}files/{stack_wheels.ext_v2.name}")
+        r = cli("wheel-diff", *urls, "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["summary"] == SUMMARY
+    assert [s["ranged"] for s in data["sources"]] == [False, True]
+
+
+def test_whole_download_after_a_bad_range_is_checked_against_the_sha256(stack_wheels: Wheels) -> None:
+    from stackctl.errors import ServiceError
+    from stackctl.index.client import ClientOptions, IndexClient
+    from stackctl.index.config import endpoint_of
+    from stackctl.index.remote import RemoteFile
+
+    def RemoteFile_(url: str, **kwargs: Any) -> RemoteFile:
+        return RemoteFile(IndexClient(ClientOptions(retries=0)), endpoint_of(url), url, **kwargs)
+
+    data = stack_wheels.ext_v1.read_bytes()
+    good = hashlib.sha256(data).hexdigest()
+    with IndexServer() as server:
+        server.add(stack_wheels.ext_v1)
+        url = f"{server.base}files/{stack_wheels.ext_v1.name}"
+        server.fault(f"/files/{stack_wheels.ext_v1.name}", partial("bytes nonsense"))
+        f = RemoteFile_(url, sha256=good, expected_size=len(data))
+        assert f.ranged is False and f.read() == data
+        f.close()
+        server.fault(f"/files/{stack_wheels.ext_v1.name}", partial(None))
+        with pytest.raises(ServiceError, match=r"sha256 .* 0000"):
+            RemoteFile_(url, sha256="0" * 64)
+        # mid-read: the tail came by range, the next block does not: the rest is read from one whole copy
+        f = RemoteFile_(url, sha256=good, block=256)
+        f._tail = (len(data) - 10, data[-10:])  # as if the central directory were all the tail held
+        server.fault(f"/files/{stack_wheels.ext_v1.name}", partial("bytes 0-9/1"))
+        assert f.read(300) == data[:300] and f.ranged is False
+        f.close()

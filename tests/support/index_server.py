@@ -51,6 +51,7 @@ class IndexServer:
     head: bool = True  # answer HEAD; False: 405 for every HEAD, as some file servers do
     auth: tuple[str, str] | None = None  # require HTTP basic auth
     tls: tuple[Path, Path] | None = None  # (certificate, key): serve https
+    port: int = 0  # 0: any free port
     files: dict[str, IndexFile] = field(default_factory=dict)
     faults: dict[str, list[Fault]] = field(default_factory=dict)
     log: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # (method, path, headers)
@@ -96,7 +97,7 @@ class IndexServer:
         class _Bound(Handler):
             index = server
 
-        self._httpd = _QuietServer(("127.0.0.1", 0), _Bound)
+        self._httpd = _QuietServer(("127.0.0.1", self.port), _Bound)
         if self.tls is not None:
             import ssl
 
@@ -319,6 +320,15 @@ def hang(seconds: float) -> Fault:
 def body(content: bytes, ctype: str) -> Fault:
     def fault(h: Handler) -> bool:
         h.send(200, content, ctype)
+        return True
+
+    return fault
+
+
+def partial(content_range: str | None, data: bytes = b"\0" * 16) -> Fault:
+    """A 206 answer whose Content-Range is `content_range` (None: no header at all), body `data`."""
+    def fault(h: Handler) -> bool:
+        h.send(206, data, "application/octet-stream", {"Content-Range": content_range} if content_range else {})
         return True
 
     return fault

@@ -95,7 +95,7 @@ def _edit(path: Path, old: str, new: str) -> None:
     ("musa_private.txt", POST2_TORCH, POST1_TORCH,  # the files are another stack's
      [f"musa_private.txt: differs from torch-2.11-post2: line 3 pins {POST1_TORCH}, torch-2.11-post2 pins "
       f"{POST2_TORCH}"]),
-    ("musa_private.txt", "deep_ep==1.1.0+musa5.2.0torch2.11.0.post2\n", "",
+    ("musa_private.txt", 'deep_ep==1.1.0+musa5.2.0torch2.11.0.post2 ; python_version == "3.10"\n', "",
      ["musa_private.txt: differs from torch-2.11-post2: no pin for deep_ep "
       "(torch-2.11-post2 pins deep_ep==1.1.0+musa5.2.0torch2.11.0.post2)"]),
     ("common.txt", "torchada==0.1.90\n", "",
@@ -103,8 +103,11 @@ def _edit(path: Path, old: str, new: str) -> None:
     ("common.txt", "click==8.2.0\n", "click==8.2.0\nmthreads-ml-py>=2.4.1\n",
      ["common.txt: differs from torch-2.11-post2: line 7: mthreads-ml-py>=2.4.1 is a requirement "
       "torch-2.11-post2 does not declare"]),
+    ("musa_private.txt", ' ; python_version == "3.10"', "",  # deep_ep is built for cp310 only
+     ["musa_private.txt: differs from torch-2.11-post2: line 14 pins deep_ep==1.1.0+musa5.2.0torch2.11.0.post2; "
+      'torch-2.11-post2 pins deep_ep only where python_version == "3.10"']),
 ], ids=["two-torch-pins", "unsupported-stack", "private-pin-missing", "torchada-not-in-public-file",
-        "unpinned-line"])
+        "unpinned-line", "marker-dropped"])
 def test_check_names_each_drift(cli: Cli, tmp_path: Path, file: str, old: str, new: str,
                                 failures: list[str]) -> None:
     profile = _setup(tmp_path)

@@ -259,3 +259,68 @@ def test_digest_is_stable_and_tracks_content(tmp_path: Path) -> None:
     b = write(tmp_path, "b", BASE.replace("0.1.90", "0.1.91"))
     assert load_stack(a).digest() == load_stack(a).digest()
     assert load_stack(a).digest() != load_stack(b).digest()
+
+
+def test_reference_stacks_limit_deep_ep_to_cp310_as_the_vendor_ships_it() -> None:
+    for name in ("torch-2.9-control", "torch-2.11-post1", "torch-2.11-post2"):
+        s = load_stack(STACKS / f"{name}.toml")
+        cp310, cp312 = s.targets
+        deep_ep = s.pin("deep_ep")
+        assert deep_ep is not None and deep_ep.targets(s.targets) == (cp310,)
+        assert deep_ep not in s.pins_for(cp312) and deep_ep in s.pins_for(cp310)
+        assert "deep_ep" not in [e.dist for e in s.gate_entries(cp312)]
+        assert "deep_ep" in [e.dist for e in s.gate_entries(cp310)]
+
+
+@pytest.mark.parametrize(("limit", "cp310", "cp312"), [
+    ('python = ["3.10"]', True, False),
+    ('platforms = ["linux_x86_64"]', True, True),
+    ("marker = 'python_version == \"3.12\"'", False, True),
+    ("marker = 'python_version >= \"3.11\" and platform_machine == \"x86_64\"'", False, True),
+    ("marker = 'sys_platform == \"linux\" and implementation_name == \"cpython\"'", True, True),
+])
+def test_a_pin_limited_to_some_targets(tmp_path: Path, limit: str, cp310: bool, cp312: bool) -> None:
+    s = load_stack(write(tmp_path, "s", BASE.replace('version = "0.1.90"', 'version = "0.1.90"\n' + limit)))
+    pin = s.pin("torchada")
+    assert pin is not None
+    assert [pin.applies_to(t) for t in s.targets] == [cp310, cp312]
+
+
+def test_pin_targets_are_validated_against_the_stacks_targets(tmp_path: Path) -> None:
+    text = BASE.replace('version = "0.1.90"', 'version = "0.1.90"\npython = ["3.11"]\nplatforms = ["linux_aarch64"]')
+    text = text.replace('version = "2.11.0.post2+musa5.2.0"',
+                        "version = \"2.11.0.post2+musa5.2.0\"\nmarker = 'python_version == \"3.9\"'")
+    found = problems(write(tmp_path, "s", text))
+    assert any(p.endswith("pins.torchada.python.0: '3.11' is not one of the stack's targets (3.10, 3.12)")
+               for p in found), found
+    assert any("pins.torchada.platforms.0: 'linux_aarch64' is not one of the stack's targets (linux_x86_64)" in p
+               for p in found), found
+    assert any("pins.torch.marker: matches none of the stack's targets (cp310-linux_x86_64, cp312-linux_x86_64)"
+               in p for p in found), found
+    bad_marker = "version = \"0.1.90\"\nmarker = 'python_version =='"
+    bad = problems(write(tmp_path, "b", BASE.replace('version = "0.1.90"', bad_marker)))
+    assert len(bad) == 1 and "pins.torchada.marker: not a PEP 508 marker" in bad[0] and ":" in bad[0].split(" ")[0]
+
+
+def test_a_child_profile_overrides_or_lifts_a_pin_limit(tmp_path: Path) -> None:
+    write(tmp_path, "base", BASE.replace('version = "0.1.90"', 'version = "0.1.90"\npython = ["3.10"]'))
+    child = load_stack(write(tmp_path, "child", '[stack]\nname = "c"\nextends = "base"\n\n'
+                                                '[pins.torchada]\npython = ["3.10", "3.12"]\n'))
+    assert child.pin("torchada").python == ("3.10", "3.12")  # type: ignore[union-attr]
+
+
+def test_limited_pins_export_with_a_marker_and_digests_of_unlimited_profiles_stay(tmp_path: Path) -> None:
+    from stackctl.profile.model import canonical_json
+    from stackctl.resolve.export import render_requirements
+
+    text = BASE.replace('index = "vendor"\ngate = { order = 1 }',
+                        'index = "vendor"\nfile = "a.txt"\ngate = { order = 1 }')
+    plain = load_stack(write(tmp_path, "p", text))
+    assert '"marker"' not in canonical_json(plain) and '"platforms":[]' not in canonical_json(plain)
+    limited = load_stack(write(tmp_path, "l", text.replace('file = "a.txt"', 'file = "a.txt"\npython = ["3.10"]')))
+    assert limited.digest() != plain.digest()
+    assert 'torchada==0.1.90 ; python_version == "3.10"\n' in render_requirements(limited)["a.txt"]
+    both = load_stack(write(tmp_path, "m", text.replace(
+        'file = "a.txt"', 'file = "a.txt"\npython = ["3.10", "3.12"]\nmarker = \'platform_machine == "x86_64"\'')))
+    assert ('torchada==0.1.90 ; (python_version == "3.10" or python_version == "3.12") and '
+            'platform_machine == "x86_64"') in render_requirements(both)["a.txt"]

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from packaging.utils import parse_wheel_filename
+from packaging.version import Version
 
 from stackctl.errors import CheckFailed, ServiceError
 from stackctl.index.pages import IndexedFile
@@ -84,9 +85,22 @@ def test_newest_in_line_and_other_lines() -> None:
               wheel("torch-2.12.0+musa5.2.0-cp310-cp310-linux_x86_64.whl")]
     r = newest_in_line("2.11.0.post2+musa5.2.0", files, [T310, T312])
     assert str(r.newest_in_line) == "2.11.0.post3+musa5.2.0"
-    assert r.other_lines == ("2.12.0+musa5.2.0 (series 2.12)",
+    assert r.other_lines == ("2.12.0+musa5.2.0 (no wheel for cp312-linux_x86_64; series 2.12)",
                              "2.11.0.post5+musa5.2.0 (no wheel for cp312-linux_x86_64)",
-                             "2.11.0.post3+musa5.2.1mp22 (local label +musa5.2.1mp22)")
+                             "2.11.0.post3+musa5.2.1mp22 (local label +musa5.2.1mp22; platform linux_aarch64)")
+
+
+def test_other_lines_list_a_build_pep440_orders_below_the_pin() -> None:
+    """`+musa5.2.1mp22` sorts below `+musa5.2.0` (a number outranks a string in a local label), yet the
+    aarch64 build of the same release is another line a reviewer must see, never an upgrade."""
+    files = [wheel(f"torch-2.11.0.post2+musa5.2.0-{t}.whl") for t in ("cp310-cp310-linux_x86_64",
+                                                                     "cp312-cp312-linux_x86_64")]
+    files += [wheel("torch-2.11.0.post2+musa5.2.1mp22-cp310-cp310-linux_aarch64.whl"),
+              wheel("torch-2.11.0.post1+musa5.2.0-cp310-cp310-linux_x86_64.whl")]
+    assert Version("2.11.0.post2+musa5.2.1mp22") < Version("2.11.0.post2+musa5.2.0")
+    r = newest_in_line("2.11.0.post2+musa5.2.0", files, [T310, T312])
+    assert str(r.newest_in_line) == "2.11.0.post2+musa5.2.0"
+    assert r.other_lines == ("2.11.0.post2+musa5.2.1mp22 (local label +musa5.2.1mp22; platform linux_aarch64)",)
 
 
 def test_trains_flag_the_trailing_member() -> None:

@@ -1,0 +1,167 @@
+"""The README's upgrade walkthrough, word for word, against the example vendor index it tells a newcomer
+to serve; and the three reference stacks resolved, ABI-checked and exported against it for every target
+they declare."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from examples.vendor_index import ExampleIndexes, build_indexes, write_inventory
+from tests.conftest import REPO, Result
+from tests.support.elf_fixtures import have_gcc
+from tests.support.gitrepo import git
+
+Cli = Callable[..., Result]
+NEEDS_ENGINE = {"build", "publish", "inventory"}  # the vendor's base image and a Docker engine
+
+pytestmark = pytest.mark.skipif(not have_gcc() or shutil.which("uv") is None, reason="needs gcc and uv")
+
+
+def walkthrough_commands() -> list[str]:
+    """Every `stackctl ...` of the README's walkthrough, in order, as written."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## An upgrade, command by command", 1)[1].split("\n## ", 1)[0]
+    section = re.sub(r"\s*\n\s*", " ", section)  # commands wrap across lines in the list
+    return [c.strip() for c in re.findall(r"`(stackctl [^`]+)`", section)]
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Iterator[ExampleIndexes]:
+    with build_indexes(tmp_path / "indexes") as ex:
+        yield ex
+
+
+@pytest.fixture
+def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example: ExampleIndexes) -> Path:
+    """A fresh checkout of the repository's tracked files (as the work tree has them), committed."""
+    repo = tmp_path / "clone"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        src = REPO / name
+        if src.is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, repo / name)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "clone")
+    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
+    monkeypatch.setenv("STACKCTL_INDEX_MUSA_URL", example.musa.url)
+    monkeypatch.setenv("STACKCTL_INDEX_PUBLIC_URL", example.public.url)
+    write_inventory(repo / "base.json")  # what `serve --inventory base.json` writes
+    return repo
+
+
+def test_every_walkthrough_command_runs_as_written(cli: Cli, clone: Path, example: ExampleIndexes) -> None:
+    commands = walkthrough_commands()
+    assert [c.split()[1] for c in commands] == [
+        "validate", "diff", "resolve", "outdated", "abi", "inventory", "wheel-diff", "export", "check", "build",
+        "publish", "scan"]
+    out: dict[str, Result] = {}
+    for command in commands:
+        words = shlex.split(command)
+        if words[1] in NEEDS_ENGINE:
+            continue
+        # the README serves on 8650 (musa) and 8651 (public); this test's servers are on free ports
+        words = [w.replace("http://127.0.0.1:8650/", example.musa.base) for w in words]
+        r = cli(*words[1:], cwd=clone)
+        assert r.code == 0, f"{command}\n{r.out}\n{r.err}"
+        out[words[1]] = r
+
+    assert "| deep_ep | 1.1.0+musa5.2.0torch2.11.0.post1 | 1.1.0+musa5.2.0torch2.11.0.post2 |" in out["diff"].out
+    lock = json.loads((clone / "stacks" / "torch-2.11-post2.lock").read_text())
+    files = {(p["name"], f["target"]): f for p in lock["pins"] for f in p["files"]}
+    assert ("deep_ep", "cp310-linux_x86_64") in files and ("deep_ep", "cp312-linux_x86_64") not in files
+    index_of = {p["name"]: p["index"] for p in lock["pins"]}
+    # HTML-only vendor index: sizes from Content-Length, upload times from Last-Modified; the public
+    # index says both in its JSON
+    assert all(f["size"] and f["upload_time_source"] == ("last-modified" if index_of[name] == "musa" else "index")
+               for (name, _), f in files.items())
+    trains = {t["train"]: t for t in lock["trains"]}
+    assert "musa-torch" in trains  # every train of the profile published together, within minutes
+    assert all(t["spread_seconds"] < 3600 and not t["trailing"] for t in trains.values())
+    torch = next(line for line in out["outdated"].out.splitlines() if line.startswith("| torch |"))
+    assert "2.11.0.post2+musa5.2.1mp22 (local label +musa5.2.1mp22; platform linux_aarch64)" in torch
+    assert "⬆" not in out["outdated"].out
+    assert ("deep_ep: deep_ep-1.1.0+musa5.2.0torch2.11.0.post2-cp310-cp310-linux_x86_64.whl needs "
+            "libmusa_kernels.so, libmusa_python.so.2 from torch_musa, and declares no Requires-Dist")\
+        in out["abi"].out
+    assert "needs libtorch_python.so from torch, and declares no Requires-Dist" in out["abi"].out
+    assert "+libmusa_kernels.so" in out["wheel-diff"].out
+    musa_private = (clone / "requirements" / "musa_private.txt").read_text()
+    assert 'deep_ep==1.1.0+musa5.2.0torch2.11.0.post2 ; python_version == "3.10" \\\n    --hash=sha256:' \
+        in musa_private
+
+
+@pytest.mark.parametrize("stack", ["torch-2.9-control", "torch-2.11-post1", "torch-2.11-post2"])
+def test_reference_stacks_resolve_check_and_export_for_every_target(cli: Cli, clone: Path, stack: str) -> None:
+    r = cli("resolve", stack, "--json", cwd=clone)
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    targets = {(f["name"], f["target"]) for f in doc["files"]}
+    for name in ("torch", "torch_musa", "torchvision", "torchaudio", "mate"):
+        assert {(name, "cp310-linux_x86_64"), (name, "cp312-linux_x86_64")} <= targets
+    assert {t for n, t in targets if n == "deep_ep"} == {"cp310-linux_x86_64"}
+    assert {c["target"] for c in doc["closure"]} == {"cp310-linux_x86_64", "cp312-linux_x86_64"}
+    abi = cli("abi", stack, "--inventory", "base.json", "--json", cwd=clone)
+    assert abi.code == 0, abi.err
+    reports = {rep["target"]: rep for rep in json.loads(abi.out)["reports"]}
+    assert reports["cp310-linux_x86_64"]["ok"] and reports["cp310-linux_x86_64"]["checked_files"] == 1
+    coupling = [f for f in reports["cp310-linux_x86_64"]["findings"] if f["kind"] == "coupling"]
+    assert sorted(f["message"].split(" from ")[1].split(",")[0] for f in coupling) == ["torch", "torch_musa"]
+    # nothing is checked on cp312 (deep_ep is not there), and no pure package is warned about
+    assert reports["cp312-linux_x86_64"]["checked_files"] == 0
+    assert not any(f["kind"] == "coupling" for rep in reports.values() for f in rep["findings"]
+                   if "deep_ep" not in f["message"])
+    export = cli("export", stack, "--out", "req", "--lock", f"stacks/{stack}.lock", cwd=clone)
+    assert export.code == 0, export.err
+    check = cli("check", stack, "--requirements", "req", "--hashes", cwd=clone)
+    assert check.code == 0, check.out + check.err
+
+
+def test_serve_prints_the_urls_and_serves_until_stopped(tmp_path: Path) -> None:
+    """The newcomer's command: both indexes answer, the vendor one in HTML only, until SIGTERM."""
+    import signal
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, str(REPO / "examples" / "vendor_index.py"), "serve", "--port", "0",
+                             "--inventory", str(tmp_path / "base.json")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(3)]
+        musa, public = lines[0].split()[1], lines[1].split()[1]
+        assert lines[2].strip() == f"export STACKCTL_INDEX_MUSA_URL={musa} STACKCTL_INDEX_PUBLIC_URL={public}"
+        with urllib.request.urlopen(musa + "deep-ep/", timeout=10) as page:
+            html = page.read().decode()
+            assert page.headers["Content-Type"] == "text/html"
+        assert "deep_ep-1.1.0+musa5.2.0torch2.11.0.post2-cp310-cp310-linux_x86_64.whl" in html
+        assert "cp312" not in html  # the vendor builds deep_ep for cp310 only
+        with urllib.request.urlopen(public + "pycparser/", timeout=10) as page:
+            assert "pycparser-2.22-py3-none-any.whl" in page.read().decode()
+        assert json.loads((tmp_path / "base.json").read_text())["image"] == "musa-runtime:5.2.0-ubuntu22.04"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_abi_checks_every_target_when_one_cannot_be_read(cli: Cli, clone: Path, example: ExampleIndexes) -> None:
+    """A wheel the index no longer serves stops its own target (exit 3), not the others' report."""
+    assert cli("resolve", "torch-2.11-post2", "--no-closure", cwd=clone).code == 0
+    gone = next(n for n in example.musa.files if n.startswith("torch-2.11.0.post2+musa5.2.0-cp312"))
+    del example.musa.files[gone]
+    r = cli("abi", "torch-2.11-post2", "--inventory", "base.json", "--json", cwd=clone)
+    assert r.code == 3
+    doc = json.loads(r.out)
+    assert [rep["target"] for rep in doc["reports"]] == ["cp310-linux_x86_64"] and doc["reports"][0]["ok"]
+    [problem] = doc["problems"]
+    assert problem["exit_code"] == 3 and problem["error"].startswith("cp312-linux_x86_64: ")
+    assert gone in problem["error"]
+    assert [ln for ln in r.err.splitlines() if ln.startswith("error:")] == ["error: " + problem["error"]]

@@ -1,0 +1,77 @@
+"""The bundled public example all the way, on the project's own base image: resolve against the public
+index of pip's configuration, abi against the base image's inventory, build with the gate, publish to
+the local registry and pull back by digest. Skipped only when the public index is unreachable and CI is
+unset."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import STACKS, Result
+from tests.support.engine import unique_tag
+from tests.support.gitrepo import git
+from tests.support.imagetest import delete_from_registry, remove_images
+
+pytestmark = [pytest.mark.integration, pytest.mark.network]
+
+
+def test_public_example_resolves_checks_builds_and_publishes(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache"))
+    repo = tmp_path / "repo"
+    (repo / "stacks").mkdir(parents=True)
+    text = (STACKS / "public-example.toml").read_text()
+    (repo / "stacks" / "public-example.toml").write_text(text.replace('"stackctl-base:bookworm"', f'"{base_image}"'))
+    git(repo, "init", "-q", "-b", "main")
+
+    r = cli("resolve", "public-example", "--json", cwd=repo)
+    if r.code == 3 and not os.environ.get("CI"):
+        pytest.skip(f"public index unreachable: {r.err.strip()[:200]}")
+    assert r.code == 0, r.err
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "lock")
+
+    inv = cli("inventory", base_image, "--out", str(tmp_path / "base.json"), cwd=repo)
+    assert inv.code == 0, inv.err
+    abi = cli("abi", "public-example", "--inventory", str(tmp_path / "base.json"), "--json", cwd=repo)
+    assert abi.code == 0, abi.out + abi.err
+    [report] = json.loads(abi.out)["reports"]
+    assert report["ok"] and report["checked_files"] == 1
+    needed = {x["needed"]: x["where"] for x in report["resolutions"]}
+    assert needed.get("libc.so.6") == "image"  # the C extension's DT_NEEDED, found in the base image
+    assert not [f for f in report["findings"] if f["kind"] == "coupling"]  # cffi declares pycparser
+
+    repository = f"{registry}/stackctl-test/{unique_tag('public-example')}"
+    digest = ""
+    try:
+        b = cli("build", "public-example", "--repository", repository, "--record-dir", str(tmp_path / "build"),
+                "--json", cwd=repo)
+        assert b.code == 0, b.out + b.err
+        record = json.loads(b.out)
+        verdicts = [line for line in record["gate"] if line.startswith(("PASS", "FAIL"))]
+        assert verdicts[:2] == ["PASS import pycparser version=2.22", "PASS import cffi version=1.17.1"]
+        assert any(v.startswith("PASS probe cffi's C backend is the pinned build") for v in verdicts)
+        assert not [v for v in verdicts if v.startswith("FAIL")]
+        image_id = docker_client.images.get(record["image"]).id
+
+        p = cli("publish", "public-example", "--repository", repository, "--record", str(tmp_path / "pub.jsonl"),
+                "--json", cwd=repo)
+        assert p.code == 0, p.out + p.err
+        digest = json.loads(p.out)["digest"]
+        remove_images(docker_client, repository)
+        pulled = docker_client.images.pull(f"{repository}@{digest}")
+        assert pulled.id == image_id
+        assert pulled.labels["io.stackctl.stack"] == "public-example"
+    finally:
+        remove_images(docker_client, repository)
+        if digest:
+            delete_from_registry(registry, repository, digest)
+        shutil.rmtree(tmp_path / "build", ignore_errors=True)
