@@ -9,6 +9,7 @@ import pytest
 
 from stackctl.base.words import count
 from tests.conftest import STACKS, Result
+from tests.support.profiles import write_profile
 
 Cli = Callable[..., Result]
 
@@ -19,11 +20,10 @@ def test_counted_nouns_agree() -> None:
 
 
 def test_validate_says_one_target(cli: Cli, tmp_path: Path) -> None:
-    text = (STACKS / "public-example.toml").read_text().replace('python = ["3.10", "3.12"]', 'python = ["3.12"]')
-    (tmp_path / "one.toml").write_text(text)
-    r = cli("validate", str(tmp_path / "one.toml"))
+    path = write_profile(tmp_path, "one", {"a": "1.0", "b": "2.0"}, python=("3.12",))
+    r = cli("validate", str(path))
     assert r.code == 0, r.err
-    assert "public-example: 4 pins, 1 target (" in r.out and "1 targets" not in r.out
+    assert "one: 2 pins, 1 target (" in r.out and "1 targets" not in r.out
 
 
 def test_wheel_diff_summary_does_not_say_only_after_listing_python_sources(cli: Cli, tmp_path: Path) -> None:
