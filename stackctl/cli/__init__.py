@@ -19,11 +19,13 @@ from stackctl.errors import EXIT_INPUT, Problems, ProfileError, StackctlError
 # order is the upgrade's workflow, which `stackctl --help` follows.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "profiles": ("validate", "show", "export"),
+    "propose": ("propose",),
     "review": ("diff", "scan"),
     "resolve": ("resolve", "lock", "outdated", "fetch"),
     "check": ("check",),
     "abi": ("abi", "inventory", "wheel-diff"),
     "image": ("tag", "gate", "render", "build", "publish", "inspect"),
+
 }
 
 

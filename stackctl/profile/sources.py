@@ -86,3 +86,21 @@ def split_ref(spec: str) -> tuple[Source, str]:
         raise InputError(f"{spec}: unknown git revision {rev!r}")
     relative = PurePosixPath(path.parent.relative_to(root).as_posix())
     return GitSource(root, rev, relative), path.name
+
+
+@dataclass(frozen=True)
+class PendingSource:
+    """A profile not written yet, read beside the files of `base`: validated before it is written."""
+
+    base: Source
+    name: str
+    text: str
+
+    def read(self, name: str) -> str:
+        return self.text if name == self.name else self.base.read(name)
+
+    def display(self, name: str) -> str:
+        return self.base.display(name)
+
+    def exists(self, name: str) -> bool:
+        return name == self.name or self.base.exists(name)

@@ -1,0 +1,95 @@
+"""propose: a new profile that moves release trains and pins to what the indexes now hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from stackctl.cli.app import (
+    JsonOpt,
+    MarkdownOpt,
+    VerboseOpt,
+    app,
+    console,
+    console_err,
+    emit,
+    markdown_table,
+    one_format,
+    progress_bar,
+    table,
+)
+from stackctl.cli.options import IndexOpt, ProfileArg, overrides
+from stackctl.errors import CheckFailed
+
+_COLUMNS = ["package", "before", "after", "note"]
+
+
+@app.command()
+def propose(
+    profile: ProfileArg,
+    name: Annotated[str | None, typer.Option("--name", metavar="NEW",
+                                             help="Name of the new stack (default: PROFILE-next); written as "
+                                             "NEW.toml beside PROFILE.")] = None,
+    only: Annotated[list[str] | None, typer.Option("--only", metavar="PIN|TRAIN",
+                                                   help="Move only this pin or release train (repeatable); "
+                                                   "a train member moves with its whole train.")] = None,
+    allow_series: Annotated[bool, typer.Option("--allow-series",
+                                               help="Allow a move to another series (2.9 → 2.11): a decision, "
+                                               "not an update.")] = False,
+    train_window: Annotated[float, typer.Option("--train-window",
+                                                help="Seconds within which a train's members must all have been "
+                                                "published.")] = 3600.0,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the moves; write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing NEW.toml.")] = False,
+    index: IndexOpt = None,
+    markdown: MarkdownOpt = False,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Write a profile that extends PROFILE and moves what the indexes have newer.
+
+    Release trains move whole (every member published within --train-window) or not at all; other pins
+    move to the newest of their line (local label, series, every target); builds whose local label names
+    a torch follow the torch picked. Exit 1 when a pin cannot follow (nothing is written).
+    """
+    from stackctl.index.config import endpoints
+    from stackctl.profile.locate import load_profile, profile_file
+    from stackctl.resolve.propose import propose_from_indexes, write_proposal
+    from stackctl.resolve.run import make_client
+
+    one_format(as_json, markdown)
+    stack = load_profile(profile)
+    client = make_client()
+    with progress_bar(not as_json) as progress:
+        proposal = propose_from_indexes(stack, client, endpoints(stack, overrides(index)), window=train_window,
+                                        allow_series=allow_series, only=only or (), name=name, progress=progress)
+    written: Path | None = None
+    if not dry_run and not proposal.blocked:
+        written, _ = write_proposal(proposal, profile_file(profile), force=force)
+    rows = [[m.pin, m.before, m.after, m.note] for m in proposal.moves]
+
+    def human() -> None:
+        if markdown:
+            print(markdown_table(_COLUMNS, rows) if rows else "_nothing moves_")
+            for h in proposal.held:
+                print(f"\n- **{h.subject}**: {h.reason}")
+            return
+        if rows:
+            console.print(table(f"{proposal.base} → {proposal.name}: {len(rows)} pin(s) move", _COLUMNS, rows))
+        else:
+            console.print(f"{proposal.base}: nothing moves")
+        for h in proposal.held:
+            colour = "red" if h.blocking else "yellow"
+            console_err.print(f"[{colour}]held:[/] ", end="")
+            console_err.print(f"{h.subject}: {h.reason}", markup=False, highlight=False)
+        if written is not None:
+            console.print(f"wrote {written}", markup=False)
+
+    emit({"base": proposal.base, "name": proposal.name, "moves": proposal.moves, "held": proposal.held,
+          "window": proposal.window, "allow_series": proposal.allow_series,
+          "written": str(written) if written else None}, as_json, human)
+    if proposal.blocked:
+        raise CheckFailed("; ".join(f"{h.subject}: {h.reason}" for h in proposal.blocked),
+                          hint="nothing was written; wait for the build, or leave the train with --only")

@@ -1,0 +1,150 @@
+"""propose against loopback indexes that hold the reference stacks' releases (and a test vendor index
+with a trailing train member, other lines and yanked files)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from stackctl.profile.loader import load_stack
+from stackctl.review.diff import diff_stacks
+from tests.conftest import Result
+from tests.support.index_server import IndexServer, musa_profile, populate_musa, populate_public
+from tests.support.reference_index import STACKS, populate_reference
+
+Cli = Callable[..., Result]
+POST2_MOVES = {"torch", "torch_musa", "torchvision", "torchaudio", "deep_ep", "torchada"}
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
+    for var in ("PIP_INDEX_URL", "MUSA_INDEX_USER", "MUSA_INDEX_PASSWORD", "MUSA_TEST_USER", "MUSA_TEST_PASSWORD"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexServer, IndexServer]]:
+    musa, public = IndexServer(html_only=True), IndexServer()
+    populate_reference(musa, public, tmp_path_factory.mktemp("wheels"))
+    with musa, public:
+        yield musa, public
+
+
+@pytest.fixture
+def stacks(tmp_path: Path) -> Path:
+    out = tmp_path / "stacks"
+    out.mkdir()
+    for name in ("torch-2.9-control", "torch-2.11-post1", "torch-2.11-post2"):
+        shutil.copy(STACKS / f"{name}.toml", out)
+    return out
+
+
+def idx(musa: IndexServer, public: IndexServer) -> list[str]:
+    return ["--index", f"musa={musa.url}", "--index", f"public={public.url}"]
+
+
+def test_post1_to_post2_moves_exactly_the_reference_six(cli: Cli, reference: tuple[IndexServer, IndexServer],
+                                                        stacks: Path) -> None:
+    r = cli("propose", str(stacks / "torch-2.11-post1.toml"), "--name", "proposed", *idx(*reference), "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert {m["pin"] for m in data["moves"]} == POST2_MOVES
+    moves = {m["pin"]: m for m in data["moves"]}
+    assert moves["torch"]["kind"] == "post-release (post1 → post2)"
+    assert "release train musa-torch moves whole" in moves["torchaudio"]["why"]
+    assert moves["deep_ep"]["after"] == "1.1.0+musa5.2.0torch2.11.0.post2"
+    assert moves["deep_ep"]["why"].startswith("built against torch 2.11.0.post2+musa5.2.0")
+    assert moves["torch"]["published"] and moves["torchada"]["published"]  # Last-Modified and PEP 700
+    written = stacks / "proposed.toml"
+    assert data["written"] == str(written)
+    new, ref = load_stack(written), load_stack(stacks / "torch-2.11-post2.toml")
+    assert new.extends == "torch-2.11-post1"
+    # every pin at post2's version, nothing else moved; the rest of the profile is post1's
+    assert {p.name: p.version for p in new.pins} == {p.name: p.version for p in ref.pins}
+    moved = diff_stacks(load_stack(stacks / "torch-2.11-post1.toml"), new).moved
+    assert {c.package for c in moved} == POST2_MOVES
+    text = written.read_text()
+    assert text.count("[pins.") == 6 and "published 2026-" in text
+
+
+def test_dry_run_prints_the_table_and_writes_nothing(cli: Cli, reference: tuple[IndexServer, IndexServer],
+                                                     stacks: Path) -> None:
+    r = cli("propose", str(stacks / "torch-2.11-post1.toml"), "--name", "proposed", *idx(*reference),
+            "--dry-run", "--markdown")
+    assert r.code == 0, r.err
+    assert not (stacks / "proposed.toml").exists()
+    assert "| package | before | after | note |" in r.out
+    assert "| torch | 2.11.0.post1+musa5.2.0 | 2.11.0.post2+musa5.2.0 | post-release (post1 → post2);" in r.out
+
+
+def test_series_change_only_when_asked(cli: Cli, reference: tuple[IndexServer, IndexServer], stacks: Path) -> None:
+    control = str(stacks / "torch-2.9-control.toml")
+    r = cli("propose", control, *idx(*reference), "--dry-run", "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    moved = {m["pin"] for m in data["moves"]}
+    assert not moved & {"torch", "torch_musa", "torchvision", "torchaudio", "deep_ep"}
+    held = [h for h in data["held"] if h["subject"] == "train musa-torch"]
+    assert held and "--allow-series" in held[0]["reason"] and "2.11.0.post2+musa5.2.0" in held[0]["reason"]
+
+    r = cli("propose", control, *idx(*reference), "--dry-run", "--json", "--allow-series")
+    assert r.code == 0, r.err
+    moves = {m["pin"]: m for m in json.loads(r.out)["moves"]}
+    assert moves["torch"]["after"] == "2.11.0.post2+musa5.2.0" and moves["torch"]["kind"] == "minor"
+    assert moves["torchaudio"]["after"] == "2.11.0.post2+musa5.2.0"
+    # deep_ep's label names its torch: it follows, dropping the old build's suffix
+    assert moves["deep_ep"]["after"] == "1.1.0+musa5.2.0torch2.11.0.post2"
+
+
+def test_only_one_pin(cli: Cli, reference: tuple[IndexServer, IndexServer], stacks: Path) -> None:
+    r = cli("propose", str(stacks / "torch-2.11-post1.toml"), *idx(*reference), "--dry-run", "--json",
+            "--only", "torchada")
+    assert r.code == 0, r.err
+    assert [m["pin"] for m in json.loads(r.out)["moves"]] == ["torchada"]
+    r = cli("propose", str(stacks / "torch-2.11-post1.toml"), *idx(*reference), "--dry-run", "--json",
+            "--only", "torchvision")  # a member: its whole train, not deep_ep
+    assert {m["pin"] for m in json.loads(r.out)["moves"]} == {"torch", "torch_musa", "torchvision", "torchaudio"}
+    r = cli("propose", str(stacks / "torch-2.11-post1.toml"), *idx(*reference), "--only", "nosuch")
+    assert r.code == 2 and "no pin or release train of that name" in r.err
+
+
+def test_an_existing_profile_is_not_replaced(cli: Cli, reference: tuple[IndexServer, IndexServer],
+                                             stacks: Path) -> None:
+    before = (stacks / "torch-2.11-post2.toml").read_text()
+    r = cli("propose", str(stacks / "torch-2.11-post1.toml"), "--name", "torch-2.11-post2", *idx(*reference))
+    assert r.code == 2 and "--force" in r.err
+    assert (stacks / "torch-2.11-post2.toml").read_text() == before
+
+
+# --- the test vendor index: a trailing member, other lines, yanked files ---------------------------
+
+@pytest.fixture
+def trailing(tmp_path: Path) -> Iterator[tuple[IndexServer, IndexServer, Path]]:
+    musa, public = IndexServer(), IndexServer()
+    populate_musa(musa, tmp_path / "wheels")
+    populate_public(public, tmp_path / "wheels")
+    profile = musa_profile(tmp_path / "stacks")
+    text = profile.read_text()
+    for old, new in (("2.11.0.post2+musa5.2.0", "2.11.0.post1+musa5.2.0"),):
+        text = text.replace(old, new, 1)  # torch at post1; the other members as the profile has them
+    profile.write_text(text)
+    with musa, public:
+        yield musa, public, profile
+
+
+def test_a_trailing_member_holds_the_train_back(cli: Cli, trailing: tuple[IndexServer, IndexServer, Path]) -> None:
+    musa, public, profile = trailing
+    r = cli("propose", str(profile), *idx(musa, public), "--dry-run", "--json")
+    data = json.loads(r.out)
+    assert not any(m["pin"] == "torch" for m in data["moves"])  # post3 is aarch64, post4 yanked
+    reasons = " ".join(h["reason"] for h in data["held"] if h["subject"] == "train musa-torch")
+    assert "torchaudio" in reasons and "2026-03-01T15:00:00Z" in reasons  # who, and when it appeared
+    r = cli("propose", str(profile), *idx(musa, public), "--dry-run", "--json", "--train-window", "14400")
+    moves = {m["pin"]: m["after"] for m in json.loads(r.out)["moves"]}
+    assert moves.get("torch") == "2.11.0.post2+musa5.2.0"
