@@ -23,6 +23,44 @@ class CheckReport:
     failed: tuple[str, ...]
 
 
+def pin_drift(stack: Stack, lock: Lock) -> list[str]:
+    """Where the lock's pins are not the profile's: a lock whose profile digest matches yet whose pins,
+    versions, indexes, targets or files were changed afterwards."""
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+    from packaging.version import Version
+
+    out: list[str] = []
+    locked = {canonicalize_name(p.name): p for p in lock.pins}
+    targets = {t.label for t in stack.targets}
+    for pin in stack.pins:
+        lp = locked.pop(pin.key, None)
+        if lp is None:
+            out.append(f"pin {pin.name} {pin.version} is in the profile, not in the lock")
+            continue
+        if lp.version != pin.version:
+            out.append(f"pin {pin.name} is {lp.version} in the lock, {pin.version} in the profile")
+        if lp.index != pin.index:
+            out.append(f"pin {pin.name} is from index {lp.index} in the lock, {pin.index} in the profile")
+        want = set(targets)
+        limited = getattr(pin, "targets", None)
+        if callable(limited):
+            want = {t.label for t in limited(stack.targets)}
+        have = {f.target for f in lp.files}
+        if have != want:
+            out.append(f"pin {pin.name} has files for {', '.join(sorted(have)) or 'no target'} in the lock, "
+                       f"the profile wants {', '.join(sorted(want))}")
+        for f in lp.files:
+            try:
+                name, version, _, _ = parse_wheel_filename(f.filename)
+            except InvalidWheelFilename:
+                out.append(f"pin {pin.name}: {f.filename} in the lock is not a wheel file name")
+                continue
+            if name != pin.key or version != Version(pin.version):
+                out.append(f"pin {pin.name} {pin.version}: the lock's {f.target} file is {f.filename}")
+    out += [f"pin {p.name} {p.version} is in the lock, not in the profile" for p in locked.values()]
+    return out
+
+
 def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, hashes: bool,
                 profile_arg: str) -> CheckReport:
     """`profile_arg` is the profile as the user named it, for the commands the failures suggest."""
@@ -41,7 +79,13 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
                             f"run `stackctl resolve {profile_arg}`")
             locked = None
         else:
-            passes.append(f"{lock_path} matches {stack.name}")
+            hand_edits = pin_drift(stack, locked)
+            if hand_edits:
+                failures += [f"{lock_path}: {d}; the lock was edited by hand, run `stackctl resolve {profile_arg}`"
+                             for d in hand_edits]
+                locked = None
+            else:
+                passes.append(f"{lock_path} matches {stack.name}")
     if requirements is not None and (locked is not None or not hashes):
         expected = render_requirements(stack, locked if hashes else None)
         existing = {n: (requirements / n).read_text(encoding="utf-8") if (requirements / n).is_file() else None

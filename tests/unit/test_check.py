@@ -21,9 +21,10 @@ def _setup(tmp_path: Path) -> Path:
         shutil.copy(STACKS / name, tmp_path)
     profile = tmp_path / "torch-2.11-post2.toml"
     stack = load_stack(profile)
-    pins = tuple(LockedPin(p.name, p.version, p.index, (LockedFile(
-        "cp310-linux_x86_64", f"{p.name}-{p.version}-cp310-cp310-linux_x86_64.whl",
-        f"http://127.0.0.1:9/files/{p.name}.whl", f"{i:064x}"),)) for i, p in enumerate(stack.pins))
+    pins = tuple(LockedPin(p.name, p.version, p.index, tuple(LockedFile(
+        t.label, f"{p.key.replace('-', '_')}-{p.version}-{t.interpreter}-{t.interpreter}-linux_x86_64.whl",
+        f"http://127.0.0.1:9/files/{p.name}-{t.interpreter}.whl", f"{i:064x}") for t in stack.targets))
+        for i, p in enumerate(stack.pins))
     write_lock(profile.with_suffix(".lock"), Lock(stack.name, stack.digest(), pins))
     return profile
 
@@ -156,3 +157,24 @@ def test_check_reads_hashed_files_pin_by_pin(cli: Cli, tmp_path: Path) -> None:
     assert json.loads(r.out)["failed"] == [
         f"{out / 'musa_private.txt'}: differs from torch-2.11-post2: line 11 pins mate==0.2.6, torch-2.11-post2 pins "
         f"mate==0.2.7; run `stackctl export {profile} --out {out} --lock {lock}`"]
+
+
+def test_a_hand_edited_lock_fails(cli: Cli, tmp_path: Path) -> None:
+    """The profile digest still matches, but someone moved a pin in the lock itself: only build noticed."""
+    profile = _setup(tmp_path)
+    lock_file = profile.with_suffix(".lock")
+    data = json.loads(lock_file.read_text())
+    torch = next(p for p in data["pins"] if p["name"] == "torch")
+    torch["version"] = "2.11.0.post1+musa5.2.0"
+    for f in torch["files"]:
+        f["filename"] = f["filename"].replace("post2", "post1")
+    data["pins"] = [p for p in data["pins"] if p["name"] != "click"]
+    lock_file.write_text(json.dumps(data))
+    r = cli("check", str(profile), "--json")
+    assert r.code == 1
+    failed = json.loads(r.out)["failed"]
+    assert any("pin torch is 2.11.0.post1+musa5.2.0 in the lock, 2.11.0.post2+musa5.2.0 in the profile" in f
+               for f in failed)
+    assert any("the lock's cp312-linux_x86_64 file is torch-2.11.0.post1+musa5.2.0-cp312" in f for f in failed)
+    assert any("pin click 8.2.0 is in the profile, not in the lock" in f for f in failed)
+    assert all("edited by hand" in f for f in failed)
