@@ -48,7 +48,7 @@ def propose(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Write a profile that extends PROFILE and moves what the indexes have newer.
+    """Propose a profile moving trains and pins to what the indexes hold.
 
     Release trains move whole (every member published within --train-window) or not at all; other pins
     move to the newest of their line (local label, series, every target); builds whose local label names
