@@ -48,7 +48,7 @@ def propose(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Propose a profile moving trains and pins to what the indexes hold.
+    """Write the upgrade the indexes allow as a new profile.
 
     Release trains move whole (every member published within --train-window) or not at all; other pins
     move to the newest of their line (local label, series, every target); builds whose local label names
