@@ -93,6 +93,9 @@ def abi(
                                              "the target or the wheels' tags.")] = None,
     max_size: MaxSizeOpt = None,
     index: IndexOpt = None,
+    record: Annotated[Path | None, typer.Option("--record", metavar="FILE",
+                                                help="Also write the result, with the lock's digest and the "
+                                                "time, for `stackctl report` (build/STACK.abi.json).")] = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -111,9 +114,10 @@ def abi(
     if not wheel_mode and len(targets) != 1:
         raise InputError("give one profile, or only wheel files (*.whl)")
     client = None
+    recorded: tuple[str, str | None, tuple[str, ...]] | None = None  # stack, lock digest, profile digest
     if wheel_mode:
-        if lock is not None or target is not None or index:
-            raise InputError("--lock, --target and --index apply to a profile, not to wheel files")
+        if lock is not None or target is not None or index or record is not None:
+            raise InputError("--lock, --target, --index and --record apply to a profile, not to wheel files")
         plan = plan_wheels(targets, arch)
     else:
         from stackctl.index.client import IndexClient
@@ -123,7 +127,9 @@ def abi(
 
         stack = load_profile(targets[0])
         path = lock_path(targets[0], lock)
-        plan = plan_stack(stack, read_lock(path), path, endpoints(stack, overrides(index)), target, arch)
+        locked = read_lock(path)
+        plan = plan_stack(stack, locked, path, endpoints(stack, overrides(index)), target, arch)
+        recorded = (stack.name, locked.digest(), (stack.digest(),))
         client = IndexClient()
     for w in plan.warnings:
         console_err.print(f"[yellow]warning:[/] {w}")
@@ -168,8 +174,14 @@ def abi(
         _print_sources(sources)
 
     problems = [*run.errors, *(CheckFailed(f) for f in run.failures())]
-    emit({"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources,
-          "problems": [{"error": str(e), "exit_code": e.exit_code} for e in problems]}, as_json, human)
+    report = {"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources,
+              "problems": [{"error": str(e), "exit_code": e.exit_code} for e in problems]}
+    if record is not None and recorded is not None:
+        from stackctl.base.evidence import write_evidence
+
+        write_evidence(record, "abi", recorded[0], {**report, "failures": [str(e) for e in problems]},
+                       lock_digest=recorded[1], profile_digests=recorded[2])
+    emit(report, as_json, human)
     if problems:
         raise Problems.of(problems)
 
@@ -228,6 +240,9 @@ def wheel_diff(
     old: Annotated[str, typer.Argument(metavar="OLD", help="The old wheel: a file or an http(s) URL.")],
     new: Annotated[str, typer.Argument(metavar="NEW", help="The new wheel: a file or an http(s) URL.")],
     max_size: MaxSizeOpt = None,
+    record: Annotated[Path | None, typer.Option("--record", metavar="FILE",
+                                                help="Also add this diff to FILE (one entry per new wheel) "
+                                                "for `stackctl report` (build/STACK.wheel-diff.json).")] = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -275,4 +290,8 @@ def wheel_diff(
 
     from stackctl.base.jsonout import to_jsonable
 
+    if record is not None:
+        from stackctl.base.evidence import add_to_evidence
+
+        add_to_evidence(record, "wheel-diff", d.new, {"diff": to_jsonable(d), "rows": rows, "elf_rows": erows})
     emit({**to_jsonable(d), "sources": sources}, as_json, human)

@@ -128,6 +128,9 @@ def scan(
     allow: Annotated[Path | None, typer.Option("--allow", metavar="FILE",
                                                help="Allow file: PATH_GLOB or PATH_GLOB:LINE a line "
                                                 "(default: PATH/.stackctl-scan-allow if present).")] = None,
+    record: Annotated[Path | None, typer.Option("--record", metavar="FILE",
+                                                help="Also write the result, with both profiles' digests and "
+                                                "the time, for `stackctl report` (build/NEW.scan.json).")] = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -160,7 +163,12 @@ def scan(
         sup = ", ".join(f"{s.package} {s.old}" for s in items) or "nothing"
         console.print(f"{count(len(refs), 'stale reference')} in {count(read, 'text file')}; superseded: {sup}")
 
-    emit({"superseded": items, "references": refs, "files_read": read}, as_json, human)
+    result = {"superseded": items, "references": refs, "files_read": read}
+    if record is not None:
+        from stackctl.base.evidence import write_evidence
+
+        write_evidence(record, "scan", new.name, result, profile_digests=(new.digest(), old.digest()))
+    emit(result, as_json, human)
     if refs:
         raise CheckFailed(f"{count(len(refs), 'stale reference')} to superseded pins under {path}")
 

@@ -12,6 +12,7 @@ from typing import Any
 from stackctl.base.files import write_atomic
 from stackctl.base.jsonout import dumps
 from stackctl.base.progress import Progress
+from stackctl.base.times import now_iso
 from stackctl.errors import InputError
 from stackctl.image.buildlog import BuildResult, Engine
 from stackctl.image.buildlog import Progress as StepProgress
@@ -80,7 +81,10 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
                      prep.git.branch if prep.git else None, prep.git.revision if prep.git else None,
                      bool(prep.git and prep.git.dirty), stack.image.base, base_facts.id, base_facts.repo_digests,
                      tuple(sorted(all_inputs.items())))
-    record = {"image": str(image), "image_id": result.image_id, "target": prep.target,
+    built = engine.facts(str(image))
+    record = {"stack": stack.name, "time": now_iso(), "lock_digest": prep.lock.digest(),
+              "profile_digest": stack.digest(), "labels": dict(built.labels) if built else {},
+              "image": str(image), "image_id": result.image_id, "target": prep.target,
               "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),
               "gate_cached": result.gate_cached, "fingerprint": fp, "fingerprint_digest": fp.digest()}
     record_path = req.record_dir / f"{stack.name}.build.json"

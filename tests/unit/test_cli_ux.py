@@ -41,7 +41,7 @@ def test_every_summary_in_the_command_list_is_whole(cli: Cli) -> None:
     r = cli("--help")
     assert r.code == 0
     commands = r.out.split("Commands:", 1)[1].strip().splitlines()
-    assert len(commands) == 20
+    assert len(commands) == 21
     for line in commands:
         _name, summary = line.split(None, 1)
         assert not summary.endswith("..."), line
@@ -280,7 +280,7 @@ def test_every_command_reports_json_and_pr_facing_ones_markdown() -> None:
     for name, command in commands.items():
         options = {o for p in command.params for o in p.opts}
         assert "--json" in options, name
-        assert ("--markdown" in options) == (name in {"diff", "outdated", "scan", "abi", "wheel-diff", "propose"}), name
+        assert ("--markdown" in options) == (name in {"diff", "outdated", "scan", "abi", "wheel-diff", "propose", "report"}), name
         for option, metavar in (("--index", "NAME=URL"), ("--target", "LABEL"), ("--lock", "PATH")):
             param = next((p for p in command.params if option in p.opts), None)
             assert param is None or param.metavar == metavar, (name, option)

@@ -1,0 +1,76 @@
+"""Evidence records: what a check found, for `stackctl report` to quote later without running it again.
+
+A record is one JSON object: the kind of check, the command line that produced it, when, the digests of
+the lock and profiles it was made for (a report shows a record made for another lock as stale), and the
+check's own result.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stackctl.base.files import write_atomic
+from stackctl.base.jsonout import to_jsonable
+from stackctl.base.times import now_iso
+from stackctl.errors import InputError
+
+
+@dataclass(frozen=True)
+class Evidence:
+    kind: str  # "abi" | "scan" | "wheel-diff"
+    command: str
+    time: str  # ISO 8601 UTC
+    stack: str
+    lock_digest: str | None
+    profile_digests: tuple[str, ...]
+    result: Any  # the check's JSON report
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as the user typed it, for a record to say what produced it."""
+    args = sys.argv[1:] if argv is None else argv
+    return shlex.join(["stackctl", *args])
+
+
+def write_evidence(path: Path, kind: str, stack: str, result: Any, *, lock_digest: str | None = None,
+                   profile_digests: tuple[str, ...] = (), command: str | None = None) -> Evidence:
+    ev = Evidence(kind, command or command_line(), now_iso(), stack, lock_digest, profile_digests,
+                  to_jsonable(result))
+    try:
+        write_atomic(path, json.dumps(to_jsonable(ev), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the record ({exc.strerror or exc})") from None
+    return ev
+
+
+def read_evidence(path: Path, kind: str) -> Evidence | None:
+    """The record at `path`, None when there is none; a file that is not a record of `kind` is an input error."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not a stackctl record ({exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != kind:
+        raise InputError(f"{path}: not a {kind} record")
+    try:
+        return Evidence(kind, str(data["command"]), str(data["time"]), str(data["stack"]), data.get("lock_digest"),
+                        tuple(data.get("profile_digests", ())), data.get("result"))
+    except KeyError as exc:
+        raise InputError(f"{path}: not a {kind} record (no {exc})") from None
+
+
+def add_to_evidence(path: Path, kind: str, key: str, entry: dict[str, Any]) -> Evidence:
+    """Records of one kind that collect entries (a wheel diff per moved wheel): `entry` replaces the one
+    with the same `key` value, the rest stay; the whole record is rewritten atomically."""
+    old = read_evidence(path, kind)
+    entries = [e for e in (old.result.get("entries", []) if old and isinstance(old.result, dict) else [])
+               if isinstance(e, dict) and e.get("key") != key]
+    entries.append({"key": key, "command": command_line(), "time": now_iso(), **entry})
+    return write_evidence(path, kind, old.stack if old else "", {"entries": entries},
+                          command=old.command if old else None)

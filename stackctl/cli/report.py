@@ -1,0 +1,133 @@
+"""report: the pull request body of an upgrade, from the evidence already recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from stackctl.cli.app import (
+    JsonOpt,
+    MarkdownOpt,
+    VerboseOpt,
+    app,
+    console,
+    emit,
+    markdown_table,
+    markdown_text,
+    one_format,
+    table,
+)
+from stackctl.cli.options import LockOpt, ProfileArg
+
+if TYPE_CHECKING:
+    from stackctl.review.report import Report, Section
+
+DETAILS_OVER = 10  # rows: a longer table folds into <details> so the body stays readable
+_MARK = {"ok": "✅", "failed": "❌", "not run": "⚪ not run", "stale": "⚠️ stale"}
+
+
+def _code(text: str) -> str:
+    """Inline code that survives backticks in the text."""
+    fence = "``" if "`" in text else "`"
+    return f"{fence}{text}{fence}" if text else ""
+
+
+def render_markdown(rep: Report) -> str:
+    out = [f"## {markdown_text(rep.stack)}" + (f" (since {markdown_text(rep.since)})" if rep.since else ""), "",
+           markdown_text(rep.summary), ""]
+    for s in rep.sections:
+        out += _markdown_section(s)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _markdown_section(s: Section) -> list[str]:
+    status = _MARK.get(s.status, s.status)
+    out = [f"### {markdown_text(s.title)} {status}", ""]
+    when = f" at {s.time}" if s.time else ""
+    out += [f"_from {_code(s.source)}{markdown_text(when)}_", ""]
+    if s.text:
+        out += [markdown_text(s.text), ""]
+    for t in s.tables:
+        if not t.rows:
+            continue
+        body = markdown_table(list(t.columns) if any(t.columns) else ["", ""], [list(r) for r in t.rows])
+        title = markdown_text(t.title) if t.title else f"{len(t.rows)} rows"
+        if len(t.rows) > DETAILS_OVER:
+            out += [f"<details><summary>{title} ({len(t.rows)} rows)</summary>", "", body, "", "</details>", ""]
+        else:
+            out += ([f"**{title}**", ""] if t.title else []) + [body, ""]
+    if s.lines:
+        fence = "```"
+        while fence in "\n".join(s.lines):
+            fence += "`"
+        block = [fence, *s.lines, fence]
+        if len(s.lines) > DETAILS_OVER:
+            out += [f"<details><summary>{len(s.lines)} lines</summary>", "", *block, "", "</details>", ""]
+        else:
+            out += [*block, ""]
+    return out
+
+
+def _print_human(rep: Report) -> None:
+    console.print(rep.summary, markup=False)
+    for s in rep.sections:
+        console.print()
+        when = f" at {s.time}" if s.time else ""
+        console.print(f"{s.title}: {s.status.upper()} (from `{s.source}`{when})", markup=False)
+        if s.text:
+            console.print(s.text, markup=False)
+        for t in s.tables:
+            if t.rows:
+                console.print(table(t.title or None, list(t.columns), [list(r) for r in t.rows]))
+        for line in s.lines:
+            console.print(line, markup=False)
+
+
+@app.command()
+def report(
+    profile: ProfileArg,
+    since: Annotated[str | None, typer.Option("--since", metavar="OLD",
+                                              help="The profile the upgrade starts from (default: the one "
+                                              "PROFILE extends).")] = None,
+    lock: LockOpt = None,
+    since_lock: Annotated[Path | None, typer.Option("--since-lock", metavar="PATH",
+                                                    help="The old stack's lock (default: beside OLD).")] = None,
+    record_dir: Annotated[Path, typer.Option("--record-dir", metavar="DIR",
+                                             help="Where the build, ABI, wheel-diff, scan and publication "
+                                             "records are.")] = Path("build"),
+    markdown: MarkdownOpt = False,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Write the pull request body from the recorded evidence.
+
+    Each section names the command that produced it and when; evidence never recorded is shown as
+    "not run", evidence made for another lock or profile as "stale", each with the command to run.
+    Nothing is run or fetched.
+    """
+    from stackctl.base.times import now_iso
+    from stackctl.profile.locate import load_profile, profile_file
+    from stackctl.resolve.lock import lock_path
+    from stackctl.review.report import build_report, gather
+
+    one_format(as_json, markdown)
+    new = load_profile(profile)
+    old_arg = since
+    if old_arg is None and new.extends:
+        bare = "/" not in profile and "@" not in profile and not profile.endswith(".toml")
+        old_arg = new.extends if bare else str(profile_file(profile).parent / f"{new.extends}.toml")
+    old = load_profile(old_arg) if old_arg else None
+    ev = gather(new, profile, lock_path(profile, lock), old=old, old_arg=old_arg,
+                old_lock_path=lock_path(old_arg, since_lock) if old_arg else None, record_dir=record_dir,
+                now=now_iso())
+    rep = build_report(ev)
+
+    def human() -> None:
+        if markdown:
+            print(render_markdown(rep), end="")
+        else:
+            _print_human(rep)
+
+    emit(rep, as_json, human)

@@ -1,0 +1,434 @@
+"""The pull request body of an upgrade, from evidence already recorded: profiles, locks, the ABI record,
+wheel diffs, the build record, the publication records and the stale-reference scan.
+
+`build_report(Evidence) -> Report` is pure. A section whose evidence was never recorded says "not run",
+one whose evidence was made for another lock (or other profiles) says "stale"; both name the command
+that makes it. The report never runs a check itself, and never shows evidence made for another lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from stackctl.base.evidence import Evidence, read_evidence
+from stackctl.image.labels import LABEL_INSTALLED, diff_installed, installed_from_labels
+from stackctl.image.publish import Publication, read_records
+from stackctl.profile.model import Stack
+from stackctl.resolve.lock import Lock
+from stackctl.review.diff import diff_stacks, rendered_tag
+
+OK, FAILED, NOT_RUN, STALE = "ok", "failed", "not run", "stale"
+
+
+@dataclass(frozen=True)
+class Table:
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    title: str
+    status: str  # ok | failed | not run | stale
+    source: str  # the command whose output this is
+    time: str | None  # when that command ran
+    tables: tuple[Table, ...] = ()
+    lines: tuple[str, ...] = ()  # a log, quoted as written
+    text: str = ""  # one paragraph: what the tables say, or why there is nothing
+
+
+@dataclass(frozen=True)
+class Report:
+    stack: str
+    since: str | None
+    summary: str
+    sections: tuple[Section, ...]
+
+    def section(self, key: str) -> Section:
+        return next(s for s in self.sections if s.key == key)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Everything the report reads, as values (see `gather`)."""
+
+    new: Stack
+    new_arg: str  # the profile as the user named it, for the commands a section suggests
+    old: Stack | None = None
+    old_arg: str | None = None
+    lock: Lock | None = None
+    lock_path: str = ""
+    lock_time: str | None = None
+    old_lock: Lock | None = None
+    abi: Evidence | None = None
+    abi_path: str = ""
+    wheel_diffs: Evidence | None = None
+    wheel_diff_path: str = ""
+    build: Mapping[str, Any] | None = None
+    build_path: str = ""
+    old_build: Mapping[str, Any] | None = None
+    old_build_path: str = ""
+    publications: tuple[Publication, ...] = ()
+    publications_path: str = ""
+    scan: Evidence | None = None
+    scan_path: str = ""
+    now: str = ""
+    problems: tuple[str, ...] = field(default=())
+
+
+def _short(t: str | None) -> str:
+    return t[:16].replace("T", " ") if t else "—"
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "—"
+    value, unit = float(n), "B"
+    for bigger in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def build_report(ev: Recorded) -> Report:
+    new, lock = ev.new, ev.lock
+    fresh_lock = lock if lock is not None and lock.made_from(new) else None
+    digest = fresh_lock.digest() if fresh_lock else None
+    resolve_cmd = f"stackctl resolve {ev.new_arg}"
+    sections = [
+        _profile_diff(ev),
+        _files(ev, fresh_lock, resolve_cmd),
+        _newest(ev, fresh_lock, resolve_cmd),
+        _abi(ev, fresh_lock, digest),
+        _wheel_diffs(ev, fresh_lock),
+        _build(ev, digest),
+        _publication(ev, digest),
+        _image_diff(ev, digest),
+        _scan(ev),
+    ]
+    return Report(new.name, ev.old.name if ev.old else None, _summary(ev, sections, digest), tuple(sections))
+
+
+def _summary(ev: Recorded, sections: Sequence[Section], digest: str | None) -> str:
+    moved = []
+    if ev.old is not None:
+        moved = [f"{c.package} {c.before or '—'} → {c.after or '—'}"
+                 for c in diff_stacks(ev.old, ev.new).moved if c.before != c.after]
+    head = (f"{ev.new.name}: {len(moved)} pin(s) move from {ev.old.name}" + (f" ({'; '.join(moved)})" if moved else "")
+            if ev.old else f"{ev.new.name}")
+    pub = _latest_publication(ev, digest)
+    tag = rendered_tag(ev.new) if ev.new.image else None
+    image = "no image"
+    if pub is not None:
+        image = f"image {pub.tag} @ {pub.digest}"
+    elif ev.new.image is not None and tag:
+        image = f"image {ev.new.image.repository}:{tag} (not published for this lock)"
+    bad = [s.title for s in sections if s.status in (FAILED, NOT_RUN, STALE)]
+    return f"{head}; {image}" + (f". Not proved here: {'; '.join(bad)}." if bad else ". Every section is proved.")
+
+
+def _profile_diff(ev: Recorded) -> Section:
+    cmd = f"stackctl diff {ev.old_arg} {ev.new_arg}" if ev.old_arg else f"stackctl show {ev.new_arg}"
+    if ev.old is None:
+        return Section("profile", "Profile diff", NOT_RUN, cmd, None,
+                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+    d = diff_stacks(ev.old, ev.new)
+    rows = tuple((c.package, c.before or "—", c.after or "—", c.note) for c in d.moved)
+    fields = tuple((f"{f.section}: {f.key}", f.before or "—", f.after or "—") for f in d.fields)
+    tables = [Table(("package", "before", "after", "note"), rows)]
+    if fields:
+        tables.append(Table(("setting", "before", "after"), fields, "other changes"))
+    return Section("profile", "Profile diff", OK, cmd, ev.now, tuple(tables),
+                   text=f"{len(rows)} pin(s) change, {len(ev.new.pins) - len(rows)} unchanged")
+
+
+def _stale_lock(ev: Recorded, title: str, key: str, cmd: str) -> Section:
+    if ev.lock is None:
+        return Section(key, title, NOT_RUN, cmd, None, text=f"no lock at {ev.lock_path}; run `{cmd}`")
+    return Section(key, title, STALE, cmd, ev.lock_time,
+                   text=f"{ev.lock_path} was made from another version of {ev.new.name}; run `{cmd}`")
+
+
+def _build_verified(ev: Recorded, digest: str | None) -> set[str]:
+    """Targets whose every wheel a build copied into its context after checking its sha256 against this lock."""
+    b = ev.build
+    if b is None or digest is None or b.get("lock_digest") != digest:
+        return set()
+    return {str(b.get("target"))}
+
+
+def _files(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
+    title = "Files per pin and target"
+    if lock is None:
+        return _stale_lock(ev, title, "files", cmd)
+    built = _build_verified(ev, lock.digest())
+    rows = []
+    for p in lock.pins:
+        for f in p.files:
+            checked = bool(getattr(f, "sha256_verified", False)) or f.target in built
+            uploaded = _short(f.upload_time) + ("" if f.upload_time_source == "index" else
+                                                f" ({f.upload_time_source})")
+            rows.append((p.name, f.target, f.filename, f.sha256[:12], _size(f.size), uploaded, p.index,
+                         "verified" if checked else "index-claimed"))
+    verified = sum(1 for r in rows if r[-1] == "verified")
+    return Section("files", title, OK, cmd, ev.lock_time,
+                   (Table(("package", "target", "file", "sha256", "size", "uploaded", "index", "sha256 is"),
+                          tuple(rows)),),
+                   text=f"{len(rows)} files; {verified} sha256-checked by stackctl (resolve --verify, or copied "
+                   "into a build of this lock), the rest as the index states them")
+
+
+def _newest(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
+    title = "Is this the newest? Release trains"
+    if lock is None:
+        return _stale_lock(ev, title, "newest", cmd)
+    rows = tuple((p.name, p.version, p.newest_in_line or "—", _short(p.newest_upload_time),
+                  "yes" if p.newest_in_line in (None, p.version) else "no", "; ".join(p.other_lines) or "—")
+                 for p in lock.pins)
+    trains = tuple((t.train, ", ".join(t.members), _short(t.earliest), _short(t.latest),
+                    f"{t.spread_seconds / 60:.0f} min" if t.spread_seconds is not None else "unknown",
+                    ", ".join(t.trailing) or "none") for t in lock.trains)
+    behind = [r[0] for r in rows if r[4] == "no"]
+    trailing = [t.train for t in lock.trains if t.trailing]
+    status = FAILED if behind or trailing else OK
+    return Section("newest", title, status, cmd, ev.lock_time,
+                   (Table(("package", "pinned", "newest in line", "published", "newest?", "other lines"), rows),
+                    Table(("train", "members", "first", "last", "spread", "trailing"), trains, "release trains")),
+                   text=(f"behind: {', '.join(behind)}; " if behind else "every pin is the newest of its line; ")
+                   + (f"trains with a trailing member: {', '.join(trailing)}" if trailing else
+                      "every train coherent"))
+
+
+def _abi(ev: Recorded, lock: Lock | None, digest: str | None) -> Section:
+    title = "ABI closure and unguarded pins"
+    cmd = f"stackctl abi {ev.new_arg} --record {ev.abi_path}"
+    unguarded: tuple[tuple[str, str, str], ...] = ()
+    if lock is not None:
+        unguarded = tuple((p.name, p.version, ", ".join(sorted({f.filename for f in p.files if f.requires_dist == ()})))
+                          for p in lock.pins if any(f.requires_dist == () for f in p.files))
+    guard = Table(("package", "version", "declares no Requires-Dist"), unguarded, "unguarded pins")
+    rec = ev.abi
+    if rec is None:
+        return Section("abi", title, NOT_RUN, cmd, None, (guard,) if unguarded else (),
+                       text=f"no ABI record at {ev.abi_path}; run `{cmd}`")
+    if digest is None or rec.lock_digest != digest:
+        return Section("abi", title, STALE, rec.command, rec.time, (guard,) if unguarded else (),
+                       text=f"{ev.abi_path} was recorded for another lock; run `{cmd}`")
+    result = rec.result if isinstance(rec.result, dict) else {}
+    tables = [guard] if unguarded else []
+    for r in result.get("reports", []):
+        rows = tuple((str(x.get("file")), str(x.get("needed")), str(x.get("detail")), str(x.get("where")))
+                     for x in r.get("resolutions", []))
+        tables.append(Table(("file", "needed", "resolved", "where"), rows, f"target {r.get('target')}"))
+    failures = [str(f) for f in result.get("failures", [])]
+    return Section("abi", title, FAILED if failures else OK, rec.command, rec.time, tuple(tables),
+                   text="; ".join(failures) if failures else "every DT_NEEDED of the checked wheels resolves")
+
+
+def _elf_wheels(ev: Recorded) -> set[str]:
+    """Wheels the ABI record saw carrying ELF files (a file that needs a library, or one that provides it)."""
+    out: set[str] = set()
+    result = ev.abi.result if ev.abi is not None and isinstance(ev.abi.result, dict) else {}
+    for r in result.get("reports", []):
+        for x in r.get("resolutions", []):
+            out.add(str(x.get("wheel")))
+            if x.get("provider_wheel"):
+                out.add(str(x.get("provider_wheel")))
+    return out
+
+
+def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
+    title = "Wheel diffs of moved wheels that carry ELF"
+    cmd = f"stackctl wheel-diff OLD NEW --record {ev.wheel_diff_path}"
+    if lock is None or ev.old_lock is None:
+        what = "the new lock" if lock is None else "the old lock"
+        return Section("wheel-diff", title, NOT_RUN, cmd, None,
+                       text=f"{what} is missing or stale; the moved wheels are read from both locks")
+    if ev.abi is None:
+        return Section("wheel-diff", title, NOT_RUN, cmd, None,
+                       text="which wheels carry ELF comes from the ABI record; record it first")
+    elf = _elf_wheels(ev)
+    old = {canonicalize_name(p.name): p for p in ev.old_lock.pins}
+    pairs = []
+    for p in lock.pins:
+        q = old.get(canonicalize_name(p.name))
+        if q is None or q.version == p.version:
+            continue
+        for f in p.files:
+            prev = next((g for g in q.files if g.target == f.target), None)
+            if prev is not None and f.filename in elf:
+                pairs.append((p.name, prev, f))
+    entries = {}
+    if ev.wheel_diffs is not None and isinstance(ev.wheel_diffs.result, dict):
+        entries = {str(e.get("key")): e for e in ev.wheel_diffs.result.get("entries", []) if isinstance(e, dict)}
+    if not pairs:
+        return Section("wheel-diff", title, OK, "stackctl report", ev.now, text="no moved wheel carries ELF")
+    rows, tables, missing = [], [], []
+    latest = None
+    for name, prev, f in pairs:
+        e = entries.get(f.filename)
+        if e is None:
+            missing.append(f"stackctl wheel-diff {prev.url} {f.url} --record {ev.wheel_diff_path}")
+            rows.append((name, f.target, prev.filename, f.filename, NOT_RUN))
+            continue
+        diff = e.get("diff", {})
+        latest = max(latest or "", str(e.get("time", "")))
+        rows.append((name, f.target, prev.filename, f.filename, str(diff.get("summary", ""))))
+        if e.get("elf_rows"):
+            tables.append(Table(("library", "dynamic section changes"),
+                                tuple(tuple(map(str, r)) for r in e["elf_rows"]), f"{f.filename}"))
+    status = NOT_RUN if missing and len(missing) == len(pairs) else OK
+    return Section("wheel-diff", title, status, cmd if missing else "stackctl wheel-diff ... --record", latest,
+                   (Table(("package", "target", "before", "after", "summary"), tuple(rows)), *tables),
+                   lines=tuple(missing),
+                   text=(f"{len(missing)} of {len(pairs)} not recorded; run the commands below" if missing else
+                         f"{len(pairs)} wheel(s) compared"))
+
+
+def _build(ev: Recorded, digest: str | None) -> Section:
+    title = "Build: gate log, tag, labels"
+    cmd = f"stackctl build {ev.new_arg}"
+    b = ev.build
+    if b is None:
+        return Section("build", title, NOT_RUN, cmd, None, text=f"no build record at {ev.build_path}; run `{cmd}`")
+    if digest is None or b.get("lock_digest") != digest:
+        return Section("build", title, STALE, cmd, b.get("time"),
+                       text=f"{ev.build_path} is a build of another lock; run `{cmd}`")
+    labels = {k: v for k, v in dict(b.get("labels", {})).items() if k != LABEL_INSTALLED}
+    rows = (("image", str(b.get("image"))), ("image id", str(b.get("image_id"))),
+            ("target", str(b.get("target"))), ("fingerprint", str(b.get("fingerprint_digest"))),
+            ("steps (cached)", f"{b.get('steps')} ({b.get('cached_steps')})"),
+            ("gate", "from the cache: these very layers passed it before" if b.get("gate_cached") else "ran"))
+    gate = tuple(str(x) for x in b.get("gate", []))
+    failed = any(x.startswith("FAIL ") for x in gate)
+    return Section("build", title, FAILED if failed else OK, cmd, b.get("time"),
+                   (Table(("", ""), rows), Table(("label", "value"), tuple(sorted(labels.items())), "labels")),
+                   lines=gate, text=f"{sum(x.startswith('PASS ') for x in gate)} gate checks passed")
+
+
+def _latest_publication(ev: Recorded, digest: str | None) -> Publication | None:
+    mine = [p for p in ev.publications if p.stack == ev.new.name and digest is not None and p.lock_digest == digest]
+    return mine[-1] if mine else None
+
+
+def _publication(ev: Recorded, digest: str | None) -> Section:
+    title = "Publication"
+    cmd = f"stackctl publish {ev.new_arg}"
+    pub = _latest_publication(ev, digest)
+    if pub is None:
+        others = [p for p in ev.publications if p.stack == ev.new.name]
+        if others:
+            return Section("publication", title, STALE, cmd, others[-1].time,
+                           text=f"{ev.publications_path} has {ev.new.name} published only from another lock; "
+                           f"run `{cmd}`")
+        return Section("publication", title, NOT_RUN, cmd, None,
+                       text=f"no publication of {ev.new.name} in {ev.publications_path}; run `{cmd}`")
+    rows = (("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref), ("image id", pub.image_id),
+            ("revision", pub.revision), ("lock digest", pub.lock_digest or "—"))
+    return Section("publication", title, OK, cmd, pub.time, (Table(("", ""), rows),),
+                   text="pushed, pulled back by digest: same image id and labels")
+
+
+def _image_diff(ev: Recorded, digest: str | None) -> Section:
+    title = "Installed distributions, old image → new image"
+    old_cmd = f"stackctl build {ev.old_arg}" if ev.old_arg else "stackctl build OLD"
+    b, a = ev.build, ev.old_build
+    if b is None or digest is None or b.get("lock_digest") != digest:
+        return Section("image-diff", title, NOT_RUN if b is None else STALE, f"stackctl build {ev.new_arg}",
+                       None, text="needs a build record of the new lock")
+    if a is None:
+        return Section("image-diff", title, NOT_RUN, old_cmd, None,
+                       text=f"no build record of the old stack at {ev.old_build_path}; run `{old_cmd}`")
+    rows = tuple((r.package, r.before or "—", r.after or "—", r.change)
+                 for r in diff_installed(installed_from_labels(dict(a.get("labels", {}))),
+                                         installed_from_labels(dict(b.get("labels", {}))))
+                 if r.change != "unchanged")
+    return Section("image-diff", title, OK, f"{old_cmd}; stackctl build {ev.new_arg}",
+                   max(str(a.get("time") or ""), str(b.get("time") or "")) or None,
+                   (Table(("package", "before", "after", "change"), rows),),
+                   text=f"{len(rows)} distribution(s) differ between {a.get('image')} and {b.get('image')}")
+
+
+def _scan(ev: Recorded) -> Section:
+    title = "Stale references"
+    old = ev.old_arg or "OLD"
+    cmd = f"stackctl scan . --stack {ev.new_arg} --since {old} --record {ev.scan_path}"
+    rec = ev.scan
+    if rec is None:
+        return Section("scan", title, NOT_RUN, cmd, None, text=f"no scan record at {ev.scan_path}; run `{cmd}`")
+    want = (ev.new.digest(), ev.old.digest()) if ev.old else None
+    if want is None or tuple(rec.profile_digests) != want:
+        return Section("scan", title, STALE, rec.command, rec.time,
+                       text=f"{ev.scan_path} was recorded for other versions of the profiles; run `{cmd}`")
+    result = rec.result if isinstance(rec.result, dict) else {}
+    refs = tuple((str(r.get("path")), str(r.get("line")), ", ".join(r.get("packages", [])),
+                  ", ".join(r.get("old", [])), str(r.get("text"))) for r in result.get("references", []))
+    return Section("scan", title, FAILED if refs else OK, rec.command, rec.time,
+                   (Table(("file", "line", "packages", "superseded", "text"), refs),) if refs else (),
+                   text=f"{len(refs)} stale reference(s) in {result.get('files_read', '?')} files")
+
+
+# --- reading the records ------------------------------------------------------------------------
+
+def _read_json(path: Path) -> Mapping[str, Any] | None:
+    import json
+
+    from stackctl.errors import InputError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not a build record ({exc})") from None
+    return data if isinstance(data, dict) else None
+
+
+def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = None, old_arg: str | None = None,
+           old_lock_path: Path | None = None, record_dir: Path = Path("build"), now: str = "") -> Recorded:
+    """Read every record there is; nothing is run, nothing is fetched."""
+    from datetime import datetime, timezone
+
+    from stackctl.base.times import utc_iso
+    from stackctl.errors import StackctlError
+    from stackctl.resolve.lock import read_lock
+
+    def mtime(p: Path) -> str | None:
+        try:
+            return utc_iso(datetime.fromtimestamp(int(p.stat().st_mtime), timezone.utc))
+        except OSError:
+            return None
+
+    lock = read_lock(lock_path) if lock_path.exists() else None
+    old_lock = None
+    if old is not None and old_lock_path is not None and old_lock_path.exists():
+        try:
+            candidate = read_lock(old_lock_path)
+            old_lock = candidate if candidate.made_from(old) else None
+        except StackctlError:
+            old_lock = None
+    paths = {
+        "abi": record_dir / f"{new.name}.abi.json",
+        "wheel": record_dir / f"{new.name}.wheel-diff.json",
+        "build": record_dir / f"{new.name}.build.json",
+        "old_build": record_dir / f"{old.name}.build.json" if old else record_dir / "OLD.build.json",
+        "pubs": record_dir / "publications.jsonl",
+        "scan": record_dir / f"{new.name}.scan.json",
+    }
+    return Recorded(
+        new=new, new_arg=new_arg, old=old, old_arg=old_arg, lock=lock, lock_path=str(lock_path),
+        lock_time=mtime(lock_path), old_lock=old_lock,
+        abi=read_evidence(paths["abi"], "abi"), abi_path=str(paths["abi"]),
+        wheel_diffs=read_evidence(paths["wheel"], "wheel-diff"), wheel_diff_path=str(paths["wheel"]),
+        build=_read_json(paths["build"]), build_path=str(paths["build"]),
+        old_build=_read_json(paths["old_build"]) if old else None, old_build_path=str(paths["old_build"]),
+        publications=tuple(read_records(paths["pubs"])), publications_path=str(paths["pubs"]),
+        scan=read_evidence(paths["scan"], "scan"), scan_path=str(paths["scan"]), now=now)
