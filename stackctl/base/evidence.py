@@ -8,8 +8,6 @@ check's own result.
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,15 +29,9 @@ class Evidence:
     result: Any  # the check's JSON report
 
 
-def command_line(argv: list[str] | None = None) -> str:
-    """The command as the user typed it, for a record to say what produced it."""
-    args = sys.argv[1:] if argv is None else argv
-    return shlex.join(["stackctl", *args])
-
-
-def write_evidence(path: Path, kind: str, stack: str, result: Any, *, lock_digest: str | None = None,
-                   profile_digests: tuple[str, ...] = (), command: str | None = None) -> Evidence:
-    ev = Evidence(kind, command or command_line(), now_iso(), stack, lock_digest, profile_digests,
+def write_evidence(path: Path, kind: str, stack: str, result: Any, *, command: str, lock_digest: str | None = None,
+                   profile_digests: tuple[str, ...] = ()) -> Evidence:
+    ev = Evidence(kind, command, now_iso(), stack, lock_digest, profile_digests,
                   to_jsonable(result))
     try:
         write_atomic(path, json.dumps(to_jsonable(ev), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
@@ -65,12 +57,11 @@ def read_evidence(path: Path, kind: str) -> Evidence | None:
         raise InputError(f"{path}: not a {kind} record (no {exc})") from None
 
 
-def add_to_evidence(path: Path, kind: str, key: str, entry: dict[str, Any]) -> Evidence:
+def add_to_evidence(path: Path, kind: str, key: str, entry: dict[str, Any], *, command: str) -> Evidence:
     """Records of one kind that collect entries (a wheel diff per moved wheel): `entry` replaces the one
     with the same `key` value, the rest stay; the whole record is rewritten atomically."""
     old = read_evidence(path, kind)
     entries = [e for e in (old.result.get("entries", []) if old and isinstance(old.result, dict) else [])
                if isinstance(e, dict) and e.get("key") != key]
-    entries.append({"key": key, "command": command_line(), "time": now_iso(), **entry})
-    return write_evidence(path, kind, old.stack if old else "", {"entries": entries},
-                          command=old.command if old else None)
+    entries.append({"key": key, "command": command, "time": now_iso(), **entry})
+    return write_evidence(path, kind, old.stack if old else "", {"entries": entries}, command=command)

@@ -121,6 +121,7 @@ def print_version(verbose: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     output.json_emitted = False
+    output.argv = tuple(args)
     if "--version" in args and set(args) <= {"--version", "--verbose"}:
         print_version("--verbose" in args)
         sys.exit(0)

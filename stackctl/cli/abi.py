@@ -15,6 +15,7 @@ from stackctl.cli.app import (
     console,
     console_err,
     emit,
+    invoked,
     markdown_table,
     markdown_text,
     one_format,
@@ -180,7 +181,7 @@ def abi(
         from stackctl.base.evidence import write_evidence
 
         write_evidence(record, "abi", recorded[0], {**report, "failures": [str(e) for e in problems]},
-                       lock_digest=recorded[1], profile_digests=recorded[2])
+                       lock_digest=recorded[1], profile_digests=recorded[2], command=invoked())
     emit(report, as_json, human)
     if problems:
         raise Problems.of(problems)
@@ -293,5 +294,6 @@ def wheel_diff(
     if record is not None:
         from stackctl.base.evidence import add_to_evidence
 
-        add_to_evidence(record, "wheel-diff", d.new, {"diff": to_jsonable(d), "rows": rows, "elf_rows": erows})
+        add_to_evidence(record, "wheel-diff", d.new, {"diff": to_jsonable(d), "rows": rows, "elf_rows": erows},
+                        command=invoked())
     emit({**to_jsonable(d), "sources": sources}, as_json, human)

@@ -56,9 +56,17 @@ class _Output:
     """Whether this run already printed its JSON report (a failing check must not print a second one)."""
 
     json_emitted = False
+    argv: tuple[str, ...] = ()  # this run's arguments, for records to say which command made them
 
 
 output = _Output()
+
+
+def invoked() -> str:
+    """This run's command line, as a record quotes it."""
+    import shlex
+
+    return shlex.join(["stackctl", *output.argv])
 
 
 def one_format(as_json: bool, markdown: bool) -> None:

@@ -15,6 +15,7 @@ from stackctl.cli.app import (
     app,
     console,
     emit,
+    invoked,
     markdown_table,
     one_format,
     short_hash,
@@ -167,7 +168,8 @@ def scan(
     if record is not None:
         from stackctl.base.evidence import write_evidence
 
-        write_evidence(record, "scan", new.name, result, profile_digests=(new.digest(), old.digest()))
+        write_evidence(record, "scan", new.name, result, profile_digests=(new.digest(), old.digest()),
+                       command=invoked())
     emit(result, as_json, human)
     if refs:
         raise CheckFailed(f"{count(len(refs), 'stale reference')} to superseded pins under {path}")

@@ -148,3 +148,54 @@ def test_a_trailing_member_holds_the_train_back(cli: Cli, trailing: tuple[IndexS
     r = cli("propose", str(profile), *idx(musa, public), "--dry-run", "--json", "--train-window", "14400")
     moves = {m["pin"]: m["after"] for m in json.loads(r.out)["moves"]}
     assert moves.get("torch") == "2.11.0.post2+musa5.2.0"
+
+
+# --- report -------------------------------------------------------------------------------------------
+
+def test_report_quotes_only_evidence_recorded_for_this_lock(cli: Cli, reference: tuple[IndexServer, IndexServer],
+                                                           stacks: Path) -> None:
+    work = stacks.parent
+    for name in ("torch-2.11-post1", "torch-2.11-post2"):
+        r = cli("resolve", name, *idx(*reference), "--no-closure", cwd=work)
+        assert r.code == 0, r.err
+    r = cli("report", "torch-2.11-post2", "--json", cwd=work)
+    assert r.code == 0, r.err
+    rep = json.loads(r.out)
+    status = {s["key"]: s["status"] for s in rep["sections"]}
+    assert status == {"profile": "ok", "files": "ok", "newest": "ok", "abi": "not run", "wheel-diff": "not run",
+                      "build": "not run", "publication": "not run", "image-diff": "not run", "scan": "not run"}
+    abi = next(s for s in rep["sections"] if s["key"] == "abi")
+    assert "stackctl abi torch-2.11-post2 --record build/torch-2.11-post2.abi.json" in abi["text"]
+    files = next(s for s in rep["sections"] if s["key"] == "files")
+    rows = files["tables"][0]["rows"]
+    torch = next(row for row in rows if row[0] == "torch")
+    musa = reference[0]
+    assert torch[2] == "torch-2.11.0.post2+musa5.2.0-py3-none-any.whl"
+    assert torch[3] == musa.files[torch[2]].sha256[:12] and torch[-1] == "index-claimed"
+    assert "(last-modified)" in torch[5]  # an HTML-only index: the time is the file's Last-Modified
+    [unguarded] = next(s for s in rep["sections"] if s["key"] == "abi")["tables"]  # before any ABI record
+    assert unguarded["title"] == "unguarded pins" and "deep_ep" in {row[0] for row in unguarded["rows"]}
+
+    # record the ABI check and the scan; the report quotes them with their command and time
+    assert cli("abi", "torch-2.11-post2", *idx(*reference), "--record", "build/torch-2.11-post2.abi.json",
+               cwd=work).code == 0
+    r = cli("scan", "stacks", "--stack", "torch-2.11-post2", "--since", "torch-2.11-post1",
+            "--record", "build/torch-2.11-post2.scan.json", cwd=work)
+    r = cli("report", "torch-2.11-post2", "--json", cwd=work)
+    rep = json.loads(r.out)
+    abi = next(s for s in rep["sections"] if s["key"] == "abi")
+    assert abi["status"] == "ok" and abi["source"].startswith("stackctl abi torch-2.11-post2") and abi["time"]
+    scan = next(s for s in rep["sections"] if s["key"] == "scan")
+    assert scan["status"] in ("ok", "failed") and scan["source"].startswith("stackctl scan stacks")
+
+    # the profile moves on and is resolved again: the ABI record is for another lock now
+    post2 = stacks / "torch-2.11-post2.toml"
+    post2.write_text(post2.read_text().replace('note = "joins the .post2 train this time"', 'note = "joins"'))
+    assert cli("resolve", "torch-2.11-post2", *idx(*reference), "--no-closure", cwd=work).code == 0
+    r = cli("report", "torch-2.11-post2", "--markdown", cwd=work)
+    assert r.code == 0, r.err
+    assert "### ABI closure and unguarded pins ⚠️ stale" in r.out
+    assert "build/torch-2.11-post2.abi.json was recorded for another lock" in r.out
+    assert "### Stale references ⚠️ stale" in r.out
+    assert "<details><summary>" in r.out and "| torch | cp310-linux_x86_64 |" in r.out
+    assert "### Build: gate log, tag, labels ⚪ not run" in r.out
