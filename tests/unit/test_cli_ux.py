@@ -280,7 +280,8 @@ def test_every_command_reports_json_and_pr_facing_ones_markdown() -> None:
     for name, command in commands.items():
         options = {o for p in command.params for o in p.opts}
         assert "--json" in options, name
-        assert ("--markdown" in options) == (name in {"diff", "outdated", "scan", "abi", "wheel-diff", "propose", "report"}), name
+        markdown = {"diff", "outdated", "scan", "abi", "wheel-diff", "propose", "report"}
+        assert ("--markdown" in options) == (name in markdown), name
         for option, metavar in (("--index", "NAME=URL"), ("--target", "LABEL"), ("--lock", "PATH")):
             param = next((p for p in command.params if option in p.opts), None)
             assert param is None or param.metavar == metavar, (name, option)
