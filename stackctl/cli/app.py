@@ -63,10 +63,18 @@ output = _Output()
 
 
 def invoked() -> str:
-    """This run's command line, as a record quotes it."""
+    """This run's command line, as a record quotes it: a URL's user:password (`--index NAME=URL`) left out."""
     import shlex
 
-    return shlex.join(["stackctl", *output.argv])
+    from stackctl.base.urls import strip_userinfo
+
+    def clean(arg: str) -> str:
+        if "://" not in arg:
+            return arg
+        head, sep, url = arg.partition("=") if "=" in arg.split("://", 1)[0] else ("", "", arg)
+        return head + sep + strip_userinfo(url)
+
+    return shlex.join(["stackctl", *(clean(a) for a in output.argv)])
 
 
 def one_format(as_json: bool, markdown: bool) -> None:

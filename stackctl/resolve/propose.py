@@ -137,10 +137,9 @@ def _when(t: datetime | None) -> str:
 
 
 def _span(seconds: float) -> str:
-    if seconds >= 86400:
-        return f"{seconds / 86400:.1f} days"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
+    for unit, size in (("days", 86400), ("h", 3600)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}".removesuffix(".0") + f" {unit}"
     return f"{seconds / 60:.0f} min"
 
 

@@ -25,6 +25,8 @@ class PinChange:
     @property
     def note(self) -> str:
         head = self.move if self.change == "changed" and self.move else self.change
+        if self.pin_note.startswith(f"{head};"):  # a note `stackctl propose` wrote names the move already
+            head = ""
         return "; ".join(x for x in (head, *self.details, self.pin_note) if x)
 
 

@@ -1,0 +1,90 @@
+"""The pure parts of propose and report: release-train picks, torch-labelled builds, Markdown that renders."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from packaging.tags import Tag
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from stackctl.cli.app import invoked, output
+from stackctl.cli.report import render_markdown
+from stackctl.index.pages import IndexedFile
+from stackctl.profile.model import Index, Pin, Stack, Target
+from stackctl.resolve.propose import propose, render_profile, torch_in_label
+from stackctl.review.report import Report, Section, Table
+
+T0 = datetime(2026, 5, 1, 9, 0, tzinfo=timezone.utc)
+TARGETS = (Target("3.10", "linux_x86_64"),)
+
+
+def wheel(name: str, version: str, minutes: float, *, yanked: bool = False, platform: str = "linux_x86_64"
+          ) -> IndexedFile:
+    fn = f"{name}-{version}-cp310-cp310-{platform}.whl"
+    return IndexedFile(fn, f"http://index.invalid/files/{fn}", canonicalize_name(name), Version(version), "0" * 64,
+                       frozenset({Tag("cp310", "cp310", platform)}), upload_time=T0 + timedelta(minutes=minutes),
+                       yanked=yanked)
+
+
+def stack(*pins: Pin) -> Stack:
+    return Stack("s", "", TARGETS, (Index("musa", "http://index.invalid/simple/"),), pins)
+
+
+def test_torch_in_label_respects_the_version_boundary() -> None:
+    assert torch_in_label("musa5.2.0torch2.11.0.post2", "2.11.0.post2")
+    assert torch_in_label("musa5.2.0torch2.9.1.post1s5000", "2.9.1.post1")
+    assert not torch_in_label("musa5.2.0torch2.11.0.post20", "2.11.0.post2")
+    assert not torch_in_label("musa5.2.0torch2.11.0.post1", "2.11.0")
+    assert not torch_in_label(None, "2.11.0")
+
+
+def test_a_train_waits_for_its_last_member_and_a_follower_follows() -> None:
+    s = stack(Pin("torch", "2.11.0.post1+musa5.2.0", "musa", train="t"),
+              Pin("torchaudio", "2.11.0+musa5.2.0", "musa", train="t"),
+              Pin("deep_ep", "1.1.0+musa5.2.0torch2.11.0.post1", "musa"))
+    files = {
+        canonicalize_name("torch"): [wheel("torch", "2.11.0.post1+musa5.2.0", 0),
+                                     wheel("torch", "2.11.0.post2+musa5.2.0", 1000),
+                                     wheel("torch", "2.11.0.post3+musa5.2.0", 2000),  # no torchaudio with it
+                                     wheel("torch", "2.11.0.post4+musa5.2.0", 3000, yanked=True),
+                                     wheel("torch", "2.11.0.post5+musa5.2.1mp22", 3000, platform="linux_aarch64")],
+        canonicalize_name("torchaudio"): [wheel("torchaudio", "2.11.0+musa5.2.0", 2),
+                                          wheel("torchaudio", "2.11.0.post2+musa5.2.0", 1010)],
+        canonicalize_name("deep_ep"): [wheel("deep_ep", "1.1.0+musa5.2.0torch2.11.0.post1", 3),
+                                       wheel("deep_ep", "1.1.0+musa5.2.0torch2.11.0.post2", 1020),
+                                       wheel("deep_ep", "1.1.0+musa5.2.0torch2.11.0.post3", 2020)],
+    }
+    p = propose(s, files, name="next")
+    after = {m.pin: m.after for m in p.moves}
+    assert after == {"torch": "2.11.0.post2+musa5.2.0", "torchaudio": "2.11.0.post2+musa5.2.0",
+                     "deep_ep": "1.1.0+musa5.2.0torch2.11.0.post2"}
+    [held] = [h for h in p.held if h.subject == "train t"]
+    assert held.reason.startswith("torch 2.11.0.post3+musa5.2.0 (published 2026-05-02T18:20:00Z) has no torchaudio")
+    assert "torchaudio's newest is 2.11.0.post2+musa5.2.0, published 2026-05-02T01:50:00Z" in held.reason
+    text = render_profile(p)
+    assert 'extends = "s"' in text and "[pins.deep_ep]" in text and text.count("[pins.") == 3
+
+    # the torch the proposal picks has no deep_ep build: it says so, and blocks
+    files[canonicalize_name("deep_ep")] = files[canonicalize_name("deep_ep")][:1]
+    blocked = propose(s, files).blocked
+    assert [h.subject for h in blocked] == ["deep_ep"] and "built against torch 2.11.0.post2" in blocked[0].reason
+
+
+def test_markdown_report_escapes_and_folds_long_tables() -> None:
+    rows = tuple((f"lib{i}.so.*", "<dist-info>", "a|b") for i in range(12))
+    rep = Report("new", "old", "2 pins move", (
+        Section("abi", "ABI", "stale", "stackctl abi new --record build/new.abi.json", "2026-05-01T09:00:00Z",
+                (Table(("file", "needed", "where"), rows, "resolutions"),), text="recorded for another lock"),))
+    md = render_markdown(rep)
+    assert "### ABI ⚠️ stale" in md and "_from `stackctl abi new --record build/new.abi.json` at" in md
+    assert "<details><summary>resolutions (12 rows)</summary>" in md
+    assert "| lib0.so.\\* | &lt;dist-info&gt; | a\\|b |" in md
+
+
+def test_a_record_quotes_the_command_without_credentials() -> None:
+    output.argv = ("abi", "s", "--index", "musa=https://robot:s3cret@vendor.invalid/simple/")
+    try:
+        assert invoked() == "stackctl abi s --index musa=https://vendor.invalid/simple/"
+    finally:
+        output.argv = ()
