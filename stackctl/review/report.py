@@ -271,7 +271,7 @@ def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
         entries = {str(e.get("key")): e for e in ev.wheel_diffs.result.get("entries", []) if isinstance(e, dict)}
     if not pairs:
         return Section("wheel-diff", title, OK, "stackctl report", ev.now, text="no moved wheel carries ELF")
-    rows, tables, missing = [], [], []
+    rows, tables, missing, commands = [], [], [], []
     latest = None
     for name, prev, f in pairs:
         e = entries.get(f.filename)
@@ -281,12 +281,14 @@ def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
             continue
         diff = e.get("diff", {})
         latest = max(latest or "", str(e.get("time", "")))
+        commands.append(str(e.get("command", "stackctl wheel-diff")))
         rows.append((name, f.target, prev.filename, f.filename, str(diff.get("summary", ""))))
         if e.get("elf_rows"):
             tables.append(Table(("library", "dynamic section changes"),
                                 tuple(tuple(map(str, r)) for r in e["elf_rows"]), f"{f.filename}"))
     status = NOT_RUN if missing and len(missing) == len(pairs) else OK
-    return Section("wheel-diff", title, status, cmd if missing else "stackctl wheel-diff ... --record", latest,
+    source = "; ".join(dict.fromkeys(commands)) if commands else cmd
+    return Section("wheel-diff", title, status, source, latest,
                    (Table(("package", "target", "before", "after", "summary"), tuple(rows)), *tables),
                    lines=tuple(missing),
                    text=(f"{len(missing)} of {len(pairs)} not recorded; run the commands below" if missing else
