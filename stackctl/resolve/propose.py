@@ -268,10 +268,13 @@ def propose(stack: Stack, files: Mapping[NormalizedName, Sequence[IndexedFile]],
     old_torch = Version(torch.version) if torch else None
     new_torch = chosen[torch.key][0].version if torch and torch.key in chosen else old_torch
     for p in stack.pins:
-        if p.key not in scope or p.train:
+        if p.train:
             continue
         cur = Version(p.version)
         follows = old_torch is not None and torch_in_label(cur.local, old_torch.public)
+        # a build against torch goes where torch goes, whatever --only named
+        if p.key not in scope and not (follows and new_torch != old_torch):
+            continue
         if follows and new_torch is not None and old_torch is not None and new_torch != old_torch:
             c = _follow(p, cands[p.key], old_torch, new_torch, allow_series)
             if c is None:
