@@ -364,11 +364,19 @@ def propose_from_indexes(stack: Stack, client: IndexClient, eps: Mapping[str, In
     by_key = {k: r.files for k, r in zip(keys, pages, strict=True) if isinstance(r, ProjectListing)}
     files = {p.key: by_key[(p.index, p.key)] for p in stack.pins}
     want: dict[str, tuple[str, IndexedFile]] = {}  # url → (index, file)
+    torch = stack.pin("torch")
+    torch_public = Version(torch.version).public if torch else None
     for p in stack.pins:
         cur = Version(p.version)
+        follows = torch_public is not None and torch_in_label(cur.local, torch_public)
         for f in files[p.key]:
-            if f.upload_time is None and not f.yanked and f.is_wheel and (
-                    f.version >= cur or f.version.local != cur.local):
+            if f.upload_time is not None or f.yanked or not f.is_wheel:
+                continue
+            # a HEAD request each: only for files that could be this pin's move (its own label family,
+            # or for a build against torch any build naming a torch), never the index's whole history
+            mine = f.version.local == cur.local and f.version >= cur
+            built_for_torch = follows and "torch" in (f.version.local or "") and f.version.release >= cur.release
+            if mine or built_for_torch:
                 want.setdefault(f.url, (p.index, f))
     stamps = parallel(client.options.jobs, lambda item: client.last_modified(eps[item[0]], item[1]),
                       list(want.values()), progress, "upload times")
