@@ -195,6 +195,15 @@ def torch_in_label(label: str | None, torch_public: str) -> bool:
     return re.search(re.escape("torch" + torch_public) + r"(?![0-9]|\.[0-9a-z])", label) is not None
 
 
+_LABEL_TORCH = re.compile(r"torch(\d+(?:\.\d+)*(?:\.post\d+)?)")
+
+
+def _label_torch(label: str | None) -> Version | None:
+    """The torch a local label names (`musa5.2.0torch2.11.0.post2s5000` → 2.11.0.post2), if any."""
+    m = _LABEL_TORCH.search(label or "")
+    return Version(m.group(1)) if m else None
+
+
 def _follow(pin: Pin, cands: Sequence[Candidate], old_torch: Version, new_torch: Version, allow_series: bool
             ) -> Candidate | None:
     cur = Version(pin.version)
@@ -375,7 +384,8 @@ def propose_from_indexes(stack: Stack, client: IndexClient, eps: Mapping[str, In
             # a HEAD request each: only for files that could be this pin's move (its own label family,
             # or for a build against torch any build naming a torch), never the index's whole history
             mine = f.version.local == cur.local and f.version >= cur
-            built_for_torch = follows and "torch" in (f.version.local or "") and f.version.release >= cur.release
+            named = _label_torch(f.version.local)
+            built_for_torch = follows and named is not None and named >= Version(torch_public or "0")
             if mine or built_for_torch:
                 want.setdefault(f.url, (p.index, f))
     stamps = parallel(client.options.jobs, lambda item: client.last_modified(eps[item[0]], item[1]),
