@@ -31,7 +31,6 @@ def pin_drift(stack: Stack, lock: Lock) -> list[str]:
 
     out: list[str] = []
     locked = {canonicalize_name(p.name): p for p in lock.pins}
-    targets = {t.label for t in stack.targets}
     for pin in stack.pins:
         lp = locked.pop(pin.key, None)
         if lp is None:
@@ -41,10 +40,7 @@ def pin_drift(stack: Stack, lock: Lock) -> list[str]:
             out.append(f"pin {pin.name} is {lp.version} in the lock, {pin.version} in the profile")
         if lp.index != pin.index:
             out.append(f"pin {pin.name} is from index {lp.index} in the lock, {pin.index} in the profile")
-        want = set(targets)
-        limited = getattr(pin, "targets", None)
-        if callable(limited):
-            want = {t.label for t in limited(stack.targets)}
+        want = {t.label for t in pin.targets(stack.targets)}
         have = {f.target for f in lp.files}
         if have != want:
             out.append(f"pin {pin.name} has files for {', '.join(sorted(have)) or 'no target'} in the lock, "

@@ -91,8 +91,7 @@ def _series(v: Version) -> tuple[int, ...]:
 
 def pin_targets(stack: Stack, pin: Pin) -> tuple[Target, ...]:
     """The targets a pin is installed for."""
-    limited = getattr(pin, "targets", None)
-    return tuple(limited(stack.targets)) if callable(limited) else stack.targets
+    return pin.targets(stack.targets)
 
 
 def _published(files: Sequence[IndexedFile], targets: Sequence[Target],
@@ -360,8 +359,7 @@ def propose_from_indexes(stack: Stack, client: IndexClient, eps: Mapping[str, In
     """Each pin's project page from its own index, then the Last-Modified of every file that could be a
     move and has no PEP 700 upload time (HTML-only indexes), then `propose`."""
     from stackctl.base.concurrency import parallel
-    from stackctl.errors import StackctlError
-    from stackctl.resolve.resolver import _first_error
+    from stackctl.errors import Problems, StackctlError
 
     if window < 0:
         raise InputError(f"--train-window {window:g}: seconds must be 0 or more")
@@ -369,7 +367,7 @@ def propose_from_indexes(stack: Stack, client: IndexClient, eps: Mapping[str, In
     pages = parallel(client.options.jobs, lambda k: client.project(eps[k[0]], k[1]), keys, progress, "pages")
     errors = [r for r in pages if isinstance(r, StackctlError)]
     if errors:
-        raise _first_error(errors)
+        raise Problems.of(errors)
     by_key = {k: r.files for k, r in zip(keys, pages, strict=True) if isinstance(r, ProjectListing)}
     files = {p.key: by_key[(p.index, p.key)] for p in stack.pins}
     want: dict[str, tuple[str, IndexedFile]] = {}  # url → (index, file)
@@ -392,7 +390,7 @@ def propose_from_indexes(stack: Stack, client: IndexClient, eps: Mapping[str, In
                       list(want.values()), progress, "upload times")
     errors = [r for r in stamps if isinstance(r, StackctlError)]
     if errors:
-        raise _first_error(errors)
+        raise Problems.of(errors)
     times = {url: t if isinstance(t, datetime) else None for url, t in zip(want, stamps, strict=True)}
     return propose(stack, files, times=times, window=window, allow_series=allow_series, only=only, name=name)
 

@@ -23,7 +23,7 @@ def _setup(tmp_path: Path) -> Path:
     stack = load_stack(profile)
     pins = tuple(LockedPin(p.name, p.version, p.index, tuple(LockedFile(
         t.label, f"{p.key.replace('-', '_')}-{p.version}-{t.interpreter}-{t.interpreter}-linux_x86_64.whl",
-        f"http://127.0.0.1:9/files/{p.name}-{t.interpreter}.whl", f"{i:064x}") for t in stack.targets))
+        f"http://127.0.0.1:9/files/{p.name}-{t.interpreter}.whl", f"{i:064x}") for t in p.targets(stack.targets)))
         for i, p in enumerate(stack.pins))
     write_lock(profile.with_suffix(".lock"), Lock(stack.name, stack.digest(), pins))
     return profile

@@ -65,10 +65,10 @@ def _lock(root: Path, name: str, salt: str) -> Path:
     stack = load_profile(str(root / "stacks" / f"{name}.toml"))
     pins = tuple(LockedPin(
         p.name, p.version, p.index,
-        tuple(LockedFile(t.label, f"{p.name}-{p.version}-{t.label.split('-')[0]}-{t.label.split('-')[0]}-"
+        tuple(LockedFile(t.label, f"{p.key.replace('-', '_')}-{p.version}-{t.label.split('-')[0]}-{t.label.split('-')[0]}-"
                          "manylinux_2_28_x86_64.whl", f"https://index.invalid/{p.name}.whl",
                          hashlib.sha256(f"{salt}{p.name}{t.label}".encode()).hexdigest(), 123456789,
-                         "2026-03-01T12:10:00Z", "index") for t in stack.targets),
+                         "2026-03-01T12:10:00Z", "index") for t in p.targets(stack.targets)),
         newest_in_line=p.version + ".1" if "+" not in p.version else p.version,
         newest_upload_time="2026-03-04T12:00:00Z",
         other_lines=(f"{p.version}.post9+musa5.2.1mp22 (2026-03-05)",)) for p in stack.pins)
