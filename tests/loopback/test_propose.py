@@ -1,20 +1,21 @@
-"""propose against loopback indexes that hold the reference stacks' releases (and a test vendor index
-with a trailing train member, other lines and yanked files)."""
+"""propose and report against the example vendor index, which holds the reference stacks' releases (and a
+test vendor index with a trailing train member, other lines and yanked files)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from examples.vendor_index import build_indexes, write_inventory
 from stackctl.profile.loader import load_stack
 from stackctl.review.diff import diff_stacks
-from tests.conftest import Result
+from tests.conftest import STACKS, Result
 from tests.support.index_server import IndexServer, musa_profile, populate_musa, populate_public
-from tests.support.reference_index import STACKS, populate_reference
 
 Cli = Callable[..., Result]
 POST2_MOVES = {"torch", "torch_musa", "torchvision", "torchaudio", "deep_ep", "torchada"}
@@ -30,10 +31,10 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexServer, IndexServer]]:
-    musa, public = IndexServer(html_only=True), IndexServer()
-    populate_reference(musa, public, tmp_path_factory.mktemp("wheels"))
-    with musa, public:
-        yield musa, public
+    """The example vendor index (and public one) that ships with the project: every release the reference
+    stacks pin, a month apart, each release train's members minutes apart."""
+    with build_indexes(tmp_path_factory.mktemp("indexes")) as ex:
+        yield ex.musa, ex.public
 
 
 @pytest.fixture
@@ -75,7 +76,7 @@ def test_post1_to_post2_moves_exactly_the_reference_six(cli: Cli, reference: tup
     moved = diff_stacks(load_stack(stacks / "torch-2.11-post1.toml"), new).moved
     assert {c.package for c in moved} == POST2_MOVES
     text = written.read_text()
-    assert text.count("[pins.") == 6 and "published 2026-" in text
+    assert text.count("[pins.") == 6 and "published 2025-" in text
 
 
 def test_dry_run_prints_the_table_and_writes_nothing(cli: Cli, reference: tuple[IndexServer, IndexServer],
@@ -175,21 +176,36 @@ def test_report_quotes_only_evidence_recorded_for_this_lock(cli: Cli, reference:
     rows = files["tables"][0]["rows"]
     torch = next(row for row in rows if row[0] == "torch")
     musa = reference[0]
-    assert torch[2] == "torch-2.11.0.post2+musa5.2.0-py3-none-any.whl"
+    assert torch[2] == "torch-2.11.0.post2+musa5.2.0-cp310-cp310-linux_x86_64.whl"
     assert torch[3] == musa.files[torch[2]].sha256[:12] and torch[-1] == "index-claimed"
     assert "(last-modified)" in torch[5]  # an HTML-only index: the time is the file's Last-Modified
     [unguarded] = next(s for s in rep["sections"] if s["key"] == "abi")["tables"]  # before any ABI record
     assert unguarded["title"] == "unguarded pins" and "deep_ep" in {row[0] for row in unguarded["rows"]}
 
     # record the ABI check and the scan; the report quotes them with their command and time
-    assert cli("abi", "torch-2.11-post2", *idx(*reference), "--record", "build/torch-2.11-post2.abi.json",
-               cwd=work).code == 0
+    write_inventory(work / "base.json")  # the vendor base image's loader view
+    r = cli("abi", "torch-2.11-post2", *idx(*reference), "--inventory", "base.json", "--record",
+            "build/torch-2.11-post2.abi.json", cwd=work)
+    assert r.code == 0, r.out + r.err
     r = cli("scan", "stacks", "--stack", "torch-2.11-post2", "--since", "torch-2.11-post1",
             "--record", "build/torch-2.11-post2.scan.json", cwd=work)
     r = cli("report", "torch-2.11-post2", "--json", cwd=work)
     rep = json.loads(r.out)
     abi = next(s for s in rep["sections"] if s["key"] == "abi")
     assert abi["status"] == "ok" and abi["source"].startswith("stackctl abi torch-2.11-post2") and abi["time"]
+    closure = {(row[1], row[3]) for t in abi["tables"] if t["title"] == "target cp310-linux_x86_64"
+               for row in t["rows"]}
+    assert {("libtorch_python.so", "wheel"), ("libmusa_python.so.2", "wheel")} <= closure  # deep_ep's needs
+    # deep_ep moved and carries ELF: its wheel diff was not recorded, and the section names the command
+    wd = next(s for s in rep["sections"] if s["key"] == "wheel-diff")
+    assert wd["status"] == "not run" and any("deep_ep" in line for line in wd["lines"])
+    for line in wd["lines"]:
+        assert cli(*shlex.split(line)[1:], cwd=work).code == 0
+    rep = json.loads(cli("report", "torch-2.11-post2", "--json", cwd=work).out)
+    wd = next(s for s in rep["sections"] if s["key"] == "wheel-diff")
+    assert wd["status"] == "ok" and not wd["lines"] and wd["source"].startswith("stackctl wheel-diff http")
+    deep_ep = next(row for row in wd["tables"][0]["rows"] if row[0] == "deep_ep")
+    assert deep_ep[2].startswith("deep_ep-1.1.0+musa5.2.0torch2.11.0.post1-") and deep_ep[4] != "not run"
     scan = next(s for s in rep["sections"] if s["key"] == "scan")
     assert scan["status"] in ("ok", "failed") and scan["source"].startswith("stackctl scan stacks")
 

@@ -65,7 +65,7 @@ def _lock(root: Path, name: str, salt: str) -> Path:
     stack = load_profile(str(root / "stacks" / f"{name}.toml"))
     pins = tuple(LockedPin(
         p.name, p.version, p.index,
-        tuple(LockedFile(t.label, f"{p.key.replace('-', '_')}-{p.version}-{t.label.split('-')[0]}-{t.label.split('-')[0]}-"
+        tuple(LockedFile(t.label, f"{p.key.replace('-', '_')}-{p.version}-{t.interpreter}-{t.interpreter}-"
                          "manylinux_2_28_x86_64.whl", f"https://index.invalid/{p.name}.whl",
                          hashlib.sha256(f"{salt}{p.name}{t.label}".encode()).hexdigest(), 123456789,
                          "2026-03-01T12:10:00Z", "index") for t in p.targets(stack.targets)),
