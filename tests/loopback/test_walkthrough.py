@@ -62,8 +62,8 @@ def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example: ExampleIndex
 def test_every_walkthrough_command_runs_as_written(cli: Cli, clone: Path, example: ExampleIndexes) -> None:
     commands = walkthrough_commands()
     assert [c.split()[1] for c in commands] == [
-        "validate", "diff", "resolve", "outdated", "abi", "inventory", "wheel-diff", "export", "check", "build",
-        "publish", "scan"]
+        "propose", "validate", "diff", "resolve", "outdated", "abi", "inventory", "wheel-diff", "export", "check",
+        "build", "publish", "scan", "report"]
     out: dict[str, Result] = {}
     for command in commands:
         words = shlex.split(command)
@@ -75,6 +75,14 @@ def test_every_walkthrough_command_runs_as_written(cli: Cli, clone: Path, exampl
         assert r.code == 0, f"{command}\n{r.out}\n{r.err}"
         out[words[1]] = r
 
+    # propose from post1 on the example index: exactly the six pins post2 moves, each to post2's version
+    assert "torch-2.11-post1 → torch-2.11-post1-next: 6 pin(s) move" in out["propose"].out
+    for version in ("2.11.0.post2+musa5.2.0", "0.26.0.post2+musa5.2.0", "1.1.0+musa5.2.0torch2.11.0.post2",
+                    "0.1.90"):
+        assert version in out["propose"].out
+    assert not (clone / "stacks" / "torch-2.11-post1-next.toml").exists()  # a dry run writes nothing
+    assert "### Profile diff ✅" in out["report"].out
+    assert "### Build: gate log, tag, labels ⚪ not run" in out["report"].out
     assert "| deep_ep | 1.1.0+musa5.2.0torch2.11.0.post1 | 1.1.0+musa5.2.0torch2.11.0.post2 |" in out["diff"].out
     lock = json.loads((clone / "stacks" / "torch-2.11-post2.lock").read_text())
     files = {(p["name"], f["target"]): f for p in lock["pins"] for f in p["files"]}
