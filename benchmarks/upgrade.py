@@ -2,13 +2,18 @@
 `stackctl` command a user runs (a process each, start-up included), against loopback indexes serving two
 releases of a small stack and the real engine and registry.
 
-    python benchmarks/upgrade.py [--runs 3]
+    python benchmarks/upgrade.py [--runs 3] [--example]
 
 Prints the wall time of each step, of the whole flow, and the engine's share (build and publish). The peer
 is the same work by hand, which is not a program; what this measures is how much of the flow is stackctl's
 own time and how much is the engine's. Needs what `.ci/services.sh` starts (engine, registry on
 127.0.0.1:5000, stackctl-base:bookworm). The old stack is resolved and built first (the report's image diff
 compares the two images); that is not part of the flow's time.
+
+`--example` runs the steps that need no engine on the reference stacks against the example vendor index
+(`examples/vendor_index.py`; their base image is the vendor's, which is not here): propose from
+torch-2.11-post1, resolve the proposal (closure by uv), abi with the example base inventory, the wheel diff
+of deep_ep, scan, report.
 """
 
 from __future__ import annotations
@@ -93,10 +98,59 @@ def run_flow(tmp: Path) -> dict[str, float]:
             subprocess.run(["docker", "image", "rm", "-f", *ids], capture_output=True, check=False)
 
 
+def run_example(tmp: Path) -> dict[str, float]:
+    import shutil
+
+    from examples.vendor_index import build_indexes, write_inventory
+
+    work = tmp / "work"
+    (work / "stacks").mkdir(parents=True)
+    for name in ("torch-2.11-post1", "torch-2.11-post2"):
+        shutil.copy(ROOT / "stacks" / f"{name}.toml", work / "stacks")
+    write_inventory(work / "base.json")
+    times: dict[str, float] = {}
+    with build_indexes(tmp / "indexes") as ex:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "STACKCTL_CACHE_DIR": str(tmp / "cache"),
+               "STACKCTL_INDEX_MUSA_URL": ex.musa.url, "STACKCTL_INDEX_PUBLIC_URL": ex.public.url}
+
+        def step(name: str, *args: str, ok: tuple[int, ...] = (0,)) -> str:
+            start = time.monotonic()
+            proc = subprocess.run([*STACKCTL, *args], cwd=work, env=env, capture_output=True, text=True, check=False)
+            times[name] = times.get(name, 0.0) + time.monotonic() - start
+            if proc.returncode not in ok:
+                raise SystemExit(f"{name} exited {proc.returncode}: {proc.stderr[-2000:]}")
+            return proc.stdout
+
+        step("resolve old", "resolve", "torch-2.11-post1")
+        flow = time.monotonic()
+        step("propose", "propose", "torch-2.11-post1", "--name", "proposed")
+        step("resolve", "resolve", "proposed")
+        step("abi", "abi", "proposed", "--inventory", "base.json", "--record", "build/proposed.abi.json")
+        old = json.loads((work / "stacks" / "torch-2.11-post1.lock").read_text())
+        new = json.loads((work / "stacks" / "proposed.lock").read_text())
+        url = {(d, p["name"]): p["files"][0]["url"] for d, lock in (("old", old), ("new", new)) for p in lock["pins"]}
+        step("wheel-diff", "wheel-diff", url[("old", "deep_ep")], url[("new", "deep_ep")], "--record",
+             "build/proposed.wheel-diff.json")
+        step("scan", "scan", ".", "--stack", "proposed", "--since", "torch-2.11-post1", "--record",
+             "build/proposed.scan.json", ok=(0, 1))
+        step("report", "report", "proposed", "--markdown")
+        times["flow"] = time.monotonic() - flow
+    return times
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--example", action="store_true", help="the reference stacks on the example vendor index, "
+                    "without the engine")
     args = ap.parse_args()
+    if args.example:
+        for n in range(args.runs):
+            with tempfile.TemporaryDirectory(prefix="stackctl-upgrade-") as tmp:
+                t = run_example(Path(tmp))
+            print(f"run {n + 1}: flow without the engine {t['flow']:.1f} s; "
+                  + ", ".join(f"{k} {v:.2f} s" for k, v in t.items() if k != "flow"))
+        return
     results = []
     for n in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="stackctl-upgrade-") as tmp:
