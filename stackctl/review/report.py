@@ -173,7 +173,7 @@ def _files(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
     rows = []
     for p in lock.pins:
         for f in p.files:
-            checked = bool(getattr(f, "sha256_verified", False)) or f.target in built
+            checked = f.sha256_verified or f.target in built
             uploaded = _short(f.upload_time) + ("" if f.upload_time_source == "index" else
                                                 f" ({f.upload_time_source})")
             rows.append((p.name, f.target, f.filename, f.sha256[:12], _size(f.size), uploaded, p.index,
