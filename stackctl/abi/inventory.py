@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackctl.base.files import write_atomic
 from stackctl.errors import InputError
+from stackctl.profile.versions import too_long_number
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -80,7 +81,9 @@ def split_version(name: str) -> tuple[str, Version] | None:
     from packaging.version import Version
 
     m = _VERSION_NAME.fullmatch(name)
-    return (m.group(1), Version(m.group(2))) if m else None
+    if m is None or too_long_number(name):  # a crafted ELF's version name is no version at all
+        return None
+    return m.group(1), Version(m.group(2))
 
 
 def highest(names: list[str] | tuple[str, ...]) -> str | None:

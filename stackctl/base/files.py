@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from stackctl.errors import InputError
+
 
 def write_atomic(path: str | Path, text: str | bytes) -> None:
     """Write to a temporary file beside `path`, fsync it, then rename it over `path`."""
@@ -32,3 +34,37 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+_MAX_COMPONENT = 255  # bytes: what Linux file systems take for one name
+
+
+def unsafe_component(name: object) -> str | None:
+    """Why `name` (from a profile, a lock or an index) cannot be used as one file name, or None.
+
+    A name that becomes a path must stay one component inside the directory it is joined to: no
+    separator, no `..`, no NUL or control character (a NUL makes `open` itself fail).
+    """
+    if not isinstance(name, str):
+        return f"must be a string, not {type(name).__name__}"
+    if name in ("", ".", ".."):
+        return f"{name!r} is not a file name"
+    if "/" in name or "\\" in name:
+        return f"{name[:80]!r} is not a single file name (no directory separators)"
+    if any(ord(c) < 0x20 or c == "\x7f" for c in name):
+        return f"{name[:80]!r} holds a control character or NUL"
+    if len(name.encode("utf-8", "surrogatepass")) > _MAX_COMPONENT:
+        return f"file name longer than {_MAX_COMPONENT} bytes"
+    return None
+
+
+def inside(directory: Path, name: str, what: str) -> Path:
+    """`directory / name`, refused (InputError naming `what`) unless `name` is one safe component that
+    resolves inside `directory`, symbolic links followed."""
+    why = unsafe_component(name)
+    path = directory / name if why is None else directory
+    if why is None and path.resolve().parent != directory.resolve():
+        why = f"{name!r} resolves outside {directory}"
+    if why is not None:
+        raise InputError(f"{what}: {why}; refusing to write or read outside {directory}")
+    return path

@@ -90,8 +90,7 @@ def export(
 
     With --check, write nothing: exit 1 with a diff when the files in --out drifted.
     """
-    from stackctl.base.files import write_atomic
-    from stackctl.resolve.export import drift, render_requirements
+    from stackctl.resolve.export import drift, read_existing, render_requirements, write_requirements
     from stackctl.resolve.lock import read_lock
 
     s = load_profile(profile)
@@ -99,7 +98,7 @@ def export(
     if not files:
         raise InputError(f"{s.name}: no pin names a requirement file (pins.NAME.file)")
     if check:
-        existing = {n: (out / n).read_text(encoding="utf-8") if (out / n).is_file() else None for n in files}
+        existing = read_existing(out, files)
         drifts = drift(files, existing)
 
         def show_drift() -> None:
@@ -114,10 +113,6 @@ def export(
                               + ", ".join(d.file for d in drifts),
                               hint=f"run `stackctl export {profile} --out {out}` and commit the result")
         return
-    for name, text in files.items():
-        try:
-            write_atomic(out / name, text)
-        except OSError as exc:
-            raise InputError(f"{out / name}: cannot write the requirement file: {exc.strerror or exc}") from None
+    write_requirements(out, files)
     emit({"stack": s.name, "written": sorted(str(out / n) for n in files)}, as_json,
          lambda: console.print("\n".join(f"wrote {out / n}" for n in files)))

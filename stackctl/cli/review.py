@@ -147,7 +147,11 @@ def scan(
     if allow is not None and not allow.is_file():
         raise InputError(f"{allow}: " + ("a directory, not an allow file" if allow.is_dir() else "no such allow file"))
     if allow_file is not None and allow_file.is_file():
-        rules = core.parse_allow(allow_file.read_text(encoding="utf-8"), str(allow_file))
+        try:
+            text = allow_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{allow_file}: cannot read the allow file: {exc}") from None
+        rules = core.parse_allow(text, str(allow_file))
     # The old profile itself is meant to name the old versions.
     since_path = Path(resolve_profile_arg(since))
     exclude = frozenset({since_path.resolve()}) if since_path.exists() else frozenset()

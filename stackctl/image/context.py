@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from stackctl.base.files import sha256_file
+from stackctl.base.files import inside, sha256_file
 from stackctl.errors import CheckFailed, InputError
 from stackctl.image.render import Rendered
 
@@ -52,10 +52,16 @@ def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
     (dest / MARKER).write_text("written by stackctl; replaced on every render\n", encoding="utf-8")
     digests: dict[str, str] = {}
     for f in rendered.files:
-        out = dest / f.path
+        # every part of a context path is one safe name (group slugs, file names the lock validated):
+        # checked again here, where it meets the file system
+        parent = dest
+        *dirs, last = f.path.split("/")
+        for part in dirs:
+            parent = inside(parent, part, f"context path {f.path[:120]!r}")
+        out = inside(parent, last, f"context path {f.path[:120]!r}")
         out.parent.mkdir(parents=True, exist_ok=True)
         if f.wheel is not None:
-            src = wheelhouse / f.wheel
+            src = inside(wheelhouse, f.wheel, f"the lock's file name {f.wheel[:80]!r}")
             if not src.is_file():
                 raise InputError(f"{src}: wheel missing from the wheelhouse; fetch it from the lock first")
             digest = sha256_file(src)

@@ -27,7 +27,7 @@ from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import CheckFailed, ServiceError
 from stackctl.index.cache import Entry, HttpCache
 from stackctl.index.config import IndexEndpoint, origin, tls_verify
-from stackctl.index.pages import ACCEPT, IndexedFile, PageError, ProjectListing, parse_page
+from stackctl.index.pages import ACCEPT, IndexedFile, ProjectListing, listing
 
 if TYPE_CHECKING:
     import requests
@@ -202,10 +202,7 @@ class IndexClient:
         what = f"project {project}"
         url = urljoin(ep.url, canonicalize_name(project) + "/")
         entry = self.fetch(ep, url, what, accept=ACCEPT, project=True)
-        try:
-            return parse_page(project, entry.body, entry.headers.get("content-type", "text/html"), entry.url)
-        except PageError as exc:
-            raise ServiceError(f"index {ep.name}, {what}: {exc}") from None
+        return listing(ep.name, project, entry.body, entry.headers.get("content-type", "text/html"), entry.url)
 
     def metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
         what = f"file {f.filename}.metadata"

@@ -25,6 +25,10 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from stackctl.base.files import unsafe_component
+from stackctl.errors import ServiceError
+from stackctl.profile.versions import too_long_number
+
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -71,21 +75,25 @@ class ProjectListing:
 
 
 def _clean_url(url: str, page_url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a broken IPv6 host, a port out of range or not a number
+        raise PageError(f"link {url[:200]!r} is not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https", "file"):
         raise PageError(f"link {url!r} has scheme {parts.scheme or 'none'!r}, not http(s)")
     if parts.scheme == "file" and not page_url.startswith("file:"):
         raise PageError(f"link {url!r} points into the local file system")
     host = parts.hostname or ""
-    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    netloc = host if port is None else f"{host}:{port}"
     if ":" in host:
-        netloc = f"[{host}]" if parts.port is None else f"[{host}]:{parts.port}"
+        netloc = f"[{host}]" if port is None else f"[{host}]:{port}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
 def _check_filename(filename: str, url: str) -> None:
-    if "/" in filename or "\\" in filename or filename in ("", ".", "..") or "\x00" in filename:
-        raise PageError(f"link text {filename!r} is not a file name")
+    if unsafe_component(filename) is not None:  # it becomes a path in a wheelhouse and a build context
+        raise PageError(f"link text {filename[:200]!r} is not a file name")
     last = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
     if last != filename:
         raise PageError(f"link {filename!r} points at a different file ({last!r})")
@@ -101,6 +109,8 @@ def _digest(value: Any) -> str | None:
 def _make(project: NormalizedName, filename: str, url: str, page_url: str, sha256: str | None,
           **extra: Any) -> IndexedFile | None:
     """An `IndexedFile`, or None for a link that is not one of `project`'s distribution files."""
+    if too_long_number(filename):
+        return None  # no version has such numbers, and turning them into ints costs quadratic time
     try:
         if filename.endswith(".whl"):
             name, version, build, tags = parse_wheel_filename(filename)
@@ -121,6 +131,13 @@ def _make(project: NormalizedName, filename: str, url: str, page_url: str, sha25
                        tags=frozenset(tags), build=build, **extra)
 
 
+def _utc(t: datetime | None, filename: str) -> datetime | None:
+    try:
+        return t.astimezone(timezone.utc) if t else None
+    except (OverflowError, ValueError):  # 9999-12-31T23:59-01:00 is a valid time with no UTC year
+        raise PageError(f"{filename[:200]}: upload-time {t} is out of range") from None
+
+
 def parse_json(project: str, data: bytes, page_url: str) -> ProjectListing:
     import json
 
@@ -131,6 +148,8 @@ def parse_json(project: str, data: bytes, page_url: str) -> ProjectListing:
     try:
         raw = json.loads(data)
         page = ProjectPage.from_json_data(raw, page_url)
+    except RecursionError:
+        raise PageError("JSON nested too deeply to be a PEP 691 page") from None
     except (ValueError, UnicodeDecodeError) as exc:
         first = exc.errors()[0] if isinstance(exc, ValidationError) else None
         where = ".".join(str(p) for p in first["loc"]) + ": " + first["msg"] if first else str(exc)[:120]
@@ -144,8 +163,7 @@ def parse_json(project: str, data: bytes, page_url: str) -> ProjectListing:
     for pkg, rawf in zip(page.packages, raw["files"], strict=True):
         md = rawf.get("core-metadata", rawf.get("data-dist-info-metadata"))
         made = _make(key, pkg.filename, pkg.url, page_url, _digest(pkg.digests),
-                     size=pkg.size,
-                     upload_time=pkg.upload_time.astimezone(timezone.utc) if pkg.upload_time else None,
+                     size=pkg.size, upload_time=_utc(pkg.upload_time, pkg.filename),
                      yanked=pkg.is_yanked, yanked_reason=pkg.yanked_reason or None,
                      requires_python=pkg.requires_python, metadata_sha256=_digest(md),
                      has_metadata=bool(md))
@@ -157,18 +175,25 @@ def parse_json(project: str, data: bytes, page_url: str) -> ProjectListing:
 
 
 def parse_html(project: str, data: bytes, page_url: str, encoding: str | None = None) -> ProjectListing:
+    from bs4.exceptions import ParserRejectedMarkup
     from pypi_simple import DistributionPackage, UnsupportedRepoVersionError
     from pypi_simple.html import RepositoryPage
 
     key = canonicalize_name(project)
+    # pypi-simple's own errors, a `pypi:repository-version` that is no version, a `<base href>` or link
+    # URL urllib cannot split (ValueError), HTML the parser gives up on: the page is not one to trust.
+    rejected = (UnsupportedRepoVersionError, ValueError, ParserRejectedMarkup, RecursionError)
     try:
         page = RepositoryPage.from_html(data, page_url, encoding)
-    except UnsupportedRepoVersionError as exc:
-        raise PageError(str(exc)) from None
+    except rejected as exc:
+        raise PageError(f"HTML not readable as a PEP 503 page ({_one_line(exc)})") from None
     files: list[IndexedFile] = []
     ignored: list[str] = []
     for link in page.links:
-        pkg = DistributionPackage.from_link(link, project)
+        try:
+            pkg = DistributionPackage.from_link(link, project)
+        except rejected as exc:
+            raise PageError(f"link {link.text[:80]!r}: {_one_line(exc)}") from None
         md_attr = link.get_str_attrib("data-core-metadata") or link.get_str_attrib("data-dist-info-metadata")
         md_sha = None
         if md_attr and md_attr.startswith("sha256="):
@@ -187,6 +212,11 @@ def parse_html(project: str, data: bytes, page_url: str, encoding: str | None = 
     return ProjectListing(key, tuple(files), "html", tuple(ignored))
 
 
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
+
+
 def parse_page(project: str, data: bytes, content_type: str, page_url: str) -> ProjectListing:
     ctype, _, params = content_type.partition(";")
     ctype = ctype.strip().lower()
@@ -196,3 +226,12 @@ def parse_page(project: str, data: bytes, content_type: str, page_url: str) -> P
         m = re.search(r"charset=([\w-]+)", params)
         return parse_html(project, data, page_url, m.group(1) if m else None)
     raise PageError(f"unexpected content type {ctype!r}")
+
+
+def listing(index: str, project: str, data: bytes, content_type: str, page_url: str) -> ProjectListing:
+    """`parse_page` at the edge of the index: a page it cannot trust is the index's failure (exit 3),
+    named by index and project."""
+    try:
+        return parse_page(project, data, content_type, page_url)
+    except PageError as exc:
+        raise ServiceError(f"index {index}, project {project}: {exc}") from None

@@ -18,8 +18,9 @@ from urllib.parse import urlsplit
 from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
+from stackctl.base.files import unsafe_component
 from stackctl.errors import Problem, ProfileError
 from stackctl.profile.model import (
     AbiPolicy,
@@ -37,6 +38,7 @@ from stackctl.profile.model import (
 from stackctl.profile.sources import DirSource, Source
 from stackctl.profile.tag import TagTemplateError, check_repository, render_tag
 from stackctl.profile.tomlpos import key_lines, locate
+from stackctl.profile.versions import MAX_DIGITS, parse_version, too_long_number
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -134,10 +136,17 @@ def _read_chain(source: Source, name: str, out: _Collector) -> None:
         display = source.display(name)
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
+        except ValueError as exc:  # TOMLDecodeError, or an integer of more digits than Python converts
             line = re.search(r"line (\d+)", str(exc))
             out.problems.append(Problem(display, int(line.group(1)) if line else None, "",
                                         f"malformed TOML: {exc}"))
+            return
+        except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+            out.problems.append(Problem(display, None, "", "malformed TOML: arrays or tables nested too deeply"))
+            return
+        if (deep := _too_deep(data)) is not None:
+            out.problems.append(Problem(display, None, ".".join(deep),
+                                        f"nested more than {_MAX_DEPTH} levels deep; no profile key is"))
             return
         doc = _Doc(name, display, data, key_lines(text))
         out.chain.append(doc)
@@ -147,13 +156,34 @@ def _read_chain(source: Source, name: str, out: _Collector) -> None:
             return
         parent_ref = (doc, ("stack", "extends"))
         name = parent if parent.endswith(".toml") else f"{parent}.toml"
+        if (why := unsafe_component(name)) is not None:
+            # a parent is a profile of the same directory: never a path that leaves it
+            out.add(doc, ("stack", "extends"), f"names a profile of this directory, not a path: {why}")
+            return
+
+
+_MAX_DEPTH = 8  # the schema's deepest key is pins.NAME.gate.order
+
+
+def _too_deep(data: dict[str, Any]) -> tuple[str, ...] | None:
+    """The path of a value nested deeper than any profile key, found without recursion."""
+    todo: list[tuple[tuple[str, ...], Any]] = [((), data)]
+    while todo:
+        path, value = todo.pop()
+        if len(path) > _MAX_DEPTH:
+            return path[:_MAX_DEPTH]
+        if isinstance(value, dict):
+            todo.extend(((*path, str(k)), v) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend(((*path, str(i)), v) for i, v in enumerate(value))
+    return None
 
 
 def _typename(t: Any) -> str:
     if isinstance(t, dict):
         return "a table"
     if isinstance(t, list):
-        return "an array of " + {str: "strings", int: "integers"}.get(t[0], "tables")
+        return "an array of " + ("tables" if isinstance(t[0], dict) else {str: "strings", int: "integers"}[t[0]])
     return {str: "a string", int: "an integer", bool: "true or false"}[t]
 
 
@@ -264,9 +294,13 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
     skip = raw.get("skip_import_if") or None  # "" clears a condition the parent profile set
     if skip is not None:
         try:
+            if too_long_number(skip):
+                raise InvalidRequirement(f"a number of more than {MAX_DIGITS} digits")
             Requirement(skip)
         except InvalidRequirement as exc:
-            out.add(None, (*path, "skip_import_if"), f"not a requirement like 'torch_musa<2.11': {exc}")
+            first = str(exc).splitlines()[0] if str(exc).strip() else "invalid"  # one line per problem
+            out.add(None, (*path, "skip_import_if"), f"not a requirement like 'torch_musa<2.11': {first}")
+            skip = None  # flagged: nothing downstream parses it again
     if check is None or mode is None:
         return None
     module = raw.get("module") or dist.replace("-", "_")
@@ -276,9 +310,9 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
 
 def _exact_version(value: str, path: tuple[str, ...], out: _Collector) -> None:
     try:
-        parsed = Version(value)
+        parsed = parse_version(value)
     except InvalidVersion:
-        out.add(None, path, f"{value!r} is not a PEP 440 version (pins are exact: 2.11.0.post2+musa5.2.0)")
+        out.add(None, path, f"{value[:80]!r} is not a PEP 440 version (pins are exact: 2.11.0.post2+musa5.2.0)")
         return
     if str(parsed) != value:
         out.add(None, path, f"{value!r} is not in canonical form; write {str(parsed)!r}")
@@ -309,9 +343,14 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
         if bool(url) == bool(from_pip):
             out.add(None, path, "give exactly one of url = \"...\" or from_pip = true")
         if url:
-            parts = urlsplit(url)
+            try:
+                parts = urlsplit(url)
+                parts.port  # noqa: B018  a port out of range or not a number raises here, not later
+            except ValueError as exc:
+                out.add(None, (*path, "url"), f"{url[:200]!r} is not a valid URL ({exc})")
+                parts = urlsplit("file:")
             if parts.scheme not in ("http", "https", "file"):
-                out.add(None, (*path, "url"), f"{url!r} is not an http(s) or file URL")
+                out.add(None, (*path, "url"), f"{url[:200]!r} is not an http(s) or file URL")
             if parts.username or parts.password:
                 out.add(None, (*path, "url"), "credentials never go in a profile: remove user:password@ and "
                         "name environment variables with username_env / password_env, or use netrc")
@@ -331,6 +370,8 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
             out.add(None, (*path, "index"), "missing: a pin names the index that serves it")
         elif index not in index_names:
             out.add(None, (*path, "index"), _not_declared("index", index, index_names))
+        if "file" in t and (why := unsafe_component(t["file"])) is not None:
+            out.add(None, (*path, "file"), f"the requirement file is one file name inside --out: {why}")
         abi = _enum(AbiRole, t.get("abi", "provide"), (*path, "abi"), out, [a.value for a in AbiRole])
         gate = _gate_role(pname, t["gate"], (*path, "gate"), out, pinned=True) if "gate" in t else None
         pin = Pin(pname, t["version"], index or "", t.get("file"), t.get("train"), t.get("note", ""),

@@ -52,11 +52,36 @@ class _Pins(Mapping[str, str]):
         return len(self._pins)
 
 
+MAX_TEMPLATE = 512
+_FIELD = re.compile(r"(?P<root>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<pin>[^\[\]{}]+)\])?")
+
+
 def template_fields(template: str) -> list[str]:
+    """The field names of a tag template; a field is `{name}` or `{pins[NAME]}` and nothing more.
+
+    A format spec (`{python:>999999999}`), a conversion (`!r`) or attribute and index access into a value
+    would let a profile ask for gigabytes of padding or poke at Python objects: they are refused here.
+    """
+    if len(template) > MAX_TEMPLATE:
+        raise TagTemplateError(f"template longer than {MAX_TEMPLATE} characters")
     try:
-        return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
         raise TagTemplateError(f"malformed template: {exc}") from None
+    fields = []
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if conversion is not None or spec:
+            raise TagTemplateError(f"{{{name}...}}: format specs and conversions (`:` and `!`) are not allowed "
+                                   "in a tag template")
+        if name == "":
+            raise TagTemplateError("positional fields `{}` are not allowed; name a variable")
+        m = _FIELD.fullmatch(name)
+        if m is None or (m.group("pin") is not None and m.group("root") != "pins"):
+            raise TagTemplateError(f"{{{name}}}: a field is a name or pins[NAME], no attribute or index access")
+        fields.append(name)
+    return fields
 
 
 def render_tag(template: str, *, stack: str, python: str, pins: Mapping[str, str],
@@ -64,12 +89,14 @@ def render_tag(template: str, *, stack: str, python: str, pins: Mapping[str, str
     """Fill the template, sanitize, and enforce Docker's tag grammar."""
     fields: dict[str, object] = {**variables, "stack": stack, "python": python, "pins": _Pins(pins)}
     for name in template_fields(template):
-        root = re.split(r"[.\[]", name, maxsplit=1)[0]
-        if root == "":
-            raise TagTemplateError("positional fields `{}` are not allowed; name a variable")
+        root = re.split(r"\[", name, maxsplit=1)[0]  # template_fields checked the shape
         if root not in fields:
             known = ", ".join(sorted(k for k in fields if k != "pins"))
             raise TagTemplateError(f"unknown field {{{name}}} (known: {known}, pins[NAME])")
+        if root == "pins" and "[" not in name:
+            raise TagTemplateError("{pins} alone is not a value; write {pins[NAME]}")
+        if root != "pins" and "[" in name:
+            raise TagTemplateError(f"{{{name}}}: only pins[NAME] takes an index")
     try:
         rendered = template.format_map(fields)
     except (KeyError, IndexError, AttributeError, ValueError) as exc:

@@ -2,7 +2,29 @@
 
 from __future__ import annotations
 
-from packaging.version import Version
+import re
+
+from packaging.version import InvalidVersion, Version
+
+# Python refuses to turn more than 4300 digits into an int (ValueError, not InvalidVersion), and long
+# numbers cost quadratic time before that: no real version, date or build number needs more than this.
+MAX_DIGITS = 24
+MAX_VERSION_LENGTH = 256
+_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+
+
+def too_long_number(text: str) -> bool:
+    """True when `text` (a version, a file name) holds a run of digits no version has."""
+    return _LONG_NUMBER.search(text) is not None
+
+
+def parse_version(text: str) -> Version:
+    """`Version(text)`, with the bounds above: InvalidVersion for anything packaging would choke on."""
+    if len(text) > MAX_VERSION_LENGTH:
+        raise InvalidVersion(f"version longer than {MAX_VERSION_LENGTH} characters")
+    if too_long_number(text):
+        raise InvalidVersion(f"a number of more than {MAX_DIGITS} digits in {text[:40]!r}...")
+    return Version(text)
 
 
 def _post(v: Version) -> str:
@@ -21,8 +43,9 @@ def classify(old: str, new: str) -> str:
         width = max(len(a.release), len(b.release))
         ra = a.release + (0,) * (width - len(a.release))
         rb = b.release + (0,) * (width - len(b.release))
-        first = next(i for i in range(width) if ra[i] != rb[i])
-        return prefix + ("major", "minor")[first] if first < 2 else prefix + "patch"
+        first = next((i for i in range(width) if ra[i] != rb[i]), None)
+        if first is not None:  # 2.2 and 2.2.0 are one release written two ways: compare what follows
+            return prefix + ("major", "minor")[first] if first < 2 else prefix + "patch"
     if a.pre != b.pre:
         return prefix + "pre-release"
     if a.post != b.post:

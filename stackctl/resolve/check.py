@@ -11,7 +11,7 @@ from pathlib import Path
 
 from stackctl.errors import InputError, StackctlError
 from stackctl.profile.model import Stack
-from stackctl.resolve.export import drift, render_requirements
+from stackctl.resolve.export import drift, read_existing, render_requirements
 from stackctl.resolve.lock import Lock, read_lock
 from stackctl.resolve.reqcheck import pin_findings
 
@@ -84,8 +84,7 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
                 passes.append(f"{lock_path} matches {stack.name}")
     if requirements is not None and (locked is not None or not hashes):
         expected = render_requirements(stack, locked if hashes else None)
-        existing = {n: (requirements / n).read_text(encoding="utf-8") if (requirements / n).is_file() else None
-                    for n in expected}
+        existing = read_existing(requirements, expected)
         drifted = {d.file for d in drift(expected, existing)}
         fix = f"run `stackctl export {profile_arg} --out {requirements}" + (f" --lock {lock_path}`" if hashes else "`")
         findings = pin_findings(stack, {n: t for n, t in existing.items() if n in stack.requirement_files()})

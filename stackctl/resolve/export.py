@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from stackctl.base.files import inside, write_atomic
+from stackctl.errors import InputError
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
@@ -83,3 +87,29 @@ def drift(expected: dict[str, str], existing: dict[str, str | None]) -> tuple[Dr
             tofile=f"{name} (from profile)"))
         out.append(Drift(name, diff))
     return tuple(out)
+
+
+def read_existing(out: Path, names: Iterable[str]) -> dict[str, str | None]:
+    """The requirement files on disk in `out` (None: missing). A file that is not UTF-8 is read with
+    replacement characters: it differs from what the profile renders, so it shows as drift."""
+    existing: dict[str, str | None] = {}
+    for name in names:
+        path = inside(out, name, f"requirement file {name[:80]!r}")
+        try:
+            existing[name] = path.read_bytes().decode("utf-8", "replace") if path.is_file() else None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read the requirement file: {exc.strerror or exc}") from None
+    return existing
+
+
+def write_requirements(out: Path, files: dict[str, str]) -> list[Path]:
+    """Write each rendered file into `out`, atomically; a name never leads outside `out`."""
+    written = []
+    for name, text in files.items():
+        path = inside(out, name, f"requirement file {name[:80]!r}")
+        try:
+            write_atomic(path, text)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write the requirement file: {exc.strerror or exc}") from None
+        written.append(path)
+    return written

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stackctl.base.files import write_atomic
+from packaging.version import InvalidVersion
+
+from stackctl.base.files import unsafe_component, write_atomic
 from stackctl.base.jsonout import to_jsonable
 from stackctl.errors import CheckFailed, InputError
 from stackctl.profile.locate import profile_file
 from stackctl.profile.model import Stack
+from stackctl.profile.versions import parse_version
 
 LOCK_FORMAT = 1
 
@@ -109,6 +113,79 @@ def dumps(lock: Lock) -> str:
     return json.dumps(to_jsonable(lock), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+# The lock's schema, checked before any value is used: every field's type, and the names that become file
+# names or requirement lines (a number where a name belongs, a `../` in a file name) refused as they enter.
+_OPT_STR: tuple[type, ...] = (str, type(None))
+_STRS = ("strings", str)
+_FILE_FIELDS: dict[str, Any] = {
+    "target": str, "filename": "filename", "url": str, "sha256": "sha256", "size": (int, type(None)),
+    "upload_time": _OPT_STR, "upload_time_source": str, "yanked": bool, "yanked_reason": _OPT_STR,
+    "requires_python": _OPT_STR, "requires_dist": ("strings", str, "or null"),
+}
+_PIN_FIELDS: dict[str, Any] = {
+    "name": "name", "version": "version", "index": str, "files": ("tables", _FILE_FIELDS),
+    "newest_in_line": _OPT_STR, "newest_upload_time": _OPT_STR, "other_lines": _STRS,
+}
+_CLOSURE_FIELDS: dict[str, Any] = {
+    "target": str, "name": "name", "version": "version", "file": (_FILE_FIELDS, "or null"), "hashes": _STRS,
+}
+_TRAIN_FIELDS: dict[str, Any] = {
+    "train": str, "members": _STRS, "earliest": _OPT_STR, "latest": _OPT_STR,
+    "spread_seconds": (int, float, type(None)), "trailing": _STRS,
+}
+_LOCK_FIELDS: dict[str, Any] = {
+    "format": int, "stack": str, "profile_digest": str, "pins": ("tables", _PIN_FIELDS),
+    "closure": ("tables", _CLOSURE_FIELDS), "trains": ("tables", _TRAIN_FIELDS), "warnings": _STRS,
+}
+_REQUIRED = {"stack", "profile_digest", "pins", "name", "version", "index", "files", "target", "filename",
+             "url", "sha256", "train", "members", "earliest", "latest", "spread_seconds"}
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _check(value: Any, spec: Any, where: str) -> str | None:
+    """What is wrong with `value` against `spec` (see the tables above), or None."""
+    if spec == "name":
+        ok = isinstance(value, str) and _NAME.fullmatch(value) is not None
+        return None if ok else f"{where}: {str(value)[:80]!r} is not a distribution name"
+    if spec == "version":
+        try:
+            parse_version(value if isinstance(value, str) else "!")
+        except InvalidVersion:
+            return f"{where}: {str(value)[:80]!r} is not a PEP 440 version"
+        return None
+    if spec == "sha256":
+        return None if isinstance(value, str) and _SHA256.fullmatch(value) else f"{where}: not a hex sha256"
+    if spec == "filename":
+        why = unsafe_component(value)
+        return f"{where}: {why}" if why else None
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            return f"{where}: must be an object, not {type(value).__name__}"
+        for key in spec.keys() & _REQUIRED:
+            if key not in value:
+                return f"{where}: no {key!r} entry"
+        for key, sub in value.items():
+            if key not in spec:
+                return f"{where}: unknown entry {str(key)[:40]!r}"
+            if (why := _check(sub, spec[key], f"{where}.{key}")) is not None:
+                return why
+        return None
+    if isinstance(spec, tuple) and spec and spec[-1] == "or null":
+        return None if value is None else _check(value, spec[0] if len(spec) == 2 else spec[:-1], where)
+    if isinstance(spec, tuple) and spec and spec[0] in ("tables", "strings"):
+        if not isinstance(value, list):
+            return f"{where}: must be a list, not {type(value).__name__}"
+        for i, item in enumerate(value):
+            if (why := _check(item, spec[1], f"{where}[{i}]")) is not None:
+                return why
+        return None
+    types = spec if isinstance(spec, tuple) else (spec,)
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        return f"{where}: must be {' or '.join(t.__name__ for t in types)}, not {type(value).__name__}"
+    return None
+
+
 def _file(d: dict[str, Any]) -> LockedFile:
     rd = d.get("requires_dist")
     return LockedFile(**{**d, "requires_dist": tuple(rd) if rd is not None else None})
@@ -117,31 +194,33 @@ def _file(d: dict[str, Any]) -> LockedFile:
 def loads(text: str, origin: str = "lock") -> Lock:
     try:
         d = json.loads(text)
-        if d.get("format") != LOCK_FORMAT:
-            raise InputError(f"{origin}: lock format {d.get('format')!r} is not {LOCK_FORMAT}; re-run resolve")
-        return Lock(
-            stack=d["stack"],
-            profile_digest=d["profile_digest"],
-            pins=tuple(
-                LockedPin(**{**p, "files": tuple(_file(f) for f in p["files"]),
-                             "other_lines": tuple(p.get("other_lines", ()))})
-                for p in d["pins"]
-            ),
-            closure=tuple(
-                ClosureEntry(**{**c, "file": _file(c["file"]) if c.get("file") else None,
-                                "hashes": tuple(c.get("hashes", ()))})
-                for c in d.get("closure", ())
-            ),
-            trains=tuple(TrainReport(**{**t, "members": tuple(t["members"]), "trailing": tuple(t["trailing"])})
-                         for t in d.get("trains", ())),
-            warnings=tuple(d.get("warnings", ())),
-        )
-    except InputError:
-        raise
-    except KeyError as exc:
-        raise InputError(f"{origin}: not a stackctl lock (no {exc} entry)") from None
-    except (ValueError, TypeError, AttributeError) as exc:
+    except RecursionError:
+        raise InputError(f"{origin}: not a stackctl lock (JSON nested too deeply)") from None
+    except ValueError as exc:
         raise InputError(f"{origin}: not a stackctl lock ({type(exc).__name__}: {exc})") from None
+    if not isinstance(d, dict):
+        raise InputError(f"{origin}: not a stackctl lock (a JSON {type(d).__name__}, not an object)")
+    if d.get("format") != LOCK_FORMAT:
+        raise InputError(f"{origin}: lock format {str(d.get('format'))[:20]!r} is not {LOCK_FORMAT}; re-run resolve")
+    if (why := _check(d, _LOCK_FIELDS, "lock")) is not None:
+        raise InputError(f"{origin}: not a stackctl lock ({why})")
+    return Lock(
+        stack=d["stack"],
+        profile_digest=d["profile_digest"],
+        pins=tuple(
+            LockedPin(**{**p, "files": tuple(_file(f) for f in p["files"]),
+                         "other_lines": tuple(p.get("other_lines", ()))})
+            for p in d["pins"]
+        ),
+        closure=tuple(
+            ClosureEntry(**{**c, "file": _file(c["file"]) if c.get("file") else None,
+                            "hashes": tuple(c.get("hashes", ()))})
+            for c in d.get("closure", ())
+        ),
+        trains=tuple(TrainReport(**{**t, "members": tuple(t["members"]), "trailing": tuple(t.get("trailing", ()))})
+                     for t in d.get("trains", ())),
+        warnings=tuple(d.get("warnings", ())),
+    )
 
 
 def read_lock(path: str | Path) -> Lock:

@@ -15,6 +15,7 @@ from packaging.version import Version
 
 from stackctl.index.pages import IndexedFile
 from stackctl.profile.model import Target
+from stackctl.profile.versions import too_long_number
 
 # The oldest glibc among the images stackctl builds for (Ubuntu 22.04: 2.35; Debian bookworm: 2.36).
 # A wheel needing more would not install there, so the resolver must not pick it.
@@ -49,8 +50,8 @@ def ranked_tags(target: Target, glibc: tuple[int, int] = DEFAULT_GLIBC) -> dict[
 
 
 def python_ok(requires_python: str | None, target: Target) -> bool:
-    if not requires_python:
-        return True
+    if not requires_python or too_long_number(requires_python):
+        return True  # as for a malformed one, below
     try:
         return SpecifierSet(requires_python).contains(Version(target.python + ".0"), prereleases=True)
     except InvalidSpecifier:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stackctl.base.concurrency import parallel
-from stackctl.base.files import sha256_file
+from stackctl.base.files import inside, sha256_file
 from stackctl.base.progress import Progress
 from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
 from stackctl.index.client import ClientOptions, IndexClient
@@ -74,7 +74,7 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
             progress(BYTES, now, total)
 
     def one(f: LockedFile) -> Path:
-        path = dest / f.filename
+        path = inside(dest, f.filename, f"the lock's file name {f.filename[:80]!r}")
         if path.is_file() and sha256_file(path) == f.sha256:
             advance(f.size or 0)
             return path

@@ -22,6 +22,7 @@ from stackctl.index.remote import RangeStream
 
 DEFAULT_MAX_MEMBER = 8 << 30  # the largest single library seen in GPU wheels is ~2 GiB; 4x that
 DEFAULT_MAX_TOTAL = 32 << 30
+MAX_METADATA = 16 << 20
 DEFAULT_MAX_RATIO = 1100  # deflate cannot do better than ~1032:1: a larger declared size is a lie
 
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
@@ -114,6 +115,9 @@ class WheelReader:
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as exc:
             self.close()
             raise WheelError(f"{self.label}: not a readable wheel (truncated or corrupt zip: {exc})") from None
+        except NotImplementedError as exc:  # "zip file version 12.7": a feature no wheel uses
+            self.close()
+            raise WheelError(f"{self.label}: not a readable wheel (unsupported zip: {exc})") from None
         self.members = self._check_members()
         self._by_name = {m.name: m for m in self.members}
 
@@ -131,8 +135,14 @@ class WheelReader:
     def _check_members(self) -> tuple[Member, ...]:
         out: list[Member] = []
         total = 0
+        self._fh.seek(0, io.SEEK_END)
+        end = self._fh.tell()
         for info in self._zip.infolist():
             name = info.filename
+            if not 0 <= info.header_offset < end:
+                # zipfile computes offsets relative to where it believes the archive starts: a central
+                # directory that lies about its own position yields offsets before the file's first byte
+                raise WheelError(f"{self.label}: member {name[:200]!r} starts outside the file (corrupt zip)")
             why = unsafe_reason(name)
             if why is not None:
                 raise WheelError(f"{self.label}: member {name!r} is unsafe ({why}); refusing the wheel")
@@ -212,6 +222,10 @@ class WheelReader:
         import email.parser  # only here: `abi` on wheel files never reads metadata
 
         name = f"{self.dist_info()}/METADATA"
+        if self.member(name).size > MAX_METADATA:
+            # read whole, so bounded: the largest METADATA of a real wheel is a few hundred KiB
+            raise WheelError(f"{self.label}: {name} declares {human_size(self.member(name).size)}, over the "
+                             f"{human_size(MAX_METADATA)} a metadata file may have")
         msg = email.parser.BytesParser().parsebytes(self.read(name), headersonly=True)
         if msg.get("Name") is None or msg.get("Version") is None:
             raise WheelError(f"{self.label}: {name} has no Name or Version")

@@ -15,6 +15,8 @@ from typing import IO, Any, TypeVar
 
 # A library needs at most a few hundred dynamic entries; a bound keeps a corrupt file from looping.
 _MAX_DYN_ENTRIES = 1 << 16
+# libc.so.6 defines ~40 versions and a large library needs ~100: the bound is for the whole file, so a
+# chain that repeats itself costs linear work, not entries x auxiliaries.
 _MAX_VERSION_ENTRIES = 1 << 12
 _MAX_STRING = 1 << 16
 
@@ -188,15 +190,32 @@ def _read(stream: IO[bytes]) -> ElfInfo:
     strtab = offset_of(values["DT_STRTAB"])
     strsz = values.get("DT_STRSZ", _MAX_STRING)
 
+    strings: dict[int, str] = {}
+
     def string(off: int) -> str:
+        if off in strings:
+            return strings[off]
         if off >= strsz:
             raise NotElf("corrupt ELF (string offset beyond the string table)")
-        stream.seek(strtab + off)
-        raw = stream.read(min(_MAX_STRING, strsz - off))
-        end = raw.find(b"\0")
-        if end < 0:
-            raise NotElf("truncated ELF (unterminated string in the dynamic string table)")
-        return raw[:end].decode("utf-8", "replace")
+        limit, want, raw = min(_MAX_STRING, strsz - off), 256, b""
+        while True:  # names are short: read a little, more only when the end is not in sight
+            stream.seek(strtab + off)
+            raw = stream.read(min(want, limit))
+            end = raw.find(b"\0")
+            if end >= 0:
+                break
+            if want >= limit or len(raw) < min(want, limit):
+                raise NotElf("truncated ELF (unterminated string in the dynamic string table)")
+            want *= 16
+        strings[off] = raw[:end].decode("utf-8", "replace")
+        return strings[off]
+
+    budget = [_MAX_VERSION_ENTRIES]
+
+    def spend() -> None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise NotElf(f"corrupt ELF (more than {_MAX_VERSION_ENTRIES} symbol version entries)")
 
     def paths(tag: str) -> tuple[str, ...]:
         return tuple(p for v in (string(o) for t, o in entries if t == tag) for p in v.split(":") if p)
@@ -205,10 +224,12 @@ def _read(stream: IO[bytes]) -> ElfInfo:
     if "DT_VERNEED" in values:
         pos = offset_of(values["DT_VERNEED"])
         for _ in range(min(values.get("DT_VERNEEDNUM", 0), _MAX_VERSION_ENTRIES)):
+            spend()
             vn: Any = struct_parse(structs.Elf_Verneed, stream, pos)
             versions: list[str] = []
             apos = pos + int(vn["vn_aux"])
             for _ in range(min(int(vn["vn_cnt"]), _MAX_VERSION_ENTRIES)):
+                spend()
                 aux: Any = struct_parse(structs.Elf_Vernaux, stream, apos)
                 versions.append(string(int(aux["vna_name"])))
                 if not aux["vna_next"]:
@@ -223,6 +244,7 @@ def _read(stream: IO[bytes]) -> ElfInfo:
     if "DT_VERDEF" in values:
         pos = offset_of(values["DT_VERDEF"])
         for _ in range(min(values.get("DT_VERDEFNUM", 0), _MAX_VERSION_ENTRIES)):
+            spend()
             vd: Any = struct_parse(structs.Elf_Verdef, stream, pos)
             # The first auxiliary entry names the version; later ones name its parents.
             if int(vd["vd_cnt"]) and not int(vd["vd_flags"]) & 0x1:  # VER_FLG_BASE names the file itself
