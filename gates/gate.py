@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 SPEC_FORMAT = 1
+RESULT_MARK = "STACKCTL-GATE-RESULT "
 
 
 def _norm(name: str) -> str:
@@ -49,6 +50,7 @@ class Gate:
     def __init__(self) -> None:
         self.failed = 0
         self.passed = 0
+        self.lines: list[str] = []
         self._versions: dict[str, str] | None = None
 
     def line(self, ok: bool, text: str) -> None:
@@ -56,7 +58,18 @@ class Gate:
             self.passed += 1
         else:
             self.failed += 1
-        print(("PASS " if ok else "FAIL ") + text, flush=True)
+        # One line per check: a message spanning lines would read as several (or as none) downstream.
+        line = ("PASS " if ok else "FAIL ") + " ".join(text.split("\n")).replace("\r", " ")
+        self.lines.append(line)
+        # A package may have left a partial line on stderr (a warning, a colour escape): start afresh so
+        # a reader of the merged streams finds this line at the start of one.
+        sys.stderr.flush()
+        print(line, flush=True)
+
+    def result(self) -> str:
+        """The machine-readable verdict: one line, after a marker, that stackctl reads instead of the log."""
+        doc = {"format": 1, "passed": self.passed, "failed": self.failed, "lines": self.lines}
+        return RESULT_MARK + json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
 
     def version(self, dist: str) -> str | None:
         # Re-read after imports: an import may not change what is installed, but reading
@@ -178,6 +191,8 @@ def main(argv: list[str]) -> int:
         Path(freeze).write_text(json.dumps(installed_versions(), indent=1, sort_keys=True) + "\n",
                                 encoding="utf-8")
     verdict = "FAILED" if gate.failed else "ok"
+    sys.stderr.flush()
+    print(gate.result(), flush=True)
     print(f"gate {verdict}: {gate.passed} passed, {gate.failed} failed", flush=True)
     return 1 if gate.failed else 0
 

@@ -6,6 +6,7 @@ a `BuildResult` is pure and lives here, beside the result it makes.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +18,71 @@ from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ServiceError
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+# CSI (colours, cursor moves), OSC (window titles, links) and the two-byte escapes; then every other
+# control character but tab: a package importing in the gate writes whatever it likes to the terminal.
+_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+RESULT_MARK = "STACKCTL-GATE-RESULT "  # gates/gate.py prints its result as one JSON object after this
+
+
+def clean_line(raw: str) -> str:
+    """A log line as a terminal would leave it: escapes gone, only the text after the last carriage return."""
+    text = _ESCAPE.sub("", raw).rstrip("\r")
+    text = text.rsplit("\r", 1)[-1]
+    return _CONTROL.sub("", text)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """What the gate itself said it found: the verdict of a build comes from here, not from the log."""
+
+    passed: int
+    failed: int
+    lines: tuple[str, ...]  # every PASS/FAIL line, in order
+
+    @property
+    def fails(self) -> tuple[str, ...]:
+        return tuple(ln for ln in self.lines if ln.startswith("FAIL "))
+
+
+def gate_result(log: tuple[str, ...] | list[str]) -> GateResult | None:
+    """The last result the gate printed into `log`, or None when it printed none (a cached gate step).
+
+    Raises ServiceError when a result line is there but unreadable: the verdict must never be guessed.
+    """
+    for line in reversed(log):
+        at = line.find(RESULT_MARK)
+        if at < 0:
+            continue
+        try:
+            doc, _ = json.JSONDecoder().raw_decode(line, at + len(RESULT_MARK))
+            lines = tuple(clean_line(str(x)) for x in doc["lines"])
+            passed, failed = int(doc["passed"]), int(doc["failed"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ServiceError(f"the gate's result line is unreadable ({exc}); the build's verdict is unknown") \
+                from None
+        if failed != sum(1 for ln in lines if ln.startswith("FAIL ")) or passed + failed != len(lines):
+            raise ServiceError(f"the gate's result does not add up ({passed} passed, {failed} failed, "
+                               f"{len(lines)} lines)")
+        return GateResult(passed, failed, lines)
+    return None
+
+
+def disagreement(log: tuple[str, ...] | list[str], result: GateResult) -> str | None:
+    """Why the PASS/FAIL lines in the log and the gate's own result disagree, or None when they agree.
+
+    A check line may arrive with another process's output in front of it (stderr of an import with no
+    newline at its end): it still counts as printed when the log line ends with it.
+    """
+    wanted = set(result.lines)
+    printed = [ln for ln in log if ln.startswith(("PASS ", "FAIL ")) and RESULT_MARK not in ln]
+    extra = [ln for ln in printed if ln not in wanted]
+    missing = [ln for ln in result.lines if not any(x == ln or x.endswith(ln) for x in log)]
+    if extra:
+        return f"the log shows {len(extra)} check line(s) the gate's result does not have, first {extra[0]!r}"
+    if missing:
+        return f"the gate's result has {len(missing)} check line(s) the log does not show, first {missing[0]!r}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -40,12 +106,17 @@ class BuildResult:
 
     @property
     def gate_lines(self) -> tuple[str, ...]:
+        result = gate_result(self.log)
+        if result is not None:
+            head = tuple(ln for ln in self.log if ln.startswith("gate ") and not ln.startswith(SUMMARY))
+            tail = tuple(ln for ln in self.log if ln.startswith(SUMMARY))
+            return head[:1] + result.lines + tail[-1:]
         return tuple(line for line in self.log if line.startswith(("PASS ", "FAIL ", "gate ")))
 
     @property
     def gate_cached(self) -> bool:
         """The gate's step came from the cache: an earlier build of the very same layers passed it."""
-        return not any(line.startswith(("gate ok: ", "gate FAILED: ")) for line in self.log)
+        return not any(line.startswith(SUMMARY) or RESULT_MARK in line for line in self.log)
 
 
 class BuildFailed(CheckFailed):
@@ -57,6 +128,7 @@ class BuildFailed(CheckFailed):
         self.log = log
 
 
+SUMMARY = ("gate ok: ", "gate FAILED: ")
 Progress = Steps  # step, of steps, instruction (the one shape, in base.progress)
 
 
@@ -70,13 +142,11 @@ class Engine(Protocol):
     def tag(self, source: str, repository: str, tag: str) -> None: ...
 
 
-# Terminal escapes a build step printed (pip's and apt's colours: `\x1b[91m`): the log is shown in CI
-# logs and stored in files, where they are noise; CSI sequences and OSC strings both.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+def _agree(log: list[str], result: GateResult) -> None:
+    why = disagreement(log, result)
+    if why is not None:
+        raise BuildFailed(f"the gate's printed lines disagree with its result: {why}",
+                          result.fails or result.lines[-3:], tuple(log))
 
 
 def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | None = None) -> BuildResult:
@@ -89,8 +159,8 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | Non
         if "stream" in ev:
             partial += ev["stream"]
             *lines, partial = partial.split("\n")
-            for line in lines:
-                line = strip_ansi(line.rstrip("\r"))
+            for raw in lines:
+                line = clean_line(raw)
                 log.append(line)
                 m = _STEP.match(line)
                 if m:
@@ -103,15 +173,31 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | Non
             image_id = ev["aux"]["ID"]
         elif "error" in ev:
             if partial:
-                log.append(strip_ansi(partial))
-            error = strip_ansi(str(ev.get("errorDetail", {}).get("message") or ev["error"])).strip()
+                log.append(clean_line(partial))
+            details = ev.get("errorDetail")
+            message = details.get("message") if isinstance(details, dict) else None
+            error = clean_line(str(message or ev["error"])).strip()
+            result = gate_result(log)
+            if result is not None and result.failed:
+                _agree(log, result)
+                raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass", result.fails,
+                                  tuple(log))
             fails = tuple(line for line in log if line.startswith("FAIL "))
-            if fails:
+            if fails:  # the gate died before its result (a crash in an import): what it printed is all there is
                 raise BuildFailed(f"the gate failed: {count(len(fails), 'check')} did not pass", fails, tuple(log))
             last = tuple(line for line in log[-15:] if line.strip())
             raise BuildFailed(f"the build failed: {error}", last, tuple(log))
     if partial:
-        log.append(strip_ansi(partial))
+        log.append(clean_line(partial))
+    result = gate_result(log)
+    if result is not None:
+        _agree(log, result)
+        if result.failed:  # the gate's step should have failed the build: say so, never pass it
+            raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass, yet the build step "
+                              "succeeded", result.fails, tuple(log))
+    elif any(line.startswith("FAIL ") for line in log):
+        raise BuildFailed("the gate printed FAIL lines but no result; the build's verdict is unknown",
+                          tuple(line for line in log if line.startswith("FAIL ")), tuple(log))
     if not image_id:
         built = [m.group(1) for x in log if (m := re.match(r"Successfully built ([0-9a-f]+)", x))]
         image_id = built[-1] if built else ""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, StackctlError
+from stackctl.image.buildlog import RESULT_MARK, GateResult, clean_line, disagreement, gate_result
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
@@ -27,6 +28,18 @@ class GateRun:
     returncode: int
     lines: tuple[str, ...]  # the gate's stdout, one entry per line
     stderr: str
+    result: GateResult | None = None  # the gate's own machine-readable verdict
+
+    @classmethod
+    def from_output(cls, python: str, returncode: int, stdout: str, stderr: str) -> GateRun:
+        """The run as shown and judged: escapes stripped, the result line read and kept out of the lines."""
+        lines = [clean_line(ln) for ln in stdout.splitlines()]
+        try:
+            result = gate_result(lines)
+        except StackctlError:
+            result = None  # an unreadable result: `verdict` finds the lines without one
+        return cls(python, returncode, tuple(ln for ln in lines if RESULT_MARK not in ln),
+                   clean_text(stderr), result)
 
     @property
     def results(self) -> tuple[tuple[bool, str], ...]:
@@ -48,6 +61,10 @@ class GateRun:
     def crashed(self) -> bool:
         """Started checking, then died: its stderr (faulthandler's dump) says where."""
         return not self.finished and (self.returncode < 0 or bool(self.results))
+
+
+def clean_text(text: str) -> str:
+    return "\n".join(clean_line(ln) for ln in text.splitlines())
 
 
 def _last(text: str) -> str:
@@ -77,6 +94,12 @@ def verdict(stack: str, run: GateRun) -> StackctlError | None:
     if not run.finished:
         return CheckFailed(f"{where} stopped after {count(len(run.results), 'check')} with exit {run.returncode}: "
                            f"{_last(run.stderr)}")
+    if run.result is None:
+        return CheckFailed(f"{where} printed its summary but no readable result line; its verdict is unknown")
+    why = disagreement(run.lines, run.result)
+    if why is not None or run.result.failed != run.failed:
+        return CheckFailed(f"{where}: the printed lines disagree with the gate's result: "
+                           f"{why or f'{run.failed} FAIL line(s) printed, {run.result.failed} in the result'}")
     if run.failed:
         return CheckFailed(f"{where}: {count(run.failed, 'check')} failed")
     if run.returncode != 0:
@@ -113,4 +136,4 @@ def run_gate(stack: Stack, python: str, spec: str, timeout: float = 600.0) -> Ga
             raise InputError(f"{python}: no such interpreter") from None
         except OSError as exc:
             raise InputError(f"{python}: cannot run: {exc}") from None
-    return GateRun(python, proc.returncode, tuple(proc.stdout.splitlines()), proc.stderr)
+    return GateRun.from_output(python, proc.returncode, proc.stdout, proc.stderr)

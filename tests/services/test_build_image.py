@@ -120,6 +120,25 @@ def test_wrong_pin_and_wrong_order_fail_the_build_with_fail_lines(
         remove_images(docker_client, repository)
 
 
+def test_a_fail_after_an_import_wrote_escapes_to_stderr_fails_the_build_with_that_line(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    # As torch does: a warning on stderr during import, here in colour and without a newline at its end,
+    # so the gate's next line reaches the build stream behind a terminal escape.
+    noisy = "\nimport sys\nsys.stderr.write('\\x1b[33mUserWarning: no device\\x1b[0m')\nsys.stderr.flush()\n"
+    extra = '\n[gate.extra.helperdep]\norder = 5\nmodule = "helperdep"\ncheck = "exact"\nexpect = "1.5"\n'
+    repo = stack(tmp_path, registry, extra_toml=extra, patcher_import=noisy)
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    try:
+        r = build(cli, repo, tmp_path, "--no-cache")
+        assert r.code == 1, r.out + r.err
+        assert r.out.splitlines() == ["FAIL import helperdep version=1.4 expected=1.5"]
+        assert "error: the gate failed: 1 check did not pass" in r.err
+        assert "\x1b" not in r.out
+        assert not docker_client.images.list(name=repository)
+    finally:
+        remove_images(docker_client, repository)
+
+
 def test_dirty_tree_is_refused_unless_allowed(
         tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
     repo = stack(tmp_path, registry)

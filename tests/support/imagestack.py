@@ -101,12 +101,13 @@ def profile_text(name: str, repository: str, versions: dict[str, str], python: s
 
 
 def build_wheels(dest: Path, versions: dict[str, str], *, toplib_attr: str | None = None,
-                 nonce: str = "") -> dict[str, Path]:
-    """`nonce` goes into patcher: a fresh value makes the engine re-run every step above it, the gate too."""
+                 nonce: str = "", patcher_import: str = "") -> dict[str, Path]:
+    """`nonce` goes into patcher: a fresh value makes the engine re-run every step above it, the gate too.
+    `patcher_import` is code patcher runs when imported (a package that writes to stderr)."""
     v = versions
     data = {f"corelib/data/c{i}.json": "{}" for i in range(3)}
     return {
-        "patcher": build_wheel(dest, "patcher", v["patcher"], files={"patcher/__init__.py": PATCHER,
+        "patcher": build_wheel(dest, "patcher", v["patcher"], files={"patcher/__init__.py": PATCHER + patcher_import,
                                                                       "patcher/_nonce.py": f"NONCE = {nonce!r}\n"}),
         "corelib": build_wheel(dest, "corelib", v["corelib"], files={
             "corelib/__init__.py": CORELIB.format(v=v["corelib"]), **data}),
@@ -152,7 +153,8 @@ class StackRepo:
 
 def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, str] | None = None,
                     *, commit: bool = True, toplib_attr: str | None = None, nonce: str = "",
-                    orders: dict[str, int] | None = None, extra_toml: str = "", python: str = "3.11") -> StackRepo:
+                    orders: dict[str, int] | None = None, extra_toml: str = "", python: str = "3.11",
+                    patcher_import: str = "") -> StackRepo:
     v = {**VERSIONS, **(versions or {})}
     root = tmp / "repo"
     (root / "stacks").mkdir(parents=True, exist_ok=True)
@@ -163,7 +165,7 @@ def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, s
                        encoding="utf-8")
     stack = load_stack(profile)
     wheelhouse = tmp / "wheelhouse"
-    wheels = build_wheels(wheelhouse, v, toplib_attr=toplib_attr, nonce=nonce)
+    wheels = build_wheels(wheelhouse, v, toplib_attr=toplib_attr, nonce=nonce, patcher_import=patcher_import)
     lock = profile.with_suffix(".lock")
     write_lock(lock, make_lock(stack, wheels, stack.targets[0].label))
     if commit:
