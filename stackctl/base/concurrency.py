@@ -7,9 +7,13 @@ an interrupt breaks at once.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
+import signal
+import subprocess
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from stackctl.base.progress import Progress
@@ -67,3 +71,46 @@ def parallel(jobs: int, fn: Callable[[T], R], items: Iterable[T], progress: Prog
         if progress:
             progress(label, n, len(todo))
     return results  # type: ignore[return-value]
+
+
+_children: set[subprocess.Popen[str]] = set()
+_children_lock = threading.Lock()
+
+
+def run_child(cmd: Sequence[str], *, input: str | None = None, env: Mapping[str, str] | None = None,
+              timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(cmd, capture_output=True, text=True)` for a long-running child (uv, the gate's
+    interpreter), from any thread, that `end_children` can end.
+
+    The child leads its own process group, so ending it ends what it started too; a timeout or an
+    exception in the caller ends it at once.
+    """
+    with subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=dict(env) if env is not None else None, start_new_session=True) as proc:
+        with _children_lock:
+            _children.add(proc)
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except BaseException:
+            _kill(proc)
+            proc.communicate()
+            raise
+        finally:
+            with _children_lock:
+                _children.discard(proc)
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def end_children() -> int:
+    """Kill every child `run_child` started that is still running (on Ctrl-C); return how many."""
+    with _children_lock:
+        alive = [p for p in _children if p.poll() is None]
+    for proc in alive:
+        _kill(proc)
+    return len(alive)

@@ -118,6 +118,16 @@ def print_version(verbose: bool) -> None:
     print(f"uv {uv.removeprefix('uv ')}")
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def _interrupted() -> None:
+    from stackctl.base.concurrency import end_children
+
+    end_children()  # uv, a gate's interpreter: nothing stackctl started outlives it
+    console_err.print("interrupted")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     output.json_emitted = False
@@ -130,6 +140,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         result = command.main(args=args, prog_name="stackctl", standalone_mode=False)
         code = result if isinstance(result, int) else 0
+        if code == EXIT_INTERRUPTED:  # typer turns KeyboardInterrupt into Exit(130) before click sees it
+            _interrupted()
     except StackctlError as exc:
         if "--verbose" in args:
             traceback.print_exc()
@@ -137,9 +149,9 @@ def main(argv: list[str] | None = None) -> None:
         code = exc.exit_code
     except _USAGE_ERRORS as exc:
         code = _report_usage(exc, "--json" in args)
-    except _ABORTS:
-        console_err.print("aborted")
-        code = 130
+    except _ABORTS:  # click turns Ctrl-C (SIGINT) into Abort
+        _interrupted()
+        code = EXIT_INTERRUPTED
     from stackctl.base.concurrency import workers_alive
 
     if workers_alive():

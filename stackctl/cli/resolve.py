@@ -32,7 +32,7 @@ CacheDirOpt = Annotated[Path | None, typer.Option(
     "--cache-dir", metavar="DIR",
     help="HTTP cache directory (default: $STACKCTL_CACHE_DIR or ~/.cache/stackctl/http).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the HTTP cache.")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds to wait for an index to answer.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds one index request may take, retries included.")]
 RetriesOpt = Annotated[int, typer.Option("--retries", help="Retries after a 5xx answer or a connection error.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", help="Concurrent requests.")]
 

@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackctl.base.concurrency import run_child
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.image.buildlog import RESULT_MARK, GateResult, clean_line, disagreement, gate_result
@@ -129,7 +130,7 @@ def run_gate(stack: Stack, python: str, spec: str, timeout: float = 600.0) -> Ga
         (Path(tmp) / "gate.json").write_text(spec, encoding="utf-8")
         command = [python, "-I", str(script), str(Path(tmp) / "gate.json")]
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
+            proc = run_child(command, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise CheckFailed(f"the gate of {stack.name} under {python} did not finish in {timeout:g} s") from None
         except FileNotFoundError:

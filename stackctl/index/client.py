@@ -103,9 +103,14 @@ class IndexClient:
 
         if self.options.offline:
             raise ServiceError(f"index {ep.name}, {what}: not in the cache, and --offline forbids the network")
+        # `timeout` bounds the whole request, retries included: an index that hangs fails in `timeout`
+        # seconds, not (retries + 1) times that. Each attempt gets its share, or what is left.
+        deadline = time.monotonic() + self.options.timeout
+        share = self.options.timeout / (self.options.retries + 1)
         attempt = 0
         while True:
             current = url
+            wait = max(0.01, min(share, deadline - time.monotonic()))
             try:
                 for _ in range(MAX_REDIRECTS + 1):
                     auth = None
@@ -113,7 +118,7 @@ class IndexClient:
                         auth = (ep.credentials.username, ep.credentials.password)
                     proxies = requests.utils.get_environ_proxies(current)
                     r = self._session().request(method, current, headers=headers, auth=auth,
-                                                timeout=self.options.timeout, allow_redirects=False,
+                                                timeout=wait, allow_redirects=False,
                                                 stream=stream, proxies=proxies)
                     if r.is_redirect and "location" in r.headers:
                         current = urljoin(current, r.headers["location"])
@@ -123,7 +128,7 @@ class IndexClient:
                 else:
                     raise ServiceError(f"index {ep.name}, {what}: more than {MAX_REDIRECTS} redirects from {url}")
             except requests.exceptions.Timeout:
-                cause = f"no answer within {self.options.timeout:g}s from {current}"
+                cause = f"no answer within {wait:.3g}s from {current}"
                 retry = True
             except requests.exceptions.SSLError as exc:
                 # Asking again cannot change a certificate; say which one failed and where the CA comes from.
@@ -148,10 +153,13 @@ class IndexClient:
                 cause = f"HTTP {r.status_code} from {current}"
                 r.close()
                 retry = True
-            if not retry or attempt >= self.options.retries:
+            pause = self.options.backoff * (2 ** attempt)
+            late = time.monotonic() + pause >= deadline
+            if not retry or attempt >= self.options.retries or late:
                 tries = f" after {attempt + 1} attempts" if attempt else ""
-                raise ServiceError(f"index {ep.name}, {what}: {cause}{tries}")
-            time.sleep(self.options.backoff * (2 ** attempt))
+                spent = f" in {self.options.timeout:g}s (--timeout)" if late and attempt < self.options.retries else ""
+                raise ServiceError(f"index {ep.name}, {what}: {cause}{tries}{spent}")
+            time.sleep(pause)
             attempt += 1
 
     def _check(self, ep: IndexEndpoint, r: requests.Response, what: str, *, project: bool = False) -> None:

@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 
-from stackctl.base.concurrency import parallel
+from stackctl.base.concurrency import parallel, run_child
 from stackctl.base.times import utc_iso
 from stackctl.base.urls import strip_userinfo, with_userinfo
 from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
@@ -183,8 +183,7 @@ def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offli
         if "SSL_CERT_FILE" not in env and isinstance(ca := tls_verify(), str):
             env["SSL_CERT_FILE"] = ca  # uv reads the same CA bundle as the index client
         try:
-            proc = subprocess.run(cmd, input=requirements, capture_output=True, text=True, env=env,
-                                  timeout=timeout, check=False)
+            proc = run_child(cmd, input=requirements, env=env, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise ServiceError(f"closure for {t.label}: uv pip compile took longer than {timeout:g}s") from None
         if proc.returncode != 0:

@@ -1,0 +1,150 @@
+"""Each class of input the fuzz harness found crashing stackctl, as its minimal input: the answer is now a
+StackctlError naming what is wrong (exit 2 for a file, exit 3 for an index), in bounded time and memory."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from stackctl.errors import InputError, ServiceError
+from stackctl.index.pages import listing
+from stackctl.profile.tag import TagTemplateError, render_tag
+from stackctl.profile.versions import classify
+from stackctl.resolve.lock import loads
+from stackctl.wheels.archive import WheelError, WheelReader
+from stackctl.wheels.elf import NotElf, read_elf_bytes
+from tests.support.wheels import build_wheel
+
+PAGE = "https://index.invalid/simple/torch/"
+WHEEL = "torch-1.0-py3-none-any.whl"
+SHA = "ab" * 32
+
+
+def html(link: str = f"../../files/{WHEEL}", head: str = "") -> bytes:
+    return f'<html><head>{head}</head><body><a href="{link}#sha256={SHA}">{WHEEL}</a></body></html>'.encode()
+
+
+def json_page(**fields: object) -> bytes:
+    f = {"filename": WHEEL, "url": f"../../files/{WHEEL}", "hashes": {"sha256": SHA}, **fields}
+    return json.dumps({"meta": {"api-version": "1.1"}, "name": "torch", "files": [f]}).encode()
+
+
+@pytest.mark.parametrize(("data", "ctype", "cause"), [
+    (html("http://[::1/files/" + WHEEL), "text/html", "Invalid IPv6 URL"),
+    (html("http://h:99999/files/" + WHEEL), "text/html", "not a valid URL"),
+    (html(head='<meta name="pypi:repository-version" content="x.y">'), "text/html", "Invalid version"),
+    (b'<base href="https: <![CDdata-yankedATA[', "text/html", "rejected by the parser"),
+    (json_page(**{"upload-time": "9999-12-31T23:59:59-23:59"}), "application/vnd.pypi.simple.v1+json",
+     "out of range"),
+    (json_page(url="http://[::1/x"), "application/vnd.pypi.simple.v1+json", "Invalid IPv6 URL"),
+    (b"[" * 5000, "application/vnd.pypi.simple.v1+json", "nested too deeply"),
+])
+def test_a_page_the_parsers_reject_is_the_index_failing(data: bytes, ctype: str, cause: str) -> None:
+    with pytest.raises(ServiceError, match=r"^index musa, project torch: ") as info:
+        listing("musa", "torch", data, ctype, PAGE)
+    assert cause in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_file_name_with_a_huge_version_is_not_a_distribution_file() -> None:
+    name = "torch-1." + "9" * 5000 + "-py3-none-any.whl"
+    page = f'<a href="../../files/{name}">{name}</a>'.encode()
+    assert listing("musa", "torch", page, "text/html", PAGE).files == ()
+
+
+@pytest.mark.parametrize("template", ["{python:>999999999}", "{python!r}", "{python.__class__}", "{python[0]}",
+                                      "{pins[torch][0]}", "{pins}", "x" * 600])
+def test_tag_templates_take_names_only(template: str) -> None:
+    start = time.monotonic()
+    with pytest.raises(TagTemplateError):
+        render_tag(template, stack="s", python="3.10", pins={"torch": "2.1"}, variables={})
+    assert time.monotonic() - start < 1
+
+
+def test_one_release_written_two_ways_is_a_respelling() -> None:
+    assert classify("2.2", "2.2.0") == classify("2.2.0", "2.2") == "respelled"
+
+
+def lock_text(**pin: object) -> str:
+    f = {"target": "cp310-linux_x86_64", "filename": WHEEL, "url": "https://i.invalid/" + WHEEL, "sha256": SHA}
+    p = {"name": "torch", "version": "1.0", "index": "musa", "files": [f], **pin}
+    return json.dumps({"format": 1, "stack": "s", "profile_digest": "sha256:x", "pins": [p]})
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    (lock_text(name=3), "lock.pins[0].name: '3' is not a distribution name"),
+    (lock_text(name="a\nRUN curl evil"), "is not a distribution name"),
+    (lock_text(version="1." + "9" * 5000), "is not a PEP 440 version"),
+    (lock_text(files=[{"target": "t", "filename": "../x.whl", "url": "u", "sha256": SHA}]),
+     "filename: '../x.whl' is not a single file name"),
+    (lock_text(files=[{"target": "t", "filename": "/abs.whl", "url": "u", "sha256": SHA}]), "not a single file"),
+    (lock_text(files={"target": "t"}), "files: must be a list, not dict"),
+    (lock_text(index=None), "pins[0].index: must be str, not NoneType"),
+    ("[" * 5000, "nested too deeply"),
+    ("[1]", "a JSON list, not an object"),
+])
+def test_a_lock_is_checked_against_its_schema_before_use(text: str, why: str) -> None:
+    with pytest.raises(InputError, match=r"^x.lock: ") as info:
+        loads(text, "x.lock")
+    assert why in str(info.value)
+
+
+def _zip(tmp_path: Path) -> bytearray:
+    return bytearray(build_wheel(tmp_path, "pure", "1.0", files={"pure/__init__.py": "X = 1\n"}).read_bytes())
+
+
+def test_a_central_directory_that_points_before_the_file_is_refused(tmp_path: Path) -> None:
+    data = _zip(tmp_path)
+    eocd = data.rfind(b"PK\x05\x06")
+    (offset,) = struct.unpack_from("<I", data, eocd + 16)
+    struct.pack_into("<I", data, eocd + 16, offset + 64)  # the directory claims to start later than it does
+    with pytest.raises(WheelError, match="starts outside the file"):
+        WheelReader(io.BytesIO(bytes(data)), label="pure.whl")
+
+
+def test_an_unsupported_version_needed_to_extract_is_refused(tmp_path: Path) -> None:
+    data = _zip(tmp_path)
+    cd = data.find(b"PK\x01\x02")
+    struct.pack_into("<H", data, cd + 6, 127)  # "needs zip 12.7"
+    with pytest.raises(WheelError, match="unsupported zip"):
+        WheelReader(io.BytesIO(bytes(data)), label="pure.whl")
+
+
+def test_metadata_declaring_hundreds_of_megabytes_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    import os
+
+    path = build_wheel(tmp_path, "big", "1.0", extra_metadata="X-Pad: " + os.urandom(600_000).hex() + "\n")
+    data = bytearray(path.read_bytes())
+    cd = data.find(b"big-1.0.dist-info/METADATA", data.find(b"PK\x01\x02")) - 46
+    assert data[cd:cd + 4] == b"PK\x01\x02"
+    struct.pack_into("<I", data, cd + 24, 512 << 20)  # declared uncompressed size: 512 MiB
+    with WheelReader(io.BytesIO(bytes(data)), label=path.name) as reader, \
+            pytest.raises(WheelError, match="METADATA declares 512.0 MiB, over the 16.0 MiB"):
+        reader.metadata()
+
+
+def chain_elf(records: int = 8192) -> bytes:
+    """An ELF64 whose version-need entries all overlap: DT_VERNEEDNUM 4096 needs, each with 4096
+    auxiliaries, all one 16-byte record repeated (a Verneed and a Vernaux have the same size)."""
+    phoff, dynoff = 64, 120
+    stroff = dynoff + 16 * 5
+    strtab = b"\0libc.so.6\0"
+    veroff = stroff + len(strtab)
+    header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, phoff, 0, 0, 64, 56, 1, 64, 0, 0)
+    ph = struct.pack("<IIQQQQQQ", 2, 6, dynoff, dynoff, dynoff, 80, 80, 8)  # PT_DYNAMIC, no PT_LOAD
+    dyn = b"".join(struct.pack("<qQ", t, v) for t, v in (
+        (5, stroff), (10, len(strtab)), (0x6FFFFFFE, veroff), (0x6FFFFFFF, 4096), (0, 0)))
+    return header + ph + dyn + strtab + struct.pack("<HHIII", 1, 4096, 0, 0, 16) * records
+
+
+def test_overlapping_version_need_chains_cost_linear_work() -> None:
+    start = time.monotonic()
+    with pytest.raises(NotElf, match="more than 4096 symbol version entries"):
+        read_elf_bytes(chain_elf())
+    assert time.monotonic() - start < 2  # was minutes: every need walked every auxiliary
