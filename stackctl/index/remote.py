@@ -91,11 +91,19 @@ class RangeStream(io.RawIOBase):
         return data
 
 
+# The largest METADATA of a real wheel is a few hundred KiB; one is read whole, so it is bounded.
+MAX_METADATA = 16 << 20
+
+
 def read_metadata(zf: zipfile.ZipFile) -> bytes:
-    """The wheel's one `NAME.dist-info/METADATA`; ValueError when it has none or several."""
+    """The wheel's one `NAME.dist-info/METADATA`; ValueError when it has none or several, or one that
+    declares more than MAX_METADATA bytes (zipfile never reads past the declared size)."""
     names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
     if len(names) != 1:
         raise ValueError(f"{len(names)} .dist-info/METADATA files, not one")
+    size = zf.getinfo(names[0]).file_size
+    if size > MAX_METADATA:
+        raise ValueError(f"{names[0]} declares {size} bytes, over the {MAX_METADATA >> 20} MiB a METADATA may have")
     return zf.read(names[0])
 
 

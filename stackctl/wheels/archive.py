@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from stackctl.errors import InputError
-from stackctl.index.remote import RangeStream
+from stackctl.index.remote import MAX_METADATA, RangeStream
 
 DEFAULT_MAX_MEMBER = 8 << 30  # the largest single library seen in GPU wheels is ~2 GiB; 4x that
 DEFAULT_MAX_TOTAL = 32 << 30
-MAX_METADATA = 16 << 20
 DEFAULT_MAX_RATIO = 1100  # deflate cannot do better than ~1032:1: a larger declared size is a lie
 
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")

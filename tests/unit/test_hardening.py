@@ -7,12 +7,14 @@ import io
 import json
 import struct
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from stackctl.errors import InputError, ServiceError
 from stackctl.index.pages import listing
+from stackctl.index.remote import read_metadata
 from stackctl.profile.tag import TagTemplateError, render_tag
 from stackctl.profile.versions import classify
 from stackctl.resolve.lock import loads
@@ -125,6 +127,9 @@ def test_metadata_declaring_hundreds_of_megabytes_is_refused_before_it_is_read(t
     with WheelReader(io.BytesIO(bytes(data)), label=path.name) as reader, \
             pytest.raises(WheelError, match=r"METADATA declares 512\.0 MiB, over the 16\.0 MiB"):
         reader.metadata()
+    # the same wheel read remotely, where resolve takes Requires-Dist from it
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as zf, pytest.raises(ValueError, match="over the 16 MiB"):
+        read_metadata(zf)
 
 
 def chain_elf(records: int = 8192) -> bytes:
