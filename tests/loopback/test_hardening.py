@@ -66,8 +66,8 @@ def test_a_bad_profile_is_one_line_per_problem_and_exit_2(cli: Cli, tmp_path: Pa
 
 def test_extends_names_a_profile_of_the_same_directory(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / "outside.toml").write_text(HEAD, encoding="utf-8")
-    path = profile(tmp_path / "stacks", "", name="child.toml") if (tmp_path / "stacks").mkdir() is None else None
-    assert path is not None
+    (tmp_path / "stacks").mkdir()
+    path = tmp_path / "stacks" / "child.toml"
     path.write_text('[stack]\nname = "c"\nextends = "../outside"\n', encoding="utf-8")
     r = cli("validate", str(path))
     assert r.code == 2 and "stack.extends: names a profile of this directory, not a path" in errors(r)[0]
