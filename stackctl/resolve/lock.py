@@ -120,7 +120,7 @@ _STRS = ("strings", str)
 _FILE_FIELDS: dict[str, Any] = {
     "target": str, "filename": "filename", "url": str, "sha256": "sha256", "size": (int, type(None)),
     "upload_time": _OPT_STR, "upload_time_source": str, "yanked": bool, "yanked_reason": _OPT_STR,
-    "requires_python": _OPT_STR, "requires_dist": ("strings", str, "or null"),
+    "requires_python": _OPT_STR, "requires_dist": ("strings", str, "or null"), "sha256_verified": bool,
 }
 _PIN_FIELDS: dict[str, Any] = {
     "name": "name", "version": "version", "index": str, "files": ("tables", _FILE_FIELDS),

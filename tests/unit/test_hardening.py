@@ -152,3 +152,15 @@ def test_overlapping_version_need_chains_cost_linear_work() -> None:
     with pytest.raises(NotElf, match="more than 4096 symbol version entries"):
         read_elf_bytes(chain_elf())
     assert time.monotonic() - start < 2  # was minutes: every need walked every auxiliary
+
+
+def test_the_lock_schema_names_every_field_of_the_lock() -> None:
+    """A field added to the lock without its schema entry would make every new lock unreadable."""
+    from dataclasses import fields
+
+    from stackctl.resolve import lock as m
+
+    for cls, schema in ((m.LockedFile, m._FILE_FIELDS), (m.LockedPin, m._PIN_FIELDS),
+                        (m.ClosureEntry, m._CLOSURE_FIELDS), (m.TrainReport, m._TRAIN_FIELDS),
+                        (m.Lock, m._LOCK_FIELDS)):
+        assert {f.name for f in fields(cls)} == set(schema), cls.__name__
