@@ -116,6 +116,7 @@ def test_no_command_follows_a_lock_file_name_out_of_its_directory(cli: Cli, tmp_
     work.mkdir()
     stack_path = profile(work, LOCKED)
     lock = write_lock(tmp_path, stack_path, filename)
+    (work / "wh").mkdir()  # an existing wheelhouse: what render refuses is the lock's file name
     runs = {
         "fetch": cli("fetch", str(stack_path), "--target", "cp310-linux_x86_64", "--dest", str(work / "wh"),
                      "--lock", str(lock), "--json"),
