@@ -73,10 +73,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     bindir = Path(sys.executable).parent
-    stackctl = str(bindir / "stackctl")
     uv = shutil.which("uv", path=str(bindir)) or shutil.which("uv") or "uv"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "STACKCTL_"))}
     env["PIP_CONFIG_FILE"] = os.devnull  # the peer runs with the same (empty) configuration as we do
+    env["PYTHONPATH"] = str(ROOT)  # this checkout's stackctl, not whichever one is installed
 
     with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as tmp_s:
         tmp = Path(tmp_s)
@@ -89,8 +89,8 @@ def main() -> None:
             url = server.url
 
             def ours(cache: Path) -> list[str]:
-                return [stackctl, "resolve", str(prof), "--no-closure", "--index", f"bench={url}",
-                        "--cache-dir", str(cache), "--lock", str(tmp / "bench.lock"), "--json"]
+                return [sys.executable, "-m", "stackctl", "resolve", str(prof), "--no-closure", "--index",
+                        f"bench={url}", "--cache-dir", str(cache), "--lock", str(tmp / "bench.lock"), "--json"]
 
             def uv_runs(cache: Path) -> list[list[str]]:
                 return [[uv, "pip", "compile", str(reqs), "--no-deps", "--generate-hashes", "--no-config", "--quiet",

@@ -27,7 +27,15 @@ from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import CheckFailed, ServiceError
 from stackctl.index.cache import Entry, HttpCache
 from stackctl.index.config import IndexEndpoint, origin, tls_verify
-from stackctl.index.pages import ACCEPT, IndexedFile, PageError, ProjectListing, parse_page
+from stackctl.index.pages import (
+    ACCEPT,
+    IndexedFile,
+    PageError,
+    ProjectListing,
+    listing_from_json,
+    listing_to_json,
+    parse_page,
+)
 
 if TYPE_CHECKING:
     import requests
@@ -202,10 +210,18 @@ class IndexClient:
         what = f"project {project}"
         url = urljoin(ep.url, canonicalize_name(project) + "/")
         entry = self.fetch(ep, url, what, accept=ACCEPT, project=True)
+        if self.cache is not None:  # parsed before, from this very answer: no parser to import
+            stored = self.cache.get_derived("GET", url, ACCEPT, entry)
+            listing = listing_from_json(stored) if stored is not None else None
+            if listing is not None and listing.project == canonicalize_name(project):
+                return listing
         try:
-            return parse_page(project, entry.body, entry.headers.get("content-type", "text/html"), entry.url)
+            listing = parse_page(project, entry.body, entry.headers.get("content-type", "text/html"), entry.url)
         except PageError as exc:
             raise ServiceError(f"index {ep.name}, {what}: {exc}") from None
+        if self.cache is not None:
+            self.cache.put_derived("GET", url, ACCEPT, entry, listing_to_json(listing))
+        return listing
 
     def metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
         what = f"file {f.filename}.metadata"
