@@ -213,11 +213,10 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
     pth = "import site; list(map(site.addsitedir, " + json.dumps(dirs) + "))\n"
     tools = ""
     if plan.installer is not None:
-        tools = Template(templates.tool).substitute(name=plan.installer.name)
-        files += [ContextFile("tools/requirements.txt", text=f"{plan.installer.name}=={plan.installer.version} "
-                              f"--hash=sha256:{plan.installer.sha256}\n"),
-                  ContextFile(f"tools/{plan.installer.filename}", wheel=plan.installer.filename,
-                              sha256=plan.installer.sha256)]
+        tool = plan.installer
+        tools = Template(templates.tool).substitute(name=tool.name, wheel=tool.filename)
+        files += [ContextFile("tools/SHA256SUMS", text=f"{tool.sha256}  {tool.filename}\n"),
+                  ContextFile(f"tools/{tool.filename}", wheel=tool.filename, sha256=tool.sha256)]
     labels = ""
     if plan.labels:
         labels = "LABEL " + " \\\n      ".join(f"{label_value(k)}={label_value(v)}" for k, v in plan.labels)
@@ -225,7 +224,10 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         stack=plan.stack, target=plan.target, base=plan.base, stages="".join(stages), python=plan.python,
         path=":".join(["/opt/venv/bin", *(f"{d}/bin" for d in dirs),
                        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]),
-        copies="\n".join(copies), labels=labels, tools=tools)
+        copies="\n".join(copies), labels=labels, tools=tools,
+        # pip is what installs without another installer; with one, ensurepip's seconds buy nothing
+        venv="python3 -m venv /opt/venv \\\n && /opt/venv/bin/python -m pip --version" if plan.installer is None
+        else "python3 -m venv --without-pip /opt/venv")
     files += [ContextFile("layers.pth", text=pth), ContextFile("gate/gate.py", text=templates.gate_script),
               ContextFile("gate/gate.json", text=plan.gate_spec), ContextFile("Dockerfile", text=dockerfile)]
     return Rendered(dockerfile, tuple(files))
