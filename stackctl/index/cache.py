@@ -89,12 +89,13 @@ class HttpCache:
             return None  # a torn or tampered entry is a miss, never an answer
         return Entry(meta["url"], meta["status"], meta["headers"], meta["stored"], body)
 
-    def put(self, method: str, url: str, accept: str, entry: Entry) -> None:
+    def put(self, method: str, url: str, accept: str, entry: Entry, *, body_unchanged: bool = False) -> None:
+        """`body_unchanged`: a revalidation (304) of the stored entry; only its headers are written again."""
         if "no-store" in entry.headers.get("cache-control", "").lower():
             return
         p = self._key(method, url, accept)
         headers = {k: v for k, v in entry.headers.items() if k in KEPT_HEADERS}
-        if method == "GET":
+        if method == "GET" and not body_unchanged:
             _write(p.with_suffix(".body"), entry.body)
         meta = {"url": entry.url, "status": entry.status, "headers": headers, "stored": entry.stored,
                 "body_sha256": hashlib.sha256(entry.body).hexdigest()}
