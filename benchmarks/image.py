@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -244,6 +245,11 @@ def engine_build(ctx: Path, tag: str, nocache: bool) -> tuple[float, dict[str, A
     events = engine.client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, nocache=nocache)
     result = parse_build_stream(events)
     seconds = time.perf_counter() - t0
+    # Tag every step's image: other test runs on a shared engine remove untagged stage images they did
+    # not see before, which would take this build's cache (and the peer's `--from=build`) away.
+    repository, name = tag.rsplit(":", 1)
+    for n, image_id in enumerate(re.findall(r"---> ([0-9a-f]{12})\b", "\n".join(result.log))):
+        engine.client.api.tag(image_id, repository, f"step-{name}-{uuid.uuid4().hex[:6]}-{n}")
     attrs = engine.client.api.inspect_image(result.image_id)
     return seconds, {"tag": tag, "id": result.image_id, "steps": result.steps, "cached": result.cached_steps,
                      "layers": attrs["RootFS"]["Layers"], "size": attrs["Size"]}
