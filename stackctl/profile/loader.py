@@ -473,9 +473,14 @@ def _image(t: dict[str, Any] | None, stack: str, pythons: list[str], pins: list[
     installer = t.get("installer", "pip")
     if installer not in INSTALLERS:
         out.add(None, ("image", "installer"), f"{installer!r} is not an installer; use \"pip\" or \"uv\"")
-    elif installer != "pip" and not any(p.key == canonicalize_name(installer) for p in pins):
-        out.add(None, ("image", "installer"), f"{installer} must be pinned ([pins.{installer}]) so its wheel is "
-                "locked and hash-checked like every other")
+    elif installer != "pip":
+        tool = next((p for p in pins if p.key == canonicalize_name(installer)), None)
+        if tool is None:
+            out.add(None, ("image", "installer"), f"{installer} must be pinned ([pins.{installer}]) so its wheel "
+                    "is locked and hash-checked like every other")
+        elif tool.gate is not None:
+            out.add(None, ("pins", tool.name, "gate"), f"{installer} installs the image but is not in it: "
+                    "it has nothing for the gate to check")
     if not all(k in t for k in ("base", "repository", "tag")):
         return None
     return Image(t["base"], t["repository"], t["tag"], python, tuple(t.get("vars", {}).items()),

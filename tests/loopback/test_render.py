@@ -278,6 +278,10 @@ def test_installer_must_be_pinned(tmp_path: Path, cli: Callable[..., Result]) ->
     repo.profile.write_text(repo.profile.read_text().replace('vars = {}\n', 'vars = {}\ninstaller = "uv"\n'))
     r = cli("validate", str(repo.profile))
     assert r.code == 2 and "image.installer" in r.out + r.err and "[pins.uv]" in r.out + r.err
+    text = repo.profile.read_text() + '\n[pins.uv]\nversion = "0.13.9"\nindex = "public"\ngate = { order = 5 }\n'
+    repo.profile.write_text(text)
+    r = cli("validate", str(repo.profile))
+    assert r.code == 2 and "pins.uv.gate" in r.out + r.err and "not in it" in r.out + r.err
     repo.profile.write_text(repo.profile.read_text().replace('installer = "uv"', 'installer = "poetry"'))
     r = cli("validate", str(repo.profile))
     assert r.code == 2 and "'poetry' is not an installer" in r.out + r.err
