@@ -21,6 +21,7 @@ the real one: a big vendor train (incompressible bytes), a closure, a small patc
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -243,8 +244,19 @@ def engine_build(ctx: Path, tag: str, nocache: bool) -> tuple[float, dict[str, A
     engine = DockerEngine()
     t0 = time.perf_counter()
     events = engine.client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, nocache=nocache)
-    result = parse_build_stream(events)
+    marks: list[tuple[float, str]] = [(0.0, "send the context")]
+
+    def timed(stream: Any) -> Any:
+        for event in stream:  # when each step starts: where a build's seconds go
+            text = event.get("stream", "") if isinstance(event, dict) else ""
+            if text.startswith("Step "):
+                marks.append((time.perf_counter() - t0, text.split(" : ", 1)[-1].strip()[:60]))
+            yield event
+
+    result = parse_build_stream(timed(events))
     seconds = time.perf_counter() - t0
+    marks.append((seconds, "end"))
+    steps = [(b[0] - a[0], a[1]) for a, b in itertools.pairwise(marks)]
     # Tag every step's image: other test runs on a shared engine remove untagged stage images they did
     # not see before, which would take this build's cache (and the peer's `--from=build`) away.
     repository, name = tag.rsplit(":", 1)
@@ -252,7 +264,7 @@ def engine_build(ctx: Path, tag: str, nocache: bool) -> tuple[float, dict[str, A
         engine.client.api.tag(image_id, repository, f"step-{name}-{uuid.uuid4().hex[:6]}-{n}")
     attrs = engine.client.api.inspect_image(result.image_id)
     return seconds, {"tag": tag, "id": result.image_id, "steps": result.steps, "cached": result.cached_steps,
-                     "layers": attrs["RootFS"]["Layers"], "size": attrs["Size"]}
+                     "layers": attrs["RootFS"]["Layers"], "size": attrs["Size"], "step_seconds": steps}
 
 
 def new_layer_bytes(before: dict[str, Any], after: dict[str, Any]) -> tuple[int, int, int]:
@@ -300,7 +312,8 @@ def one_run(args: argparse.Namespace, tmp: Path, base_size: int) -> dict[str, An
             results[name] = {"cold_s": cold_s, "rebuild_s": warm_s, "ratio": warm_s / cold_s,
                              "steps": warm["steps"], "cached": warm["cached"], "layers_reused": reused,
                              "layers_new": fresh, "new_layer_mb": fresh_bytes / 1e6,
-                             "image_mb": warm["size"] / 1e6, "tag": warm["tag"], "cold_tag": cold["tag"]}
+                             "image_mb": warm["size"] / 1e6, "tag": warm["tag"], "cold_tag": cold["tag"],
+                             "cold_steps_s": cold["step_seconds"], "rebuild_steps_s": warm["step_seconds"]}
         layered = results["stackctl"]["tag"]
         results["sizes"] = {
             "base_mb": base_size / 1e6,
@@ -391,6 +404,11 @@ def main() -> int:
     print(f"size: base {z['base_mb']:.1f} MB + installed {z['installed_mb']:.1f} MB; image adds {z['added_mb']:.1f} MB "
           f"over the base ({z['added_mb'] - z['installed_mb']:+.1f} MB beyond what is installed); "
           f"wheelhouse {z['wheelhouse_mb']:.1f} MB")
+    for phase in ("cold", "rebuild"):
+        print(f"stackctl {phase}, seconds per step over 0.5 s (last run):")
+        for sec, what in last["stackctl"][f"{phase}_steps_s"]:
+            if sec > 0.5:
+                print(f"  {sec:6.1f}  {what}")
     if args.sibling:
         sib = last["sibling"]
         print(f"sibling (vendor train moved): {med('sibling', 'seconds'):.1f} s; layers reused {sib['layers_reused']} "
