@@ -79,7 +79,7 @@ def installed_pins(stack: Stack, lock: Lock | None, target: str | None) -> tuple
     out = {p.key: (p.name, p.version) for p in stack.image_pins if tgt is None or p.applies_to(tgt)}
     if lock is not None and target is not None:
         for p in stack.pins:
-            if p.key in out:  # a pin limited to other targets is not in this image
+            if p.key in out:  # limited to other targets, or the installer: not in this image
                 out[p.key] = (p.name, _wheel_version(lock, p.name, target) or p.version)
         for c in lock.closure:
             if c.target == target:
