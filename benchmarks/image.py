@@ -246,22 +246,26 @@ def engine_build(ctx: Path, tag: str, nocache: bool) -> tuple[float, dict[str, A
     events = engine.client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, nocache=nocache)
     marks: list[tuple[float, str]] = [(0.0, "send the context")]
 
+    repository, name = tag.rsplit(":", 1)
+    run = uuid.uuid4().hex[:6]
+
     def timed(stream: Any) -> Any:
         for event in stream:  # when each step starts: where a build's seconds go
             text = event.get("stream", "") if isinstance(event, dict) else ""
             if text.startswith("Step "):
                 marks.append((time.perf_counter() - t0, text.split(" : ", 1)[-1].strip()[:60]))
+            # Tag each step's image as soon as it exists: other test runs on a shared engine remove
+            # untagged stage images they did not see before, which would break this build's
+            # `COPY --from` (and take the rebuild's cache away).
+            m = re.match(r"\s*---> ([0-9a-f]{12})\s*$", text)
+            if m:
+                engine.client.api.tag(m.group(1), repository, f"step-{name}-{run}-{len(marks)}")
             yield event
 
     result = parse_build_stream(timed(events))
     seconds = time.perf_counter() - t0
     marks.append((seconds, "end"))
     steps = [(b[0] - a[0], a[1]) for a, b in itertools.pairwise(marks)]
-    # Tag every step's image: other test runs on a shared engine remove untagged stage images they did
-    # not see before, which would take this build's cache (and the peer's `--from=build`) away.
-    repository, name = tag.rsplit(":", 1)
-    for n, image_id in enumerate(re.findall(r"---> ([0-9a-f]{12})\b", "\n".join(result.log))):
-        engine.client.api.tag(image_id, repository, f"step-{name}-{uuid.uuid4().hex[:6]}-{n}")
     attrs = engine.client.api.inspect_image(result.image_id)
     return seconds, {"tag": tag, "id": result.image_id, "steps": result.steps, "cached": result.cached_steps,
                      "layers": attrs["RootFS"]["Layers"], "size": attrs["Size"], "step_seconds": steps}
