@@ -75,20 +75,24 @@ def fatten(wheelhouse: Path, name: str, version: str, module: str, mb: int, seed
 
 
 def relock(repo: Any) -> None:
-    """The lock's sha256 must match the (fattened) wheels: rewrite it from the wheelhouse."""
+    """The lock's sha256 must match the (fattened) wheels: rewrite it from the wheelhouse. The profile
+    names this run's alias of the base image, so the lock is remade for its digest too."""
+    from dataclasses import replace
+
+    from stackctl.profile.loader import load_stack
     from stackctl.resolve.lock import read_lock, write_lock
 
     lock = read_lock(repo.lock)
     by_name = {p.name: p for p in repo.wheelhouse.glob("*.whl")}
 
     def fix(f: Any) -> Any:
-        from dataclasses import replace
-
         w = by_name[f.filename]
         return replace(f, sha256=sha256_file(w), size=w.stat().st_size)
 
-    from dataclasses import replace
-
+    text = repo.profile.read_text()
+    repo.profile.write_text(text.replace('base = "stackctl-base:bookworm"', f'base = "{BASE}"'))
+    repo.stack = load_stack(repo.profile)
+    lock = replace(lock, profile_digest=repo.stack.digest())
     pins = tuple(replace(p, files=tuple(fix(f) for f in p.files)) for p in lock.pins)
     closure = tuple(replace(c, file=fix(c.file) if c.file else None,
                             hashes=(f"sha256:{sha256_file(by_name[c.file.filename])}",) if c.file else ())
@@ -368,7 +372,14 @@ def main() -> int:
 
     if args.stack == "torch":
         torch_wheels(args.wheels)
-    base_size = DockerEngine().client.api.inspect_image(BASE)["Size"]
+    # A name of this run's own for the base image: a shared engine's other users may re-tag or remove
+    # stackctl-base:bookworm while the benchmark runs.
+    global BASE
+    client = DockerEngine().client
+    alias = f"stackctl-bench/base:{uuid.uuid4().hex[:8]}"
+    client.api.tag(BASE, *alias.split(":"))
+    BASE = alias
+    base_size = client.api.inspect_image(BASE)["Size"]
     runs = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as t:
@@ -376,7 +387,10 @@ def main() -> int:
             r = runs[-1]
             print(f"run {len(runs)}: cold {r['stackctl']['cold_s']:.1f} s / {r['hand-written']['cold_s']:.1f} s "
                   f"({r['stackctl']['cold_s'] / r['hand-written']['cold_s']:.2f}x), rebuild "
-                  f"{r['stackctl']['rebuild_s']:.1f} s / {r['hand-written']['rebuild_s']:.1f} s", flush=True)
+                  f"{r['stackctl']['rebuild_s']:.1f} s / {r['hand-written']['rebuild_s']:.1f} s "
+                  f"(rebuild / cold {r['stackctl']['ratio']:.2f})", flush=True)
+            print("  " + json.dumps(r), flush=True)
+    client.api.remove_image(BASE)  # the alias only
 
     def med(*path: str) -> float:
         values = []
