@@ -374,10 +374,19 @@ def main() -> int:
         torch_wheels(args.wheels)
     # A name of this run's own for the base image: a shared engine's other users may re-tag or remove
     # stackctl-base:bookworm while the benchmark runs.
+    import docker.errors
+
     global BASE
     client = DockerEngine().client
     alias = f"stackctl-bench/base:{uuid.uuid4().hex[:8]}"
-    client.api.tag(BASE, *alias.split(":"))
+    for _ in range(60):  # it may be between a removal and its re-import
+        try:
+            client.api.tag(BASE, *alias.split(":"))
+            break
+        except docker.errors.ImageNotFound:
+            time.sleep(5)
+    else:
+        raise SystemExit(f"{BASE}: no such image on the engine")
     BASE = alias
     base_size = client.api.inspect_image(BASE)["Size"]
     runs = []
