@@ -296,6 +296,8 @@ def installed_bytes(image: str, paths: str) -> int:
 
 
 def one_run(args: argparse.Namespace, tmp: Path, base_size: int) -> dict[str, Any]:
+    import docker.errors
+
     from stackctl.engine.docker import DockerEngine
 
     client = DockerEngine().client
@@ -334,10 +336,13 @@ def one_run(args: argparse.Namespace, tmp: Path, base_size: int) -> dict[str, An
             results["sibling"] = sibling(args, tmp, repository, seed, a)
     finally:
         if not args.keep:
-            for image in client.images.list(name=repository):
-                for tag in image.tags:
-                    client.images.remove(tag, force=True)
-            remove_new_stage_images(client, before)
+            try:  # others share the engine: an image listed a moment ago may be gone
+                for image in client.images.list(name=repository):
+                    for tag in image.tags:
+                        client.images.remove(tag, force=True)
+                remove_new_stage_images(client, before)
+            except docker.errors.APIError as exc:
+                print(f"cleanup: {exc}", file=sys.stderr)
     return results
 
 
