@@ -21,6 +21,7 @@ the real one: a big vendor train (incompressible bytes), a closure, a small patc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -139,7 +140,7 @@ def torch_wheels(dest: Path) -> Path:
     return dest
 
 
-def torch_profile(repository: str, torchada: str, installer: str) -> str:
+def torch_profile(repository: str, torchada: str, installer: str, bytecode: bool = False) -> str:
     uv = f'\n[pins.uv]\nversion = "{UV}"\nindex = "public"\n' if installer == "uv" else ""
     return f"""\
 [stack]
@@ -173,10 +174,12 @@ repository = "{repository}"
 python = "3.11"
 tag = "py{{python}}_torch_{{pins[torch]}}_torchada_{{pins[torchada]}}"
 installer = "{installer}"
+bytecode = {str(bytecode).lower()}
 """
 
 
-def torch_stack(tmp: Path, repository: str, torchada: str, wheels: Path, installer: str) -> StackRepo:
+def torch_stack(tmp: Path, repository: str, torchada: str, wheels: Path, installer: str,
+                bytecode: bool = False) -> StackRepo:
     """The profile, a wheelhouse of hard links and the lock written from the wheels' own hashes."""
     from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -186,7 +189,7 @@ def torch_stack(tmp: Path, repository: str, torchada: str, wheels: Path, install
     root = tmp / "repo"
     (root / "stacks").mkdir(parents=True, exist_ok=True)
     profile = root / "stacks" / "bench.toml"
-    profile.write_text(torch_profile(repository, torchada, installer))
+    profile.write_text(torch_profile(repository, torchada, installer, bytecode))
     stack = load_stack(profile)
     house = tmp / "wheelhouse"
     house.mkdir(parents=True, exist_ok=True)
@@ -306,8 +309,8 @@ def one_run(args: argparse.Namespace, tmp: Path, base_size: int) -> dict[str, An
     results: dict[str, Any] = {}
     before = dangling_stage_images(client)
     if args.stack == "torch":
-        a = torch_stack(tmp / "a", repository, TORCHADA[0], args.wheels, args.installer)
-        b = torch_stack(tmp / "b", repository, TORCHADA[1], args.wheels, args.installer)
+        a = torch_stack(tmp / "a", repository, TORCHADA[0], args.wheels, args.installer, args.bytecode)
+        b = torch_stack(tmp / "b", repository, TORCHADA[1], args.wheels, args.installer, args.bytecode)
     else:
         a = make(tmp / "a", repository, "0.3.0", seed, args.core_mb, installer=args.installer)
         b = make(tmp / "b", repository, "0.4.0", seed, args.core_mb, like=a, installer=args.installer)
@@ -363,6 +366,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stack", choices=("synthetic", "torch"), default="synthetic")
     ap.add_argument("--installer", choices=("uv", "pip"), default="uv", help="stackctl's install step")
+    ap.add_argument("--bytecode", action="store_true", help="--stack torch: the profile compiles byte-code")
     ap.add_argument("--wheels", type=Path, default=Path.home() / ".cache" / "stackctl-bench" / "torch",
                     help="where --stack torch keeps the wheels pip downloads")
     ap.add_argument("--core-mb", type=int, default=300, help="size of the big vendor wheel's payload")
@@ -404,7 +408,8 @@ def main() -> int:
                   f"{r['stackctl']['rebuild_s']:.1f} s / {r['hand-written']['rebuild_s']:.1f} s "
                   f"(rebuild / cold {r['stackctl']['ratio']:.2f})", flush=True)
             print("  " + json.dumps(r), flush=True)
-    client.api.remove_image(BASE)  # the alias only
+    with contextlib.suppress(docker.errors.APIError):
+        client.api.remove_image(BASE)  # the alias only
 
     def med(*path: str) -> float:
         values = []
@@ -419,7 +424,8 @@ def main() -> int:
     if args.json:
         print(json.dumps(runs, indent=2))
     s, p, z = last["stackctl"], last["hand-written"], last["sizes"]
-    print(f"{args.stack} stack, stackctl installs with {args.installer}; medians of {len(runs)} run(s)")
+    print(f"{args.stack} stack, stackctl installs with {args.installer} (bytecode {args.bytecode}); "
+          f"medians of {len(runs)} run(s)")
     print(f"{'':28}{'stackctl':>14}{'hand-written':>14}")
     print(f"{'cold build (s)':28}{med('stackctl', 'cold_s'):>14.1f}{med('hand-written', 'cold_s'):>14.1f}")
     print(f"{'rebuild, top pin moved (s)':28}{med('stackctl', 'rebuild_s'):>14.1f}"
