@@ -120,9 +120,9 @@ def plan_installer(stack: Stack, lock: Lock, target: str) -> InstallItem | None:
 def install_command(group: str, installer: InstallItem | None, bytecode: bool) -> str:
     """The RUN line that installs one group from its wheels: hermetic, hash-checked, no dependency lookup.
 
-    uv installs a torch-sized group in about half pip's time; byte-code is off unless asked for (each
-    layer is then about 8% smaller, a few seconds quicker to write, and carries no build-time mtimes;
-    Python compiles what it imports on first use).
+    With uv the stages need no pip (no ensurepip, no pip start per group). Byte-code is off unless asked
+    for: each layer is then about 8% smaller, seconds quicker to write and carries no build-time stamps;
+    the price is paid on import (a gate that imports torch compiles its modules on every build).
     """
     target = f"{PREFIX}/{group}"
     if installer is not None:
