@@ -73,10 +73,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     bindir = Path(sys.executable).parent
-    stackctl = str(bindir / "stackctl")
     uv = shutil.which("uv", path=str(bindir)) or shutil.which("uv") or "uv"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "STACKCTL_"))}
     env["PIP_CONFIG_FILE"] = os.devnull  # the peer runs with the same (empty) configuration as we do
+    env["PYTHONPATH"] = str(ROOT)  # this checkout's stackctl, not whichever one is installed
 
     with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as tmp_s:
         tmp = Path(tmp_s)
@@ -89,8 +89,8 @@ def main() -> None:
             url = server.url
 
             def ours(cache: Path) -> list[str]:
-                return [stackctl, "resolve", str(prof), "--no-closure", "--index", f"bench={url}",
-                        "--cache-dir", str(cache), "--lock", str(tmp / "bench.lock"), "--json"]
+                return [sys.executable, "-m", "stackctl", "resolve", str(prof), "--no-closure", "--index",
+                        f"bench={url}", "--cache-dir", str(cache), "--lock", str(tmp / "bench.lock"), "--json"]
 
             def uv_runs(cache: Path) -> list[list[str]]:
                 return [[uv, "pip", "compile", str(reqs), "--no-deps", "--generate-hashes", "--no-config", "--quiet",
@@ -114,6 +114,18 @@ def main() -> None:
                     results.setdefault((name, "cold"), []).append(sum(timed(c, env) for c in make(cache)))
                     results.setdefault((name, "warm"), []).append(sum(timed(c, env) for c in make(cache)))
             requests = len(server.log)
+            # Where a warm run's time goes: start-up (`stackctl --help` imports the command table only),
+            # every import the warm resolve makes, and the rest (one round of revalidations, the lock).
+            start = [min(timed([sys.executable, "-m", "stackctl", "--help"], env) for _ in range(args.repeat))]
+            warm_cache = tmp / "cache-stackctl-0"
+            trace = subprocess.run([sys.executable, "-X", "importtime", *ours(warm_cache)[1:]], env=env,
+                                   capture_output=True, text=True, check=True).stderr
+            top: dict[str, int] = {}
+            for line in trace.splitlines():
+                parts = line.split("|")
+                top_level = len(parts) == 3 and parts[2].startswith(" ") and not parts[2].startswith("  ")
+                if line.startswith("import time:") and top_level and parts[1].strip().isdigit():
+                    top[parts[2].strip()] = int(parts[1])
 
     med = {k: statistics.median(v) for k, v in results.items()}
     print(f"{PINS} pins x {len(TARGETS)} targets, {args.latency * 1000:.0f} ms per request, "
@@ -124,6 +136,11 @@ def main() -> None:
     for peer in ("uv", "pip"):
         for phase in ("cold", "warm"):
             print(f"{peer}/stackctl {phase}: {med[(peer, phase)] / med[('stackctl', phase)]:.2f}x")
+    print(f"stackctl warm / cold: {med[('stackctl', 'warm')] / med[('stackctl', 'cold')]:.2f}x")
+    heavy = sorted(top.items(), key=lambda kv: -kv[1])[:8]
+    print(f"warm run: start-up (--help, best of {args.repeat}) {start[0]:.3f} s; imports of the warm resolve "
+          f"{sum(top.values()) / 1e6:.3f} s (-X importtime, top level: "
+          + ", ".join(f"{n} {us / 1e3:.0f} ms" for n, us in heavy) + ")")
 
 
 if __name__ == "__main__":

@@ -76,10 +76,10 @@ def _wheel_version(lock: Lock, name: str, target: str) -> str | None:
 def installed_pins(stack: Stack, lock: Lock | None, target: str | None) -> tuple[tuple[str, str], ...]:
     """Every distribution the image installs at an exact version: the pins, then the lock's closure."""
     tgt = stack.target(target) if target is not None else None
-    out = {p.key: (p.name, p.version) for p in stack.pins if tgt is None or p.applies_to(tgt)}
+    out = {p.key: (p.name, p.version) for p in stack.image_pins if tgt is None or p.applies_to(tgt)}
     if lock is not None and target is not None:
         for p in stack.pins:
-            if p.key in out:  # a pin limited to other targets is not in this image
+            if p.key in out:  # limited to other targets, or the installer: not in this image
                 out[p.key] = (p.name, _wheel_version(lock, p.name, target) or p.version)
         for c in lock.closure:
             if c.target == target:
@@ -99,7 +99,7 @@ def gate_spec(stack: Stack, preserve: Iterable[tuple[str, str]] | None = None,
         for p in stack.probes
     ]
     pins = preserve if preserve is not None else (
-        (p.name, p.version) for p in stack.pins if tgt is None or p.applies_to(tgt))
+        (p.name, p.version) for p in stack.image_pins if tgt is None or p.applies_to(tgt))
     return {
         "format": SPEC_FORMAT,
         "stack": stack.name,

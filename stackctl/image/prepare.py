@@ -84,7 +84,7 @@ def prepare(stack: Stack, lock: Path, target: str | None, revision: str | None, 
     index password variables, so no label can carry one."""
     from stackctl.image import gatespec
     from stackctl.image.labels import credential_labels, oci_labels, provenance
-    from stackctl.image.render import BuildPlan, load_templates, plan_layers, render
+    from stackctl.image.render import BuildPlan, load_templates, plan_installer, plan_layers, render
 
     if stack.image is None:
         raise InputError(f"{stack.name}: the profile has no image table")
@@ -108,5 +108,5 @@ def prepare(stack: Stack, lock: Path, target: str | None, revision: str | None, 
         raise InputError(f"{stack.name}: {'; '.join(leaks)}: an image label is public, a credential must not be one")
     python = next(t.python for t in stack.targets if t.label == tgt)
     plan = BuildPlan(stack.name, tgt, stack.image.base, locked.digest(), plan_layers(stack, locked, tgt), spec,
-                     labels, python)
+                     labels, python, plan_installer(stack, locked, tgt), stack.image.bytecode)
     return Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref)

@@ -46,6 +46,7 @@ class Templates:
     copy: str
     requirements: str
     gate_script: str
+    tool: str = ""  # the install stages' installer (uv), added to the tools stage
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class BuildPlan:
     gate_spec: str  # JSON text
     labels: tuple[tuple[str, str], ...]
     python: str = ""  # "3.10": the base image's python must be this one ("" checks nothing)
+    installer: InstallItem | None = None  # uv's wheel; None: pip, from the base image's venv
+    bytecode: bool = False  # compile .pyc files into each layer
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ def load_templates(root: Path | None = None) -> Templates:
             stage=(root / "templates" / "stage.in").read_text(encoding="utf-8"),
             copy=(root / "templates" / "copy.in").read_text(encoding="utf-8"),
             requirements=(root / "templates" / "requirements.in").read_text(encoding="utf-8"),
+            tool=(root / "templates" / "tool.in").read_text(encoding="utf-8"),
             gate_script=(root / "gates" / "gate.py").read_text(encoding="utf-8"),
         )
     except FileNotFoundError as exc:
@@ -100,6 +104,38 @@ def _one_wheel(name: str, files: tuple[LockedFile, ...], target: str) -> LockedF
     return mine[0]
 
 
+def plan_installer(stack: Stack, lock: Lock, target: str) -> InstallItem | None:
+    """The installer's wheel from the lock (uv), or None when the image installs with pip."""
+    pin = stack.installer_pin
+    if pin is None:
+        return None
+    locked = lock.pin(pin.name)
+    if locked is None or locked.version != pin.version:
+        raise CheckFailed(f"{pin.name}: the image's installer is pinned at {pin.version} but the lock has "
+                          f"{locked.version if locked else 'no entry'}", hint="run `stackctl resolve` again")
+    f = _one_wheel(pin.name, locked.files, target)
+    return InstallItem(pin.name, pin.version, f.filename, f.sha256)
+
+
+def install_command(group: str, installer: InstallItem | None, bytecode: bool) -> str:
+    """The RUN line that installs one group from its wheels: hermetic, hash-checked, no dependency lookup.
+
+    With uv the stages need no pip (no ensurepip, no pip start per group). Byte-code is off unless asked
+    for: each layer is then about 8% smaller, seconds quicker to write and carries no build-time stamps;
+    the price is paid on import (a gate that imports torch compiles its modules on every build).
+    """
+    target = f"{PREFIX}/{group}"
+    if installer is not None:
+        return ("/opt/venv/bin/uv pip install --offline --no-index --find-links /tmp/group --require-hashes "
+                f"--no-deps \\\n        --no-config --no-cache --python /opt/venv/bin/python --target {target} "
+                f"{'--compile-bytecode' if bytecode else '--no-compile-bytecode'} \\\n"
+                "        -r /tmp/group/requirements.txt")
+    return ("/opt/venv/bin/python -m pip install --no-index --find-links /tmp/group --require-hashes --no-deps \\\n"
+            f"        --target {target} --disable-pip-version-check --no-cache-dir --no-warn-script-location \\\n"
+            f"        --root-user-action=ignore {'--compile' if bytecode else '--no-compile'} "
+            "-r /tmp/group/requirements.txt")
+
+
 def plan_layers(stack: Stack, lock: Lock, target: str) -> tuple[LayerGroup, ...]:
     """Groups ordered most stable first: vendor trains, other vendor pins, the closure, public pins.
 
@@ -114,7 +150,7 @@ def plan_layers(stack: Stack, lock: Lock, target: str) -> tuple[LayerGroup, ...]
         order.setdefault(group, rank)
 
     tgt = stack.target(target)
-    for pin in stack.pins:
+    for pin in stack.image_pins:
         if tgt is not None and not pin.applies_to(tgt):
             continue  # limited to other targets: not in this image
         locked = lock.pin(pin.name)
@@ -163,7 +199,9 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
     for n, group in enumerate(plan.groups, 1):
         stage = f"layer{n:02d}-{group.name}"
         members = ", ".join(i.name for i in group.items)
-        stages.append(Template(templates.stage).substitute(group=group.name, stage=stage, members=members))
+        stages.append(Template(templates.stage).substitute(
+            group=group.name, stage=stage, members=members,
+            install=install_command(group.name, plan.installer, plan.bytecode)))
         copies.append(Template(templates.copy).substitute(group=group.name, stage=stage).rstrip("\n"))
         requirements = Template(templates.requirements).substitute(
             group=group.name, stack=plan.stack, lines=requirement_lines(group))
@@ -173,6 +211,12 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
     dirs = [f"{PREFIX}/{g.name}" for g in plan.groups]
     # exec runs each .pth line in a function scope: no comprehension may refer to `site`.
     pth = "import site; list(map(site.addsitedir, " + json.dumps(dirs) + "))\n"
+    tools = ""
+    if plan.installer is not None:
+        tool = plan.installer
+        tools = Template(templates.tool).substitute(name=tool.name, wheel=tool.filename)
+        files += [ContextFile("tools/SHA256SUMS", text=f"{tool.sha256}  {tool.filename}\n"),
+                  ContextFile(f"tools/{tool.filename}", wheel=tool.filename, sha256=tool.sha256)]
     labels = ""
     if plan.labels:
         labels = "LABEL " + " \\\n      ".join(f"{label_value(k)}={label_value(v)}" for k, v in plan.labels)
@@ -180,7 +224,10 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         stack=plan.stack, target=plan.target, base=plan.base, stages="".join(stages), python=plan.python,
         path=":".join(["/opt/venv/bin", *(f"{d}/bin" for d in dirs),
                        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]),
-        copies="\n".join(copies), labels=labels)
+        copies="\n".join(copies), labels=labels, tools=tools,
+        # pip is what installs without another installer; with one, ensurepip's seconds buy nothing
+        venv="python3 -m venv /opt/venv \\\n && /opt/venv/bin/python -m pip --version" if plan.installer is None
+        else "python3 -m venv --without-pip /opt/venv")
     files += [ContextFile("layers.pth", text=pth), ContextFile("gate/gate.py", text=templates.gate_script),
               ContextFile("gate/gate.json", text=plan.gate_spec), ContextFile("Dockerfile", text=dockerfile)]
     return Rendered(dockerfile, tuple(files))

@@ -89,13 +89,38 @@ class HttpCache:
             return None  # a torn or tampered entry is a miss, never an answer
         return Entry(meta["url"], meta["status"], meta["headers"], meta["stored"], body)
 
-    def put(self, method: str, url: str, accept: str, entry: Entry) -> None:
+    def put(self, method: str, url: str, accept: str, entry: Entry, *, body_unchanged: bool = False) -> None:
+        """`body_unchanged`: a revalidation (304) of the stored entry; only its headers are written again."""
         if "no-store" in entry.headers.get("cache-control", "").lower():
             return
         p = self._key(method, url, accept)
         headers = {k: v for k, v in entry.headers.items() if k in KEPT_HEADERS}
-        if method == "GET":
+        if method == "GET" and not body_unchanged:
             _write(p.with_suffix(".body"), entry.body)
         meta = {"url": entry.url, "status": entry.status, "headers": headers, "stored": entry.stored,
                 "body_sha256": hashlib.sha256(entry.body).hexdigest()}
         _write(p.with_suffix(".json"), json.dumps(meta, sort_keys=True).encode())
+
+    # --- a derived form of a stored body (a parsed page), valid only for the exact answer it came from ------
+    @staticmethod
+    def _derived_key(entry: Entry) -> str:
+        """The validator the server sent (ETag, else Last-Modified), the final URL and the body's sha256:
+        a page that changed, moved or was revalidated into another body never meets an old parse."""
+        validator = entry.headers.get("etag") or entry.headers.get("last-modified") or ""
+        body = hashlib.sha256(entry.body).hexdigest()
+        return hashlib.sha256(f"{validator}\n{entry.url}\n{body}".encode()).hexdigest()
+
+    def get_derived(self, method: str, url: str, accept: str, entry: Entry) -> bytes | None:
+        p = self._key(method, url, accept).with_suffix(".parsed")
+        try:
+            data = p.read_bytes()
+        except OSError:
+            return None
+        key, _, payload = data.partition(b"\n")
+        return payload if key.decode("ascii", "replace") == self._derived_key(entry) else None
+
+    def put_derived(self, method: str, url: str, accept: str, entry: Entry, payload: bytes) -> None:
+        if "no-store" in entry.headers.get("cache-control", "").lower():
+            return
+        p = self._key(method, url, accept).with_suffix(".parsed")
+        _write(p, self._derived_key(entry).encode() + b"\n" + payload)

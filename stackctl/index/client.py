@@ -27,7 +27,7 @@ from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import CheckFailed, ServiceError
 from stackctl.index.cache import Entry, HttpCache
 from stackctl.index.config import IndexEndpoint, origin, tls_verify
-from stackctl.index.pages import ACCEPT, IndexedFile, ProjectListing, listing
+from stackctl.index.pages import ACCEPT, IndexedFile, ProjectListing, listing, listing_from_json, listing_to_json
 
 if TYPE_CHECKING:
     import requests
@@ -189,18 +189,34 @@ class IndexClient:
         if stored is not None and (self.options.offline or immutable or stored.fresh()):
             return stored
         headers = {"Accept": accept, **(stored.validators() if stored else {})}
+        if stored is not None and method == "GET" and stored.validators() and not self.options.offline:
+            from stackctl.index.revalidate import not_modified
+
+            auth = ep.credentials if ep.credentials is not None and origin(url) == ep.origin else None
+            # one attempt's share of the timeout: a hanging index then costs the same bounded time as a cold run
+            same = not_modified(url, {**headers, "User-Agent": USER_AGENT},
+                                (auth.username, auth.password) if auth else None, self._verify,
+                                self.options.timeout / (self.options.retries + 1))
+            if same is not None:  # a plain 304: no need for requests at all
+                return self._not_modified(method, url, accept, stored, same)
         r = self._send(ep, method, url, what, headers)
         self._check(ep, r, what, project=project)
         now = time.time()
         if r.status_code == 304 and stored is not None:
-            merged = {**stored.headers, **{k.lower(): v for k, v in r.headers.items()
-                                           if k.lower() in ("etag", "cache-control", "last-modified")}}
-            entry = Entry(stored.url, stored.status, merged, now, stored.body)
-        else:
-            entry = Entry(r.url, r.status_code, {k.lower(): v for k, v in r.headers.items()}, now,
-                          r.content if method == "GET" else b"")
+            return self._not_modified(method, url, accept, stored, {k.lower(): v for k, v in r.headers.items()})
+        entry = Entry(r.url, r.status_code, {k.lower(): v for k, v in r.headers.items()}, now,
+                      r.content if method == "GET" else b"")
         if self.cache is not None:
             self.cache.put(method, url, accept, entry)
+        return entry
+
+    def _not_modified(self, method: str, url: str, accept: str, stored: Entry, headers: dict[str, str]) -> Entry:
+        """The stored answer, with the validators and freshness the 304 (lower-cased `headers`) gave."""
+        merged = {**stored.headers, **{k: v for k, v in headers.items()
+                                       if k in ("etag", "cache-control", "last-modified")}}
+        entry = Entry(stored.url, stored.status, merged, time.time(), stored.body)
+        if self.cache is not None:
+            self.cache.put(method, url, accept, entry, body_unchanged=True)
         return entry
 
     # --- what the resolver asks ----------------------------------------------------------------------
@@ -210,7 +226,15 @@ class IndexClient:
         what = f"project {project}"
         url = urljoin(ep.url, canonicalize_name(project) + "/")
         entry = self.fetch(ep, url, what, accept=ACCEPT, project=True)
-        return listing(ep.name, project, entry.body, entry.headers.get("content-type", "text/html"), entry.url)
+        if self.cache is not None:  # parsed before, from this very answer: no parser to import
+            stored = self.cache.get_derived("GET", url, ACCEPT, entry)
+            found = listing_from_json(stored) if stored is not None else None
+            if found is not None and found.project == canonicalize_name(project):
+                return found
+        found = listing(ep.name, project, entry.body, entry.headers.get("content-type", "text/html"), entry.url)
+        if self.cache is not None:
+            self.cache.put_derived("GET", url, ACCEPT, entry, listing_to_json(found))
+        return found
 
     def metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
         what = f"file {f.filename}.metadata"

@@ -235,3 +235,56 @@ def listing(index: str, project: str, data: bytes, content_type: str, page_url: 
         return parse_page(project, data, content_type, page_url)
     except PageError as exc:
         raise ServiceError(f"index {index}, project {project}: {exc}") from None
+
+
+# --- parsed pages, kept beside the HTTP cache -------------------------------------------------------------
+# A warm run revalidates every page (304) and would parse it again: pypi-simple's pydantic model and
+# BeautifulSoup cost more to import than the whole round of revalidations. A listing parsed once is
+# stored as plain JSON; name, version, build and tags come back from the file name (`packaging` is
+# imported anyway), so reading it imports neither parser.
+
+LISTING_FORMAT = 1
+_KEPT = ("filename", "url", "sha256", "size", "yanked", "yanked_reason", "requires_python", "metadata_sha256",
+         "has_metadata")
+
+
+def listing_to_json(listing: ProjectListing) -> bytes:
+    import json
+
+    files = [{**{k: getattr(f, k) for k in _KEPT},
+              "upload_time": f.upload_time.isoformat() if f.upload_time else None} for f in listing.files]
+    return json.dumps({"format": LISTING_FORMAT, "project": listing.project, "source": listing.source,
+                       "ignored": list(listing.ignored), "files": files}, separators=(",", ":")).encode()
+
+
+def listing_from_json(data: bytes) -> ProjectListing | None:
+    """The listing `listing_to_json` stored, or None for anything else (another format, a damaged file)."""
+    import json
+
+    try:
+        d = json.loads(data)
+        if d.get("format") != LISTING_FORMAT:
+            return None
+        project = canonicalize_name(d["project"])
+        files = []
+        for f in d["files"]:
+            name_fields = _from_filename(f["filename"])
+            if name_fields is None:
+                return None
+            when = f["upload_time"]
+            files.append(IndexedFile(**{k: f[k] for k in _KEPT}, **name_fields,
+                                     upload_time=datetime.fromisoformat(when) if when else None))
+        return ProjectListing(project, tuple(files), d["source"], tuple(d["ignored"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _from_filename(filename: str) -> dict[str, Any] | None:
+    try:
+        if filename.endswith(".whl"):
+            name, version, build, tags = parse_wheel_filename(filename)
+            return {"name": name, "version": version, "build": build, "tags": frozenset(tags)}
+        name, version = parse_sdist_filename(filename)
+        return {"name": name, "version": version, "build": (), "tags": frozenset()}
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None

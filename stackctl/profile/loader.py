@@ -62,8 +62,9 @@ SCHEMA: dict[str, Any] = {
     "gate": {"extra": {"*": _GATE}, "probe": [_PROBE]},
     "abi": {"allow": [str], "inventory": str},
     "image": {"base": str, "repository": str, "tag": str, "python": str, "vars": {"*": str},
-              "labels": {"*": str}},
+              "labels": {"*": str}, "installer": str, "bytecode": bool},
 }
+INSTALLERS = ("pip", "uv")
 _CREDENTIAL_WORDS = ("password", "token", "secret", "auth")
 _PYTHON_RE = re.compile(r"3\.\d{1,2}")
 _PLATFORM_RE = re.compile(r"(linux|manylinux_\d+_\d+|musllinux_\d+_\d+)_(x86_64|aarch64|ppc64le|s390x|i686)")
@@ -510,7 +511,18 @@ def _image(t: dict[str, Any] | None, stack: str, pythons: list[str], pins: list[
                        variables=t.get("vars", {}))
         except TagTemplateError as exc:
             out.add(None, ("image", "tag"), str(exc))
+    installer = t.get("installer", "pip")
+    if installer not in INSTALLERS:
+        out.add(None, ("image", "installer"), f"{installer!r} is not an installer; use \"pip\" or \"uv\"")
+    elif installer != "pip":
+        tool = next((p for p in pins if p.key == canonicalize_name(installer)), None)
+        if tool is None:
+            out.add(None, ("image", "installer"), f"{installer} must be pinned ([pins.{installer}]) so its wheel "
+                    "is locked and hash-checked like every other")
+        elif tool.gate is not None:
+            out.add(None, ("pins", tool.name, "gate"), f"{installer} installs the image but is not in it: "
+                    "it has nothing for the gate to check")
     if not all(k in t for k in ("base", "repository", "tag")):
         return None
     return Image(t["base"], t["repository"], t["tag"], python, tuple(t.get("vars", {}).items()),
-                 tuple(t.get("labels", {}).items()))
+                 tuple(t.get("labels", {}).items()), installer, t.get("bytecode", False))

@@ -184,6 +184,10 @@ class Image:
     python: str
     vars: tuple[tuple[str, str], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
+    # "pip" (in the base image's venv) or "uv": a pin of the stack, hash-checked from the lock like every
+    # other wheel, used only in the install stages and never shipped in the image.
+    installer: str = "pip"
+    bytecode: bool = False  # compile .pyc files at build time (see README: why it is off by default)
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,19 @@ class Stack:
 
     def index(self, name: str) -> Index | None:
         return next((i for i in self.indexes if i.name == name), None)
+
+    @property
+    def installer_pin(self) -> Pin | None:
+        """The pin that installs the others in the image (uv), when the image names one."""
+        if self.image is None or self.image.installer == "pip":
+            return None
+        return self.pin(self.image.installer)
+
+    @property
+    def image_pins(self) -> tuple[Pin, ...]:
+        """The pins the image ships: all but its installer."""
+        tool = self.installer_pin
+        return tuple(p for p in self.pins if tool is None or p.key != tool.key)
 
     def gate_entries(self, target: Target | None = None) -> tuple[GateEntry, ...]:
         """The gate in order; for one `target` (an image's), only the pins installed there."""
@@ -280,4 +297,10 @@ def canonical_json(stack: Stack) -> str:
         for key in ("python", "platforms", "marker"):
             if pin.get(key) in ((), [], None):
                 pin.pop(key, None)
+    image = data.get("image")
+    if isinstance(image, dict):  # the defaults leave the digest of every profile written before them alone
+        if image.get("installer") == "pip":
+            image.pop("installer")
+        if image.get("bytecode") is False:
+            image.pop("bytecode")
     return json.dumps(data, sort_keys=True, separators=(",", ":"))

@@ -230,3 +230,58 @@ def test_a_label_carrying_a_credential_is_refused(tmp_path: Path, cli: Callable[
         assert f"label com.example.note {why}" in r.err
         assert secret not in r.out + r.err and "ghp_tok" not in r.err
         assert not (tmp_path / "ctx").exists()
+
+
+def test_uv_installs_every_group_and_never_reaches_the_image(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    repo = make_stack_repo(tmp_path, "r", REPO_NAME, installer="uv")
+    out = tmp_path / "ctx"
+    render(cli, repo.root, out, "--wheelhouse", str(repo.wheelhouse))
+    text = (out / "Dockerfile").read_text()
+    tools, rest = text.split("\n# layer group ", 1)
+    # uv comes from the context, hash-checked against the lock, into the tools stage only
+    assert "COPY tools/ /tmp/tools/" in tools and "sha256sum --check --strict" in tools
+    assert "ensurepip" not in tools and "venv --without-pip /opt/venv" in tools  # no pip needed
+    lock = read_lock(repo.lock)
+    uv = lock.pin("uv")
+    assert uv is not None
+    sums = (out / "tools" / "SHA256SUMS").read_text()
+    assert sums == f"{uv.files[0].sha256}  {uv.files[0].filename}\n"
+    assert (out / "tools" / uv.files[0].filename).is_file()
+    installs = [i for i in rest.replace("\\\n", " ").splitlines() if i.startswith("RUN /opt/venv/bin/uv pip install")]
+    assert len(installs) == 4
+    for i in installs:
+        assert all(flag in i for flag in ("--offline", "--no-index", "--require-hashes", "--no-deps", "--no-config",
+                                          "--no-compile-bytecode")), i
+    assert "pip install" not in rest.replace("uv pip install", "")
+    final = final_stage(text)
+    assert "tools" not in final and "/opt/venv/bin/uv" not in final
+    assert not any("uv" in (out / "groups" / g.name / "requirements.txt").read_text().split("\n# ")[-1]
+                   for g in plan_layers(repo.stack, lock, TARGET))
+    spec = json.loads((out / "gate" / "gate.json").read_text())
+    assert "uv" not in {p["dist"] for p in spec["preserve"]}  # the image does not ship it: nothing to preserve
+
+
+def test_bytecode_is_an_explicit_choice(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    repo = make_stack_repo(tmp_path, "r", REPO_NAME, commit=False)
+    render(cli, repo.root, tmp_path / "off", "--wheelhouse", str(repo.wheelhouse), "--revision", "r", "--ref", "r")
+    assert (tmp_path / "off" / "Dockerfile").read_text().count("--no-compile ") == 4
+    text = repo.profile.read_text().replace('vars = {}\n', 'vars = {}\nbytecode = true\n')
+    repo.profile.write_text(text)
+    refresh_lock(repo)
+    render(cli, repo.root, tmp_path / "on", "--wheelhouse", str(repo.wheelhouse), "--revision", "r", "--ref", "r")
+    on = (tmp_path / "on" / "Dockerfile").read_text()
+    assert on.count("--compile ") == 4 and "--no-compile" not in on
+
+
+def test_installer_must_be_pinned(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    repo = make_stack_repo(tmp_path, "r", REPO_NAME, commit=False)
+    repo.profile.write_text(repo.profile.read_text().replace('vars = {}\n', 'vars = {}\ninstaller = "uv"\n'))
+    r = cli("validate", str(repo.profile))
+    assert r.code == 2 and "image.installer" in r.out + r.err and "[pins.uv]" in r.out + r.err
+    text = repo.profile.read_text() + '\n[pins.uv]\nversion = "0.13.9"\nindex = "public"\ngate = { order = 5 }\n'
+    repo.profile.write_text(text)
+    r = cli("validate", str(repo.profile))
+    assert r.code == 2 and "pins.uv.gate" in r.out + r.err and "not in it" in r.out + r.err
+    repo.profile.write_text(repo.profile.read_text().replace('installer = "uv"', 'installer = "poetry"'))
+    r = cli("validate", str(repo.profile))
+    assert r.code == 2 and "'poetry' is not an installer" in r.out + r.err

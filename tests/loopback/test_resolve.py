@@ -412,3 +412,51 @@ def test_no_cache_leaves_no_cache_behind(cli: Cli, tmp_path: Path, profile: Path
     data = resolve_json(cli, profile, musa, public, "--no-cache")
     assert {c["name"] for c in data["closure"]} == {"filelock"}
     assert not (tmp_path / "xdg").exists() and not (tmp_path / "cache").exists()
+
+
+def test_warm_resolve_reads_parsed_pages_and_reparses_a_changed_one(
+        cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer, public: IndexServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import timedelta
+
+    import stackctl.index.client
+    from tests.support.index_server import PLATFORMS, T0
+    from tests.support.wheels import build_wheel
+
+    cold = resolve_json(cli, profile, musa, public, "--no-closure")
+    assert list((tmp_path / "cache" / "http").rglob("*.parsed"))  # kept beside the HTTP cache
+
+    def no_parser(*args: object) -> None:
+        raise AssertionError("a page the cache already parsed was parsed again")
+
+    with monkeypatch.context() as m:
+        m.setattr(stackctl.index.client, "parse_page", no_parser)
+        musa.log.clear()
+        warm = resolve_json(cli, profile, musa, public, "--no-closure")
+        assert all("If-None-Match" in h for _, _, h in musa.requests_to(r"^/simple/torch/$"))  # still revalidated
+    assert warm["files"] == cold["files"]
+    # a new upload changes the page and its ETag: the old parse is not used for the new answer
+    for tag in PLATFORMS:
+        musa.add(build_wheel(tmp_path / "more", "torch_musa", "2.11.0.post5+musa5.2.0", tag=tag),
+                 upload_time=T0 + timedelta(days=5))
+    after = resolve_json(cli, profile, musa, public, "--no-closure")
+    assert by(after, "torch_musa", "cp310-linux_x86_64")["newest_in_line"] == "2.11.0.post5+musa5.2.0"
+
+
+def test_warm_revalidation_sends_credentials_once_and_only_to_the_index(
+        cli: Cli, tmp_path: Path, profile: Path, public: IndexServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MUSA_TEST_USER", "builder")
+    monkeypatch.setenv("MUSA_TEST_PASSWORD", "tok-123-secret")
+    private = IndexServer(auth=("builder", "tok-123-secret"))
+    populate_musa(private, tmp_path / "pw")
+    with private:
+        cold = resolve_json(cli, profile, private, public, "--no-closure")
+        private.log.clear()
+        public.log.clear()
+        warm = resolve_json(cli, profile, private, public, "--no-closure")
+        pages = private.requests_to(r"^/simple/[^/]+/$")
+    assert warm["files"] == cold["files"]
+    # one conditional request per page, credentials on the first try (no 401 and retry)
+    assert len(pages) == len({p for _, p, _ in pages}) and pages
+    assert all("If-None-Match" in h and h.get("Authorization", "").startswith("Basic ") for _, _, h in pages)
+    assert public.log and not any("Authorization" in h for _, _, h in public.log)  # another origin

@@ -187,3 +187,29 @@ def test_base_image_with_another_python_fails_plainly(
         assert "error: the build failed:" in r.err
     finally:
         remove_images(docker_client, repository)
+
+
+def test_uv_from_the_lock_installs_the_stack_and_stays_out_of_the_image(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    repo = stack(tmp_path, registry, installer="uv")
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    try:
+        r = build(cli, repo, tmp_path, "--json", "--revision", "r1", "--ref", "t")
+        assert r.code == 0, r.out + r.err
+        record = json.loads(r.out)
+        assert "PASS import corelib version=2.0.0+vendor1" in record["gate"]
+        image = docker_client.images.get(record["image"])
+        out = docker_client.containers.run(
+            image.id, ["sh", "-c", "python -c 'import patcher, corelib, toplib; print(toplib.__version__)' && "
+                       "ls /opt/venv/bin; find /opt/stack -path '*corelib_ext*' -name '*.pyc' | wc -l"],
+            remove=True, network_disabled=True).decode().split()
+        assert out[0] == "0.3.0" and "uv" not in out[1:-1], out  # uv installed the stack, then stayed behind
+        assert out[-1] == "0"  # no byte-code unless the profile asks for it (the gate never imports corelib_ext)
+        assert "uv" not in json.loads(image.labels["io.stackctl.installed"])
+        # a tampered installer wheel is refused before the engine sees it
+        wheel = next(repo.wheelhouse.glob("uv-*.whl"))
+        wheel.write_bytes(wheel.read_bytes() + b"\0")
+        bad = build(cli, repo, tmp_path, "--revision", "r1", "--ref", "t")
+        assert bad.code == 1 and "uv-" in bad.err and "sha256" in bad.err
+    finally:
+        remove_images(docker_client, repository)

@@ -7,6 +7,7 @@ wheelhouse laid down by the test (the resolve/fetch path is exercised elsewhere)
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 import zipfile
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ ORDERS = {"patcher": 1, "corelib": 2, "corelib-ext": 3, "toplib": 4}
 
 
 def profile_text(name: str, repository: str, versions: dict[str, str], python: str = "3.11",
-                 orders: dict[str, int] | None = None, extra_toml: str = "") -> str:
+                 orders: dict[str, int] | None = None, extra_toml: str = "", image_toml: str = "") -> str:
     o = {**ORDERS, **(orders or {})}
     return textwrap.dedent(f"""\
         [stack]
@@ -93,11 +94,37 @@ def profile_text(name: str, repository: str, versions: dict[str, str], python: s
         python = "{python}"
         tag = "py{{python}}_core_{{pins[corelib]}}_top_{{pins[toplib]}}"
         vars = {{}}
+        {image_toml}
 
         [image.labels]
         "org.opencontainers.image.source" = "https://example.invalid/stackctl-e2e"
         "com.example.note" = "a \\"quoted\\" $value"
         """) + extra_toml
+
+
+UV_VERSION = "0.13.9"
+UV_PIN = f"""
+[pins.uv]
+version = "{UV_VERSION}"
+index = "public"
+note = "installs the layer groups; never shipped"
+"""
+
+
+def uv_wheel(dest: Path) -> Path:
+    """A wheel of this machine's own `uv` binary: the real installer, in the shape its published wheel has."""
+    try:  # the binary itself: `uv` on PATH may be a shell shim (pyenv)
+        from uv import find_uv_bin
+
+        binary: str | None = find_uv_bin()
+    except ImportError:
+        binary = shutil.which("uv")
+    if binary is None:
+        raise RuntimeError("uv is not installed")
+    data = Path(binary).resolve().read_bytes()
+    return build_wheel(dest, "uv", UV_VERSION, tag="py3-none-manylinux_2_17_x86_64",
+                       files={f"uv-{UV_VERSION}.data/scripts/uv": data, "uv/__init__.py": ""},
+                       executable=[f"uv-{UV_VERSION}.data/scripts/uv"])  # as the published wheel has it
 
 
 def build_wheels(dest: Path, versions: dict[str, str], *, toplib_attr: str | None = None,
@@ -154,18 +181,25 @@ class StackRepo:
 def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, str] | None = None,
                     *, commit: bool = True, toplib_attr: str | None = None, nonce: str = "",
                     orders: dict[str, int] | None = None, extra_toml: str = "", python: str = "3.11",
-                    patcher_import: str = "") -> StackRepo:
+                    patcher_import: str = "", installer: str = "pip") -> StackRepo:
+    """installer "uv": the profile pins uv and installs with it (its wheel built from this machine's uv)."""
     v = {**VERSIONS, **(versions or {})}
+    image_toml = ""
+    if installer == "uv":
+        extra_toml, image_toml = UV_PIN + extra_toml, 'installer = "uv"'
+
     root = tmp / "repo"
     (root / "stacks").mkdir(parents=True, exist_ok=True)
     if not (root / ".git").exists():
         git(root, "init", "-q", "-b", "main")
     profile = root / "stacks" / f"{name}.toml"
-    profile.write_text(profile_text(name, repository, v, python, orders=orders, extra_toml=extra_toml),
-                       encoding="utf-8")
+    profile.write_text(profile_text(name, repository, v, python, orders=orders, extra_toml=extra_toml,
+                                    image_toml=image_toml), encoding="utf-8")
     stack = load_stack(profile)
     wheelhouse = tmp / "wheelhouse"
     wheels = build_wheels(wheelhouse, v, toplib_attr=toplib_attr, nonce=nonce, patcher_import=patcher_import)
+    if installer == "uv":
+        wheels["uv"] = uv_wheel(wheelhouse)
     lock = profile.with_suffix(".lock")
     write_lock(lock, make_lock(stack, wheels, stack.targets[0].label))
     if commit:

@@ -25,6 +25,7 @@ def build_wheel(
     requires_dist: Sequence[str] = (),
     requires_python: str | None = None,
     extra_metadata: str = "",
+    executable: Sequence[str] = (),
 ) -> Path:
     """Write `{name}-{version}-{tag}.whl` into `directory` and return its path.
 
@@ -53,7 +54,7 @@ def build_wheel(
         for member, data in members.items():
             info = zipfile.ZipInfo(member, date_time=(2026, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
+            info.external_attr = (0o100755 if member in executable else 0o644) << 16  # pip wants S_IFREG
             zf.writestr(info, data)
     return path
 

@@ -16,7 +16,7 @@ from stackctl.index.config import (
     public_index_url,
     tls_verify,
 )
-from stackctl.index.pages import JSON_TYPE, PageError, parse_page
+from stackctl.index.pages import JSON_TYPE, PageError, listing_from_json, listing_to_json, parse_page
 from stackctl.profile.model import Index
 
 SHA = "ab" * 32
@@ -135,3 +135,20 @@ def test_http_cache_freshness_validators_and_torn_entries(tmp_path: Path) -> Non
     [body] = tmp_path.rglob("*.body")
     body.write_bytes(b"torn")
     assert cache.get("GET", url, accept) is None  # a body that fails its hash is a miss, never an answer
+
+
+def test_a_stored_listing_reads_back_equal_to_the_parse() -> None:
+    page = {"meta": {"api-version": "1.1"}, "name": "torch", "versions": ["2.11.0"], "files": [
+        {"filename": WHL, "url": f"../../f/{WHL}", "hashes": {"sha256": SHA}, "size": 3,
+         "upload-time": "2026-03-01T12:00:00.5Z", "core-metadata": {"sha256": SHA}, "yanked": "bad build"},
+        {"filename": "torch-2.11.0.tar.gz", "url": "../../f/torch-2.11.0.tar.gz", "hashes": {}},
+        {"filename": "other-1.0-py3-none-any.whl", "url": "x", "hashes": {}},
+    ]}
+    parsed = parse_page("torch", json.dumps(page).encode(), JSON_TYPE, "http://i.test/simple/torch/")
+    assert listing_from_json(listing_to_json(parsed)) == parsed
+    html = f'<a href="/f/{WHL}#sha256={SHA}" data-requires-python="&gt;=3.10">{WHL}</a>'
+    parsed = parse_page("torch", html.encode(), "text/html", "http://i.test/simple/torch/")
+    assert listing_from_json(listing_to_json(parsed)) == parsed
+    # anything else is a miss, never a wrong answer
+    assert listing_from_json(b"{") is None
+    assert listing_from_json(listing_to_json(parsed).replace(b'"format":1', b'"format":99')) is None
