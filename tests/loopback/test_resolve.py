@@ -430,7 +430,7 @@ def test_warm_resolve_reads_parsed_pages_and_reparses_a_changed_one(
         raise AssertionError("a page the cache already parsed was parsed again")
 
     with monkeypatch.context() as m:
-        m.setattr(stackctl.index.client, "parse_page", no_parser)
+        m.setattr(stackctl.index.client, "listing", no_parser)
         musa.log.clear()
         warm = resolve_json(cli, profile, musa, public, "--no-closure")
         assert all("If-None-Match" in h for _, _, h in musa.requests_to(r"^/simple/torch/$"))  # still revalidated
