@@ -4,7 +4,7 @@
 Standard library only, Python 3.8 or newer: it runs inside the image as a build step and against any
 interpreter through: stackctl gate PROFILE --python PATH
 
-    python gate.py SPEC.json [--freeze OUT.json]
+    python gate.py SPEC.json [--freeze OUT.json [--epoch SECONDS]]
 
 Exit status: 0 every check passed, 1 any check failed, 2 the spec could not be read.
 """
@@ -16,6 +16,7 @@ import importlib
 import importlib.metadata as metadata
 import importlib.util
 import json
+import os
 import re
 import sys
 import traceback
@@ -163,8 +164,16 @@ def main(argv: list[str]) -> int:
             return 2
         freeze = args[i + 1]
         del args[i:i + 2]
+    epoch: int | None = None
+    if "--epoch" in args:
+        i = args.index("--epoch")
+        if i + 1 >= len(args) or not args[i + 1].isdigit():
+            print("gate: --epoch needs seconds since 1970", file=sys.stderr)
+            return 2
+        epoch = int(args[i + 1])
+        del args[i:i + 2]
     if len(args) != 1:
-        print("usage: gate.py SPEC.json [--freeze OUT.json]", file=sys.stderr)
+        print("usage: gate.py SPEC.json [--freeze OUT.json [--epoch SECONDS]]", file=sys.stderr)
         return 2
     try:
         spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
@@ -190,6 +199,9 @@ def main(argv: list[str]) -> int:
         Path(freeze).parent.mkdir(parents=True, exist_ok=True)
         Path(freeze).write_text(json.dumps(installed_versions(), indent=1, sort_keys=True) + "\n",
                                 encoding="utf-8")
+        if epoch is not None:  # the file and its directory land in an image layer: no build-time clock in it
+            for path in (Path(freeze), Path(freeze).parent):
+                os.utime(path, (epoch, epoch))
     verdict = "FAILED" if gate.failed else "ok"
     sys.stderr.flush()
     print(gate.result(), flush=True)

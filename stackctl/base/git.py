@@ -68,3 +68,10 @@ def read_git(repo: Path, inputs: tuple[Path, ...] = ()) -> GitInfo:
     remote = _git(repo, "remote", "get-url", "origin").stdout.strip() or None
     return GitInfo(head.stdout.strip(), branch, tag, bool(status.stdout.strip()) or bool(untracked),
                    strip_userinfo(remote) if remote else None, untracked)
+
+
+def commit_time(repo: Path, revision: str) -> int | None:
+    """Seconds since 1970 of a commit's committer date (SOURCE_DATE_EPOCH's usual source); None if unknown."""
+    out = _git(repo, "log", "-1", "--format=%ct", revision)
+    text = out.stdout.strip()
+    return int(text) if out.returncode == 0 and text.isdigit() else None

@@ -25,6 +25,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "check": ("check",),
     "abi": ("abi", "inventory", "wheel-diff"),
     "image": ("tag", "gate", "render", "build", "publish", "inspect"),
+    "provenance": ("verify",),
     "report": ("report",),
 
 }

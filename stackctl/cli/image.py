@@ -27,7 +27,7 @@ from stackctl.cli.app import (
 )
 from stackctl.cli.options import IndexOpt, LockOpt, overrides
 from stackctl.errors import CheckFailed, InputError
-from stackctl.image.prepare import prepare
+from stackctl.image.prepare import prepare, with_sbom
 from stackctl.profile.locate import load_profile
 from stackctl.resolve.lock import lock_path
 
@@ -148,6 +148,8 @@ def render(
     check_wheelhouse_arg(wheelhouse, False, hint="check the path, or fill it first: `stackctl fetch PROFILE "
                          "--target LABEL --dest DIR`")
     prep = prepare(load_profile(profile), lock_path(profile, lock), target, revision, ref, created, None, os.environ)
+    if wheelhouse is not None:
+        prep = with_sbom(prep, wheelhouse)  # licences from the wheels' own metadata
     rendered = prep.rendered
     if wheelhouse is None:
         rendered = Rendered(rendered.dockerfile, tuple(f for f in rendered.files if f.wheel is None))
@@ -311,13 +313,15 @@ def publish(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Push the built image and verify it by digest.
+    """Push the built image, make its digest reproducible and check the registry's copy.
 
-    Refuses a stale image, pushes, pulls it back by digest, checks its id and labels, then appends the
-    publication record.
+    Refuses a stale image and pushes. On a registry host: moves the tag to a manifest whose config times
+    are SOURCE_DATE_EPOCH, compares the registry's manifest, config and every layer with the build digest
+    by digest, and pushes the SBOM and a provenance statement beside the image. Elsewhere: pulls it back by
+    digest and compares. Then appends the publication record.
     """
     from stackctl.engine.docker import DockerEngine
-    from stackctl.engine.registry import check_registry
+    from stackctl.engine.registry import Registry, check_registry, parse_ref
     from stackctl.image.labels import image_ref
     from stackctl.image.publish import publish_stack
 
@@ -325,14 +329,25 @@ def publish(
     path = lock_path(profile, lock)
     record = record_file or record_dir / "publications.jsonl"
     engine = DockerEngine()
-    check_registry(str(image_ref(stack, repository)))  # before anything is tagged or pushed
+    target = image_ref(stack, repository)
+    check_registry(str(target))  # before anything is tagged or pushed
+    registry = Registry() if parse_ref(str(target)) is not None else None
+    builder = engine.versions() if registry is not None else None
     # Each layer's bytes as it is pushed, then pulled back: a bar per layer on a terminal, lines in a CI log.
     with progress_bar(not as_json, "publish") as transfer:
         engine.transfer = transfer
-        pub = publish_stack(stack, path, engine, record, repository)
-    emit(pub, as_json, lambda: console.print(
-        f"published {pub.tag}\n  digest   {pub.digest}\n  image id {pub.image_id}\n  revision {pub.revision}\n"
-        f"  record   {record}", markup=False))
+        pub = publish_stack(stack, path, engine, record, repository, registry=registry, builder=builder)
+
+    def human() -> None:
+        console.print(f"published {pub.tag}\n  digest   {pub.digest}" + (" (reproducible)" if pub.reproducible else "")
+                      + f"\n  image id {pub.image_id}\n  revision {pub.revision}", markup=False)
+        if pub.sbom:
+            console.print(f"  sbom     {pub.sbom}\n  provenance {pub.provenance_ref}", markup=False)
+        for line in pub.verified:
+            console.print(f"  checked  {line}", markup=False)
+        console.print(f"  record   {record}", markup=False)
+
+    emit(pub, as_json, human)
 
 
 @app.command()
@@ -359,6 +374,13 @@ def inspect(
         console.print(table("labels", ["label", "value"], rows(shown)))
         if installed:
             console.print(table("installed", ["package", "version"], rows(installed)))
+        extra = view.attached
+        if extra is not None:
+            console.print(f"  sbom       {extra.sbom_tag or '(none beside the image)'}"
+                          + (f": {len(extra.sbom_components)} components" if extra.sbom_tag else "")
+                          + f"\n  provenance {extra.provenance_tag or '(none beside the image)'}"
+                          + (f": {extra.predicate}, {len(extra.materials)} materials" if extra.provenance_tag
+                             else ""), markup=False)
 
     emit({"ref": ref, "source": where, "digest": digest, "image_id": image_id, "labels": labels,
-          "installed": installed}, as_json, human)
+          "installed": installed, "attached": view.attached}, as_json, human)

@@ -143,6 +143,19 @@ class DockerEngine:
         with self.talking(f"cannot remove {ref}"), suppress(self._errors.ImageNotFound):
             self._client.api.remove_image(ref, force=True, noprune=False)
 
+    def versions(self) -> dict[str, str]:
+        """stackctl's and the engine's versions: the builder the provenance statement names."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            mine = version("stackctl")
+        except PackageNotFoundError:
+            mine = "unknown"
+        with self.talking("cannot read the engine's version"):
+            engine = self._client.version()
+        return {"stackctl": mine, "docker-engine": str(engine.get("Version", "")),
+                "docker-api": str(engine.get("ApiVersion", "")), "builder": "classic"}
+
     def tag(self, source: str, repository: str, tag: str) -> None:
         with self.talking(f"cannot tag {source} as {repository}:{tag}"):
             self._client.api.tag(source, repository, tag=tag)

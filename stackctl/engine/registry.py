@@ -66,20 +66,67 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _docker_auth(registry: str) -> tuple[str, str] | None:
-    """user/password for `registry` from the Docker config's `auths`; used in headers only, never shown."""
+def _docker_config() -> tuple[Path, dict[str, Any]]:
     cfg = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
     try:
-        auths = json.loads(cfg.read_text(encoding="utf-8")).get("auths", {})
-    except (OSError, ValueError, AttributeError):
-        return None
-    for key, entry in auths.items():
-        if re.sub(r"^https?://", "", key).rstrip("/").split("/")[0] == registry and entry.get("auth"):
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return cfg, {}
+    return cfg, data if isinstance(data, dict) else {}
+
+
+def _host_of(key: str) -> str:
+    return re.sub(r"^https?://", "", key).rstrip("/").split("/")[0]
+
+
+def _helper(name: str, registry: str) -> tuple[str, str] | None:
+    """`docker-credential-NAME get`, as the docker CLI runs it: the server on stdin, JSON on stdout.
+    Neither the answer nor the helper's stderr is ever shown (both may hold the secret)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which(f"docker-credential-{name}")
+    if exe is None:
+        raise InputError(f"the Docker config names credential helper {name!r}, but docker-credential-{name} "
+                         "is not on PATH")
+    for server in (registry, f"https://{registry}"):
+        try:
+            proc = subprocess.run([exe, "get"], input=server, capture_output=True, text=True, timeout=60,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            raise ServiceError(f"credential helper docker-credential-{name} did not answer") from None
+        if proc.returncode != 0:
+            continue  # "credentials not found": try the other spelling of the server, then give up
+        try:
+            data = json.loads(proc.stdout)
+            user, secret = str(data["Username"]), str(data["Secret"])
+        except (ValueError, KeyError, TypeError):
+            raise ServiceError(f"credential helper docker-credential-{name} answered something other than "
+                               "its JSON") from None
+        return user, secret
+    return None
+
+
+def _docker_auth(registry: str) -> tuple[str, str] | None:
+    """user/password for `registry` from the Docker config: `credHelpers[registry]`, else `auths` (an
+    inline `auth`), else `credsStore`, the order the docker CLI uses. Used in headers only, never shown."""
+    cfg, data = _docker_config()
+    helpers = data.get("credHelpers") or {}
+    if isinstance(helpers, dict):
+        for key, name in helpers.items():
+            if _host_of(key) == registry and name:
+                return _helper(str(name), registry)
+    auths = data.get("auths") or {}
+    for key, entry in (auths.items() if isinstance(auths, dict) else ()):
+        if _host_of(key) == registry and isinstance(entry, dict) and entry.get("auth"):
             try:
                 user, _, password = base64.b64decode(entry["auth"], validate=True).decode().partition(":")
             except ValueError:
                 raise InputError(f"{cfg}: the auth entry for {registry} is not base64 of user:password") from None
             return user, password
+    store = data.get("credsStore")
+    if isinstance(store, str) and store:
+        return _helper(store, registry)
     return None
 
 
@@ -111,13 +158,17 @@ class _Client:
         self.session.trust_env = True
         self.base = f"https://{ref.registry}"
         self._requests = requests
+        self._scope = "pull"
 
-    def _send(self, path: str, headers: dict[str, str]) -> Any:
+    def _send(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None,
+              stream: bool = False) -> Any:
         while True:
+            url = path if path.startswith(("http://", "https://")) else self.base + path
             try:
-                return self.session.get(self.base + path, headers=headers, timeout=30)
+                return self.session.request(method, url, headers=headers, data=data, timeout=(30, 300),
+                                            stream=stream, allow_redirects=method in ("GET", "HEAD"))
             except self._requests.RequestException as exc:
-                if self.base.startswith("https://") and _loopback(self.ref.registry):
+                if self.base.startswith("https://") and _loopback(self.ref.registry) and url.startswith(self.base):
                     self.base = f"http://{self.ref.registry}"  # as the engine does for loopback registries
                     continue
                 raise ServiceError(f"registry {self.ref.registry} unreachable at {self.base}/v2/: "
@@ -125,19 +176,33 @@ class _Client:
                                    hint="check that the registry runs and that REF names its host:port "
                                    "(CI: `bash .ci/services.sh` starts one on 127.0.0.1:5000)") from None
 
-    def get(self, path: str, accept: str | None = None) -> Any:
+    def request(self, method: str, path: str, *, accept: str | None = None, data: bytes | None = None,
+                content_type: str | None = None, ok: tuple[int, ...] = (200,), stream: bool = False,
+                push: bool = False, missing_ok: bool = False) -> Any:
         headers = {"Accept": accept} if accept else {}
-        r = self._send(path, headers)
+        if content_type:
+            headers["Content-Type"] = content_type
+        if push and self._scope != "pull,push":
+            self._scope = "pull,push"
+            self.session.headers.pop("Authorization", None)  # a pull token cannot push: ask again
+        r = self._send(method, path, headers, data, stream)
         if r.status_code == 401 and self._authenticate(r.headers.get("WWW-Authenticate", "")):
-            r = self._send(path, headers)
+            r = self._send(method, path, headers, data, stream)
+        if r.status_code in ok:
+            return r
         if r.status_code == 404:
-            raise InputError(f"{self.ref}: not found in the registry")
+            if missing_ok:
+                return None
+            last = path.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+            sep = "@" if last.startswith("sha256:") else ":"
+            raise InputError(f"{self.ref.registry}/{self.ref.name}{sep}{last}: not found in the registry")
         if r.status_code in (401, 403):
-            raise ServiceError(f"registry {self.ref.registry} refused {path} ({r.status_code}): the Docker "
-                               "config's auths hold no accepted login for it (credential helpers are not read)")
-        if r.status_code != 200:
-            raise ServiceError(f"registry {self.ref.registry} answered {r.status_code} for {path}")
-        return r
+            raise ServiceError(f"registry {self.ref.registry} refused {path.split('?')[0]} ({r.status_code}): the "
+                               "Docker config (credHelpers, auths, credsStore) holds no accepted login for it")
+        raise ServiceError(f"registry {self.ref.registry} answered {r.status_code} for {method} {path.split('?')[0]}")
+
+    def get(self, path: str, accept: str | None = None) -> Any:
+        return self.request("GET", path, accept=accept)
 
     def _authenticate(self, challenge: str) -> bool:
         creds = _docker_auth(self.ref.registry)
@@ -151,7 +216,8 @@ class _Client:
         if "realm" not in fields:
             return False
         query = {k: v for k, v in fields.items() if k in ("service", "scope")}
-        query.setdefault("scope", f"repository:{self.ref.name}:pull")
+        if self._scope != "pull" or "scope" not in query:
+            query["scope"] = f"repository:{self.ref.name}:{self._scope}"
         try:
             r = self.session.get(fields["realm"], params=query, auth=creds, timeout=30)
             token = r.json().get("token") or r.json().get("access_token")
@@ -168,14 +234,151 @@ def check_registry(ref_text: str) -> None:
     Any HTTP answer counts: a 401 is the push's business, with the Docker config's credentials."""
     ref = parse_ref(ref_text)
     if ref is not None:
-        _Client(ref)._send("/v2/", {}).close()
+        _Client(ref)._send("GET", "/v2/", {}).close()
 
 
-def read_remote(ref_text: str) -> RemoteImage:
+class Registry:
+    """The registry API for one process: manifests and blobs read with their digests checked, blobs and
+    manifests written. A repository is `host[:port]/name`. Implements `image.attest.RegistryApi`."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, _Client] = {}
+
+    def _client(self, repository: str) -> _Client:
+        ref = parse_ref(f"{repository}:x")
+        if ref is None:
+            raise InputError(f"{repository}: names no registry host (host[:port]/name)")
+        key = f"{ref.registry}/{ref.name}"
+        if key not in self._clients:
+            self._clients[key] = _Client(RemoteRef(ref.registry, ref.name, "x"))
+        return self._clients[key]
+
+    def manifest(self, repository: str, reference: str) -> tuple[str, bytes] | None:
+        """(digest, bytes) of a manifest by tag or digest, checked against its digest; None if absent."""
+        c = self._client(repository)
+        r = c.request("GET", f"/v2/{c.ref.name}/manifests/{reference}", accept=MANIFEST_TYPES, missing_ok=True)
+        if r is None:
+            return None
+        what = f"{repository}:{reference}"
+        digest = r.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(r.content).hexdigest()
+        if reference.startswith("sha256:"):
+            digest = reference
+        _checked(r, digest, what)
+        return digest, bytes(r.content)
+
+    def blob(self, repository: str, digest: str) -> bytes:
+        c = self._client(repository)
+        r = c.get(f"/v2/{c.ref.name}/blobs/{digest}")
+        _checked(r, digest, f"{repository}@{digest}")
+        return bytes(r.content)
+
+    def layer(self, repository: str, digest: str) -> tuple[str, int]:
+        """Stream a layer blob: check it hashes to `digest`; return the sha256 of its uncompressed tar (the
+        diff_id an engine computes) and the compressed size."""
+        import zlib
+
+        c = self._client(repository)
+        r = c.request("GET", f"/v2/{c.ref.name}/blobs/{digest}", stream=True)
+        packed, plain, size = hashlib.sha256(), hashlib.sha256(), 0
+        inflate: Any = None
+        try:
+            for chunk in r.iter_content(1 << 20):
+                if size == 0 and chunk[:2] == b"\x1f\x8b":
+                    inflate = zlib.decompressobj(wbits=31)
+                packed.update(chunk)
+                size += len(chunk)
+                plain.update(inflate.decompress(chunk) if inflate is not None else chunk)
+            if inflate is not None:
+                plain.update(inflate.flush())
+        except zlib.error:
+            raise ServiceError(f"{repository}@{digest}: the layer is not valid gzip") from None
+        except self._requests_errors() as exc:
+            raise ServiceError(f"{repository}@{digest}: the registry stopped sending: {type(exc).__name__}") from None
+        finally:
+            r.close()
+        if "sha256:" + packed.hexdigest() != digest:
+            raise ServiceError(f"{repository}@{digest}: the registry sent a layer that does not hash to its digest")
+        return "sha256:" + plain.hexdigest(), size
+
+    @staticmethod
+    def _requests_errors() -> tuple[type[BaseException], ...]:
+        import requests
+
+        return (requests.RequestException,)
+
+    def layer_files(self, repository: str, digest: str, wanted: tuple[str, ...]) -> dict[str, bytes]:
+        """The members of a (small) layer whose paths are in `wanted` (leading / dropped)."""
+        import gzip
+        import io
+        import tarfile
+
+        data = self.blob(repository, digest)
+        raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+        out: dict[str, bytes] = {}
+        names = {w.lstrip("/") for w in wanted}
+        try:
+            with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+                for m in tar:
+                    name = m.name.lstrip("./").lstrip("/")
+                    if name in names and m.isfile():
+                        f = tar.extractfile(m)
+                        if f is not None:
+                            out["/" + name] = f.read()
+        except tarfile.TarError as exc:
+            raise ServiceError(f"{repository}@{digest}: the layer is not a tar archive ({exc})") from None
+        return out
+
+    def has_blob(self, repository: str, digest: str) -> bool:
+        c = self._client(repository)
+        return c.request("HEAD", f"/v2/{c.ref.name}/blobs/{digest}", missing_ok=True) is not None
+
+    def put_blob(self, repository: str, data: bytes) -> str:
+        """Upload a blob in one request (monolithic upload), unless the registry has it already."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        c = self._client(repository)
+        if c.request("HEAD", f"/v2/{c.ref.name}/blobs/{digest}", missing_ok=True, push=True) is not None:
+            return digest
+        r = c.request("POST", f"/v2/{c.ref.name}/blobs/uploads/", ok=(202,), push=True)
+        location = r.headers.get("Location")
+        if not location:
+            raise ServiceError(f"registry {c.ref.registry} started an upload without a Location")
+        if location.startswith("/"):
+            location = c.base + location
+        location += ("&" if "?" in location else "?") + f"digest={digest}"
+        c.request("PUT", location, data=data, content_type="application/octet-stream", ok=(201,), push=True)
+        return digest
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> str:
+        c = self._client(repository)
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        r = c.request("PUT", f"/v2/{c.ref.name}/manifests/{reference}", data=data, content_type=media_type,
+                      ok=(201,), push=True)
+        stored = r.headers.get("Docker-Content-Digest") or digest
+        if stored != digest:
+            raise ServiceError(f"{repository}:{reference}: the registry stored {stored}, not the {digest} sent")
+        return digest
+
+    def referrers(self, repository: str, digest: str) -> list[dict[str, Any]] | None:
+        """The OCI referrers API's answer, or None where the registry does not offer it."""
+        c = self._client(repository)
+        r = c.request("GET", f"/v2/{c.ref.name}/referrers/{digest}", accept="application/vnd.oci.image.index.v1+json",
+                      missing_ok=True, ok=(200, 400, 405))
+        if r is None or r.status_code != 200:
+            return None
+        try:
+            data = r.json()
+        except ValueError:
+            return None
+        found = data.get("manifests") if isinstance(data, dict) else None
+        return found if isinstance(found, list) else None
+
+
+def read_remote(ref_text: str, registry: Registry | None = None) -> RemoteImage:
+    """`registry`: share its logins (a token is asked for once per repository)."""
     ref = parse_ref(ref_text)
     if ref is None:
         raise InputError(f"{ref_text}: names no registry host; inspect reads host[:port]/name[:tag|@digest]")
-    client = _Client(ref)
+    client = (registry or Registry())._client(f"{ref.registry}/{ref.name}")
     what = str(ref)
     r = client.get(f"/v2/{ref.name}/manifests/{ref.reference}", MANIFEST_TYPES)
     digest = r.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(r.content).hexdigest()

@@ -19,7 +19,7 @@ from stackctl.image.buildlog import Progress as StepProgress
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
 from stackctl.image.labels import image_ref
-from stackctl.image.prepare import Prepared
+from stackctl.image.prepare import Prepared, with_sbom
 from stackctl.index.client import IndexClient
 
 
@@ -72,6 +72,7 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     base = req.record_dir / stack.name
     ctx = req.context or base / "context"
     wheels = wheelhouse_for(prep, req.wheelhouse, base / "wheelhouse", req.overrides, progress=on_fetch)
+    prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata
     digests = write_context(prep.rendered, wheels, ctx, on_wheel)
     result = engine.build(ctx, str(image), on_step, nocache=req.no_cache)
     inputs = {f"profile:{s}": Path(s) for s in stack.sources if "@" not in s}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -67,10 +68,7 @@ def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
             digest = sha256_file(src)
             if f.sha256 and digest != f.sha256:
                 raise CheckFailed(f"{src}: sha256 {digest} does not match the lock's {f.sha256}")
-            try:
-                out.hardlink_to(src)
-            except OSError:
-                shutil.copyfile(src, out)
+            _link_or_copy(src, out)
             digests[f.path] = digest
             if on_wheel:
                 on_wheel(f.wheel)
@@ -78,4 +76,24 @@ def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
             data = (f.text or "").encode("utf-8")
             out.write_bytes(data)
             digests[f.path] = hashlib.sha256(data).hexdigest()
+        # What COPY puts in a layer keeps mode and mtime (owners become root): fixed here, not left to the
+        # umask and the clock of whoever rendered. A wheel's mode also enters the builder's cache key.
+        out.chmod(0o644)
+        os.utime(out, (f.epoch, f.epoch))
+    epoch = max((f.epoch for f in rendered.files), default=0)
+    for d in sorted((p for p in dest.rglob("*") if p.is_dir()), reverse=True):
+        d.chmod(0o755)
+        os.utime(d, (epoch, epoch))
     return dict(sorted(digests.items()))
+
+
+def _link_or_copy(src: Path, out: Path) -> None:
+    """A hard link costs nothing for a multi-GB wheel; its mode and mtime are then set on the wheelhouse's
+    file too (0644 and a date the lock fixes, harmless there). A file we may not change is copied."""
+    try:
+        out.hardlink_to(src)
+        out.chmod(0o644)
+    except OSError:
+        if out.exists():
+            out.unlink()
+        shutil.copyfile(src, out)

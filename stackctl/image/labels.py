@@ -17,6 +17,8 @@ LABEL_STACK = "io.stackctl.stack"
 LABEL_LOCK = "io.stackctl.lock-digest"
 LABEL_PROFILE = "io.stackctl.profile-digest"
 LABEL_TARGET = "io.stackctl.target"
+LABEL_EPOCH = "io.stackctl.source-date-epoch"  # the time the published config carries (seconds)
+LABEL_SBOM = "io.stackctl.sbom-digest"  # sha256 of the CycloneDX SBOM stored in the image
 LABEL_INSTALLED = "io.stackctl.installed"  # JSON {name: version}: every distribution the gate preserved
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from stackctl.base.git import GitInfo, read_git
 from stackctl.base.times import now_iso
 from stackctl.errors import InputError, StackctlError
-from stackctl.image.render import Rendered
+from stackctl.image.render import BuildPlan, Rendered
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock, read_lock
 
@@ -67,6 +67,24 @@ def work_tree(stack: Stack, revision: str | None, inputs: tuple[Path, ...]) -> G
         return None  # a source archive: no git, or no work tree
 
 
+def source_date_epoch(env: Mapping[str, str], stack: Stack, git: GitInfo | None, fallback: int) -> int:
+    """The time the published image's config carries: SOURCE_DATE_EPOCH, else the commit time of the
+    revision built, else (a source archive) the date of the newest layer."""
+    from stackctl.base.git import commit_time
+
+    given = env.get("SOURCE_DATE_EPOCH")
+    if given is not None:
+        if not given.strip().isdigit():
+            raise InputError(f"SOURCE_DATE_EPOCH={given!r}: give whole seconds since 1970")
+        return int(given)
+    if git is not None:
+        where = Path(stack.sources[0]).parent if stack.sources and "@" not in stack.sources[0] else Path.cwd()
+        found = commit_time(where, git.revision)
+        if found is not None:
+            return found
+    return fallback
+
+
 @dataclass(frozen=True)
 class Prepared:
     stack: Stack
@@ -76,6 +94,30 @@ class Prepared:
     git: GitInfo | None
     revision: str
     ref: str
+    plan: BuildPlan | None = None
+
+
+def with_sbom(prep: Prepared, wheelhouse: Path | None) -> Prepared:
+    """The plan with its SBOM (licences read from the wheelhouse's wheels when there) and the SBOM's digest
+    in a label, rendered again. `prepare` calls it without a wheelhouse; `build` again with one."""
+    import dataclasses
+    import hashlib
+
+    from stackctl.image.labels import LABEL_SBOM
+    from stackctl.image.render import load_templates, render
+    from stackctl.image.sbom import licences, make_sbom
+
+    assert prep.plan is not None
+    plan = prep.plan
+    found = {i.filename: licences(wheelhouse / i.filename) for g in plan.groups for i in g.items
+             if wheelhouse is not None and (wheelhouse / i.filename).is_file()}
+    urls = {i.name: i.url for i in prep.stack.indexes if i.url}
+    text = make_sbom(stack=plan.stack, target=plan.target, lock_digest=plan.lock_digest, groups=plan.groups,
+                     index_urls=urls, licences_of=found, epoch=plan.epoch)
+    digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    labels = tuple(sorted({**dict(plan.labels), LABEL_SBOM: digest}.items()))
+    plan = dataclasses.replace(plan, sbom=text, labels=labels)
+    return dataclasses.replace(prep, plan=plan, rendered=render(plan, load_templates()))
 
 
 def prepare(stack: Stack, lock: Path, target: str | None, revision: str | None, ref: str | None,
@@ -83,8 +125,8 @@ def prepare(stack: Stack, lock: Path, target: str | None, revision: str | None, 
     """allow_dirty None: render only, the label says -dirty; False: refuse a dirty tree. `env` holds the
     index password variables, so no label can carry one."""
     from stackctl.image import gatespec
-    from stackctl.image.labels import credential_labels, oci_labels, provenance
-    from stackctl.image.render import BuildPlan, load_templates, plan_installer, plan_layers, render
+    from stackctl.image.labels import LABEL_EPOCH, credential_labels, oci_labels, provenance
+    from stackctl.image.render import load_templates, plan_installer, plan_layers, render
 
     if stack.image is None:
         raise InputError(f"{stack.name}: the profile has no image table")
@@ -102,11 +144,15 @@ def prepare(stack: Stack, lock: Path, target: str | None, revision: str | None, 
     spec = gatespec.dumps(gatespec.gate_spec(stack, installed, tgt))
     labels = oci_labels(stack, prov=prov, lock_digest=locked.digest(), target=tgt, installed=installed,
                         created=created_value(created))
+    layers = plan_layers(stack, locked, tgt)
+    epoch = source_date_epoch(env, stack, git, max((g.epoch for g in layers), default=0))
+    labels = tuple(sorted({**dict(labels), LABEL_EPOCH: str(epoch)}.items()))
     leaks = credential_labels(labels, {i.password_env: env[i.password_env] for i in stack.indexes
                                         if i.password_env and env.get(i.password_env)})
     if leaks:
         raise InputError(f"{stack.name}: {'; '.join(leaks)}: an image label is public, a credential must not be one")
     python = next(t.python for t in stack.targets if t.label == tgt)
-    plan = BuildPlan(stack.name, tgt, stack.image.base, locked.digest(), plan_layers(stack, locked, tgt), spec,
-                     labels, python, plan_installer(stack, locked, tgt), stack.image.bytecode)
-    return Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref)
+    plan = BuildPlan(stack.name, tgt, stack.image.base, locked.digest(), layers, spec, labels, python,
+                     plan_installer(stack, locked, tgt), stack.image.bytecode)
+    return with_sbom(Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref,
+                              plan), None)

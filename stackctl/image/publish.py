@@ -11,24 +11,47 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from stackctl.base.files import write_atomic
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
+from stackctl.image.attest import Material, RegistryApi
 from stackctl.image.buildlog import Engine, ImageFacts
-from stackctl.image.labels import LABEL_LOCK, LABEL_STACK, OCI, ImageRef
+from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, OCI, ImageRef
 from stackctl.profile.model import Stack
+from stackctl.resolve.lock import Lock
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the provenance statement names besides the image itself; gathered by the caller."""
+
+    parameters: tuple[tuple[str, Any], ...]
+    materials: tuple[Material, ...]
+    builder: tuple[tuple[str, str], ...]
+    base_layers: tuple[str, ...] = ()  # the base image's diff_ids: the image must be built on them
+    invocation: str = ""
 
 
 @dataclass(frozen=True)
 class Publication:
     tag: str  # repository:tag
-    digest: str  # sha256:... of the manifest the registry stored
-    image_id: str
+    digest: str  # sha256:... of the manifest the tag names in the registry (the reproducible one)
+    image_id: str  # the local engine's id of the image built
     revision: str
     lock_digest: str | None
     stack: str | None
     time: str  # ISO 8601 UTC
+    engine_digest: str | None = None  # the manifest `docker push` wrote (engine times; same layers)
+    config_digest: str | None = None  # the reproducible manifest's config: the id a pull gives
+    source_date_epoch: int | None = None
+    reproducible: str | None = None  # how anyone re-checks `digest`
+    verified: tuple[str, ...] = ()  # what was compared through the registry API, without the local copy
+    sbom: str | None = None  # repository:tag@digest of the SBOM beside the image
+    provenance_ref: str | None = None  # likewise, the provenance statement
+    artifact_bytes: int | None = None  # bytes of the SBOM and the statement documents pushed
+    provenance: dict[str, Any] | None = None  # the in-toto statement itself
 
     @property
     def pinned_ref(self) -> str:
@@ -53,9 +76,14 @@ def stale(local: ImageFacts, expect: Mapping[str, str]) -> list[str]:
 
 
 def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None = None,
-            now: datetime | None = None) -> Publication:
+            now: datetime | None = None, registry: RegistryApi | None = None,
+            evidence: Evidence | None = None) -> Publication:
     """`expect`: labels the local image must carry (the current profile and lock digests) before any push:
-    a tag that does not move when a pin does must not carry an image built before the change."""
+    a tag that does not move when a pin does must not carry an image built before the change.
+
+    With `registry` (a repository on a registry host), the tag is moved to the reproducible manifest, the
+    registry's image is compared with the build digest by digest, and the SBOM and provenance are pushed
+    beside it; without, the image is pulled back through the engine and compared."""
     local = engine.facts(str(ref))
     if local is None:
         raise InputError(f"{ref}: no such image in the engine; run `stackctl build` first")
@@ -66,18 +94,74 @@ def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None =
     if old:
         raise CheckFailed(f"{ref} was built from another profile or lock: " + "; ".join(old),
                           hint="run `stackctl build` again, then publish")
+    if evidence is not None and evidence.base_layers and local.layers[:len(evidence.base_layers)] != \
+            evidence.base_layers:
+        raise CheckFailed(f"{ref} is not built on the base image the profile names (its first layers differ)",
+                          hint="run `stackctl build` again, then publish")
     digest = engine.push(ref.repository, ref.tag)
-    pulled = engine.pull(f"{ref.repository}@{digest}")
-    bad = mismatches(local, pulled)
-    if bad:
-        raise CheckFailed(f"{ref}@{digest} pulled back is not what was pushed: " + "; ".join(bad))
-    return Publication(str(ref), digest, local.id, revision, local.label(LABEL_LOCK),
-                       local.label(LABEL_STACK), now_iso(now))
+    when = now_iso(now)
+    if registry is None:
+        pulled = engine.pull(f"{ref.repository}@{digest}")
+        bad = mismatches(local, pulled)
+        if bad:
+            raise CheckFailed(f"{ref}@{digest} pulled back is not what was pushed: " + "; ".join(bad))
+        return Publication(str(ref), digest, local.id, revision, local.label(LABEL_LOCK),
+                           local.label(LABEL_STACK), when, verified=("pulled back through the engine",))
+    return _publish_reproducibly(registry, ref, local, digest, when, evidence or Evidence((), (), ()))
 
 
-def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None) -> Publication:
-    """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name,
-    pull back by digest and compare, then append the publication record."""
+def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFacts, pushed: str, when: str,
+                          evidence: Evidence) -> Publication:
+    from stackctl.image import attest
+    from stackctl.image.render import SBOM_PATH
+
+    epoch_label = local.label(LABEL_EPOCH) or ""
+    if not epoch_label.isdigit():
+        raise CheckFailed(f"{ref}: has no {LABEL_EPOCH} label; run `stackctl build` again, then publish")
+    epoch = int(epoch_label)
+    repo = ref.repository
+    new = attest.rewrite(registry, repo, pushed, ref.tag, epoch)
+    problems = attest.compare_with_build(registry, repo, new.digest, local.layers, dict(local.labels))
+    files = attest.image_files(registry, repo, new.manifest)
+    sbom = files.get(SBOM_PATH)
+    if sbom is None:
+        problems.append(f"{SBOM_PATH} is not in the image's top layers")
+    elif attest.sha256(sbom) != local.label(LABEL_SBOM):
+        problems.append(f"{SBOM_PATH} in the registry hashes to {attest.sha256(sbom)}, the label says "
+                        f"{local.label(LABEL_SBOM)}")
+    if problems:
+        raise CheckFailed(f"{ref}@{new.digest} in the registry is not what was built: " + "; ".join(problems))
+    assert sbom is not None
+    subject = (new.digest, new.size, new.media_type)
+    sbom_art = attest.push_artifact(registry, repo, subject, "sbom", sbom, attest.SBOM_TYPE)
+    doc = attest.statement(
+        subject=repo, digest=new.digest, parameters=dict(evidence.parameters),
+        internal={"source_date_epoch": epoch, "engine_manifest": pushed},
+        materials=evidence.materials, builder=dict(evidence.builder), invocation=evidence.invocation or when,
+        started=None, finished=when,
+        byproducts=[attest.Material("sbom", f"oci://{repo}@{sbom_art.digest}",
+                                    (("sha256", attest.sha256(sbom).removeprefix("sha256:")),))])
+    att = attest.push_artifact(registry, repo, subject, "att", attest.canonical(doc), attest.STATEMENT_TYPE)
+    check = (f"build the same lock at revision {local.label(f'{OCI}.revision')} and publish it: the manifest "
+             f"digest is {new.digest} again (config times = SOURCE_DATE_EPOCH {epoch}); "
+             f"`stackctl verify {repo}@{new.digest} --lock LOCK` re-checks it from the registry")
+    verified = (f"manifest {new.digest} and config {new.config_digest} hash to their digests",
+                f"{len(local.layers)} layers: each blob hashes to its digest and unpacks to the build's diff_id",
+                "labels equal the build's", f"{SBOM_PATH} hashes to the {LABEL_SBOM} label")
+    return Publication(str(ref), new.digest, local.id, local.label(f"{OCI}.revision") or "",
+                       local.label(LABEL_LOCK), local.label(LABEL_STACK), when, engine_digest=pushed,
+                       config_digest=new.config_digest, source_date_epoch=epoch, reproducible=check,
+                       verified=verified, sbom=f"{repo}:{sbom_art.tag}@{sbom_art.digest}",
+                       provenance_ref=f"{repo}:{att.tag}@{att.digest}", artifact_bytes=sbom_art.size + att.size,
+                       provenance=doc)
+
+
+def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None, *,
+                  registry: RegistryApi | None = None, builder: Mapping[str, str] | None = None) -> Publication:
+    """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name;
+    with `registry` (a name on a registry host) move the tag to the reproducible manifest, check the
+    registry's copy digest by digest and push the SBOM and provenance beside it, else pull back by
+    digest and compare; then append the publication record."""
     from stackctl.image.labels import LABEL_PROFILE, image_ref
     from stackctl.resolve.lock import read_lock
 
@@ -93,8 +177,14 @@ def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, reposi
         if (there is None or stale(there, expect)) and source is not None and there != source:
             engine.tag(str(built), ref.repository, ref.tag)
             moved = (there,)
+    evidence = None
+    local = engine.facts(str(ref))
+    if registry is not None and local is not None:
+        base = engine.facts(stack.image.base) if stack.image else None
+        evidence = gather_evidence(stack, locked, lock, local, base, builder or {})
     try:
-        pub = publish(engine, ref, expect=expect)
+        pub = publish(engine, ref, expect=expect, registry=registry if evidence is not None else None,
+                      evidence=evidence)
     except StackctlError:
         if moved is not None:  # a failed publish leaves the other name as it found it
             if moved[0] is None:
@@ -135,7 +225,40 @@ def read_records(path: Path) -> list[Publication]:
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
-                out.append(Publication(**json.loads(line)))
+                data = json.loads(line)
+                data["verified"] = tuple(data.get("verified") or ())
+                out.append(Publication(**data))
             except (ValueError, TypeError) as exc:
                 raise InputError(f"{path}:{n}: not a publication record ({exc})") from None
     return out
+
+
+def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts, base: ImageFacts | None,
+                    builder: Mapping[str, str]) -> Evidence:
+    """The provenance's materials: the git revision (and whether the tree was dirty), the lock by digest,
+    the base image by id and digests, and every wheel the image installs by sha256."""
+    from stackctl.image.attest import Material
+    from stackctl.image.labels import LABEL_TARGET
+    from stackctl.image.render import plan_layers
+
+    target = local.label(LABEL_TARGET) or ""
+    revision = local.label(f"{OCI}.revision") or ""
+    commit = revision.removesuffix("-dirty")
+    source = local.label(f"{OCI}.source") or ""
+    materials = [
+        Material("source", f"git+{source}@{commit}" if source else f"git:{commit}", (("gitCommit", commit),),
+                 (("dirty", revision.endswith("-dirty")), ("ref", local.label(f"{OCI}.version") or ""))),
+        Material("lock", f"file:{lock_file.as_posix()}", (("sha256", lock.digest().removeprefix("sha256:")),)),
+    ]
+    if base is not None and stack.image is not None:
+        materials.append(Material(
+            "base-image", f"docker-image:{stack.image.base}", (("sha256", base.id.removeprefix("sha256:")),),
+            (("repo_digests", list(base.repo_digests)),)))
+    for group in plan_layers(stack, lock, target):
+        materials += [Material(i.filename, i.url or f"file:{i.filename}", (("sha256", i.sha256),),
+                               (("name", i.name), ("version", i.version), ("index", i.index or "closure"),
+                                ("layer_group", group.name))) for i in group.items]
+    parameters = (("stack", stack.name), ("target", target), ("profile", list(stack.sources)),
+                  ("revision", revision), ("ref", local.label(f"{OCI}.version") or ""))
+    return Evidence(parameters, tuple(materials), tuple(sorted(builder.items())),
+                    base.layers if base is not None else ())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from string import Template
 
@@ -20,6 +21,10 @@ from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock, LockedFile
 
 PREFIX = "/opt/stack"
+SBOM_PATH = "/opt/stackctl/sbom.cdx.json"  # where every image keeps its SBOM
+ROOTFS = "rootfs"  # the context directory copied onto / in the final stage
+# The date of a layer whose wheels carry no upload time: zip cannot store anything earlier.
+EPOCH_FLOOR = 315532800  # 1980-01-01T00:00:00Z
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,9 @@ class InstallItem:
     version: str
     filename: str
     sha256: str
+    url: str = ""  # where the lock says the wheel came from
+    index: str = ""  # the profile's index name ("" for the resolver's closure: the public index)
+    upload_time: str | None = None  # ISO 8601 UTC, from the lock
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,37 @@ class LayerGroup:
     name: str  # a directory and stage name; never carries a version
     kind: str  # "vendor" | "closure" | "public"
     items: tuple[InstallItem, ...]
+
+    @property
+    def epoch(self) -> int:
+        """The mtime of every file in the group's layer: the newest upload time of its wheels.
+
+        A date the lock fixes, so a pin change moves only its own group's layer, and a rebuild at another
+        commit, on another day or engine, writes the same bytes.
+        """
+        return max((_seconds(i.upload_time) for i in self.items), default=EPOCH_FLOOR)
+
+
+def _seconds(iso: str | None) -> int:
+    if not iso:
+        return EPOCH_FLOOR
+    try:
+        when = datetime.fromisoformat(iso[:-1] + "+00:00" if iso.endswith("Z") else iso)
+    except ValueError:
+        return EPOCH_FLOOR
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(EPOCH_FLOOR, int(when.timestamp()))
+
+
+def normalise(*paths: str, epoch: int, bytecode: bool = False) -> str:
+    """The shell that makes an install reproducible: no byte-code caches (unless the profile asks for
+    byte-code: the install then runs under SOURCE_DATE_EPOCH, so each .pyc holds its source's hash, not
+    a time), owners root, one mtime."""
+    where = " ".join(paths)
+    drop = "" if bytecode else f"find {where} -name __pycache__ -prune -exec rm -rf {{}} + \\\n && "
+    return (f"{drop}chown -hR 0:0 {where} \\\n"
+            f" && find {where} -exec touch -h -d @{epoch} {{}} +")
 
 
 @dataclass(frozen=True)
@@ -61,6 +100,12 @@ class BuildPlan:
     python: str = ""  # "3.10": the base image's python must be this one ("" checks nothing)
     installer: InstallItem | None = None  # uv's wheel; None: pip, from the base image's venv
     bytecode: bool = False  # compile .pyc files into each layer
+    sbom: str = ""  # the CycloneDX JSON stored at SBOM_PATH in the image
+
+    @property
+    def epoch(self) -> int:
+        """The final stage's own files: the newest group's date."""
+        return max((g.epoch for g in self.groups), default=EPOCH_FLOOR)
 
 
 @dataclass(frozen=True)
@@ -69,6 +114,7 @@ class ContextFile:
     text: str | None = None
     wheel: str | None = None  # a wheelhouse file name, copied (and hash-checked) by buildctx
     sha256: str | None = None
+    epoch: int = EPOCH_FLOOR  # its mtime in the context (COPY keeps it in the layer)
 
 
 @dataclass(frozen=True)
@@ -163,7 +209,7 @@ def plan_layers(stack: Stack, lock: Lock, target: str) -> tuple[LayerGroup, ...]
         f = _one_wheel(pin.name, locked.files, target)
         index = stack.index(pin.index)
         vendor = not (index is not None and index.from_pip)
-        item = InstallItem(pin.name, pin.version, f.filename, f.sha256)
+        item = InstallItem(pin.name, pin.version, f.filename, f.sha256, f.url, pin.index, f.upload_time)
         if pin.train:
             add(f"train-{_slug(pin.train)}", "vendor" if vendor else "public", 0 if vendor else 3, item)
         else:
@@ -174,7 +220,8 @@ def plan_layers(stack: Stack, lock: Lock, target: str) -> tuple[LayerGroup, ...]
             continue
         if c.file is None:
             raise CheckFailed(f"{c.name} {c.version}: the lock's closure has no file for {target}")
-        add("deps", "closure", 2, InstallItem(c.name, c.version, c.file.filename, c.file.sha256))
+        add("deps", "closure", 2, InstallItem(c.name, c.version, c.file.filename, c.file.sha256, c.file.url, "",
+                                              c.file.upload_time))
     ranked = sorted(groups, key=lambda g: order[g])  # stable: profile order within a rank
     return tuple(LayerGroup(g, groups[g][0], tuple(groups[g][1])) for g in ranked)
 
@@ -200,14 +247,15 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         stage = f"layer{n:02d}-{group.name}"
         members = ", ".join(i.name for i in group.items)
         stages.append(Template(templates.stage).substitute(
-            group=group.name, stage=stage, members=members,
-            install=install_command(group.name, plan.installer, plan.bytecode)))
+            group=group.name, stage=stage, members=members, epoch=group.epoch,
+            install=install_command(group.name, plan.installer, plan.bytecode),
+            normalise=normalise("/export", epoch=group.epoch, bytecode=plan.bytecode)))
         copies.append(Template(templates.copy).substitute(group=group.name, stage=stage).rstrip("\n"))
         requirements = Template(templates.requirements).substitute(
             group=group.name, stack=plan.stack, lines=requirement_lines(group))
-        files.append(ContextFile(f"groups/{group.name}/requirements.txt", text=requirements))
-        files += [ContextFile(f"groups/{group.name}/{i.filename}", wheel=i.filename, sha256=i.sha256)
-                  for i in group.items]
+        files.append(ContextFile(f"groups/{group.name}/requirements.txt", text=requirements, epoch=group.epoch))
+        files += [ContextFile(f"groups/{group.name}/{i.filename}", wheel=i.filename, sha256=i.sha256,
+                              epoch=group.epoch) for i in group.items]
     dirs = [f"{PREFIX}/{g.name}" for g in plan.groups]
     # exec runs each .pth line in a function scope: no comprehension may refer to `site`.
     pth = "import site; list(map(site.addsitedir, " + json.dumps(dirs) + "))\n"
@@ -217,6 +265,7 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         tools = Template(templates.tool).substitute(name=tool.name, wheel=tool.filename)
         files += [ContextFile("tools/SHA256SUMS", text=f"{tool.sha256}  {tool.filename}\n"),
                   ContextFile(f"tools/{tool.filename}", wheel=tool.filename, sha256=tool.sha256)]
+    e = plan.epoch
     labels = ""
     if plan.labels:
         labels = "LABEL " + " \\\n      ".join(f"{label_value(k)}={label_value(v)}" for k, v in plan.labels)
@@ -224,10 +273,14 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         stack=plan.stack, target=plan.target, base=plan.base, stages="".join(stages), python=plan.python,
         path=":".join(["/opt/venv/bin", *(f"{d}/bin" for d in dirs),
                        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]),
-        copies="\n".join(copies), labels=labels, tools=tools,
+        copies="\n".join(copies), labels=labels, tools=tools, epoch=e,
         # pip is what installs without another installer; with one, ensurepip's seconds buy nothing
         venv="python3 -m venv /opt/venv \\\n && /opt/venv/bin/python -m pip --version" if plan.installer is None
-        else "python3 -m venv --without-pip /opt/venv")
-    files += [ContextFile("layers.pth", text=pth), ContextFile("gate/gate.py", text=templates.gate_script),
-              ContextFile("gate/gate.json", text=plan.gate_spec), ContextFile("Dockerfile", text=dockerfile)]
+        else "python3 -m venv --without-pip /opt/venv",
+        normalise=normalise("/opt/venv", "/opt/stackctl", epoch=e) + f" \\\n && touch -h -d @{e} /opt")
+    files += [ContextFile(f"{ROOTFS}/opt/stackctl/layers.pth", text=pth, epoch=e),
+              ContextFile(f"{ROOTFS}/opt/stackctl/gate/gate.py", text=templates.gate_script, epoch=e),
+              ContextFile(f"{ROOTFS}/opt/stackctl/gate/gate.json", text=plan.gate_spec, epoch=e),
+              ContextFile(f"{ROOTFS}{SBOM_PATH}", text=plan.sbom or "{}\n", epoch=e),
+              ContextFile("Dockerfile", text=dockerfile, epoch=e)]
     return Rendered(dockerfile, tuple(files))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from stackctl.errors import InputError
 from stackctl.image.labels import installed_from_labels, recorded_installed
+from stackctl.image.verify import Attached
 
 
 @dataclass(frozen=True)
@@ -17,17 +18,21 @@ class ImageView:
     image_id: str
     labels: dict[str, str]
     installed: dict[str, str]
+    attached: Attached | None = None  # the SBOM and provenance beside a registry image
 
 
 def inspect_image(ref: str) -> ImageView:
     """From the registry when REF names a registry host, else from the engine."""
     from stackctl.engine.docker import DockerEngine, check_local_ref
-    from stackctl.engine.registry import parse_ref, read_remote
+    from stackctl.engine.registry import Registry, parse_ref, read_remote
+    from stackctl.image.verify import attached
 
-    if parse_ref(ref) is not None:
-        remote = read_remote(ref)
+    if (parsed := parse_ref(ref)) is not None:
+        api = Registry()  # one login for the image and what is beside it
+        remote = read_remote(ref, api)
         labels = dict(remote.labels)
-        return ImageView(ref, "registry", remote.digest, remote.image_id, labels, installed_from_labels(labels))
+        return ImageView(ref, "registry", remote.digest, remote.image_id, labels, installed_from_labels(labels),
+                         attached(api, f"{parsed.registry}/{parsed.name}", remote.digest))
     check_local_ref(ref)
     facts = DockerEngine().facts(ref)
     if facts is None:

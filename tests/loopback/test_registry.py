@@ -151,3 +151,41 @@ def test_registry_login_comes_from_the_docker_config_and_is_never_shown(
     (docker_config / "config.json").write_text(json.dumps({"auths": {fake.host: {"auth": "not base64!"}}}))
     r = cli("inspect", f"{fake.host}/t/x:1")
     assert r.code == 2 and "is not base64 of user:password" in r.err and r.err.count("error:") == 1
+
+
+@pytest.mark.parametrize("where", ["credHelpers", "credsStore"])
+def test_registry_login_from_a_credential_helper_is_never_shown(
+        fake: Fake, cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    fake.login = ("robot", "h3lper-s3cret")
+    config = json.dumps({"config": {"Labels": {"org.opencontainers.image.revision": "abc"}}}).encode()
+    manifest = json.dumps({"schemaVersion": 2, "config": {"digest": digest(config)}}).encode()
+    fake.routes["/v2/t/x/manifests/1"] = (200, manifest, {})
+    fake.routes[f"/v2/t/x/blobs/{digest(config)}"] = (200, config, {})
+    bin_dir, docker_config = tmp_path / "bin", tmp_path / "docker"
+    bin_dir.mkdir()
+    docker_config.mkdir()
+    asked = tmp_path / "asked"
+    helper = bin_dir / "docker-credential-test"
+    # The protocol the docker CLI speaks: `get`, the server on stdin, JSON on stdout; exit 1 if unknown.
+    helper.write_text(f"""#!/bin/sh
+read server
+echo "$1 $server" >> {asked}
+[ "$server" = "{fake.host}" ] || {{ echo "credentials not found in native keychain"; exit 1; }}
+echo '{{"ServerURL": "{fake.host}", "Username": "robot", "Secret": "h3lper-s3cret"}}'
+""")
+    helper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(docker_config))
+    entry: dict[str, object] = ({"credHelpers": {fake.host: "test"}} if where == "credHelpers"
+                                else {"credsStore": "test"})
+    (docker_config / "config.json").write_text(json.dumps(entry))
+    r = cli("inspect", f"{fake.host}/t/x:1", "--json")
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["labels"] == {"org.opencontainers.image.revision": "abc"}
+    assert "h3lper-s3cret" not in r.out + r.err
+    assert asked.read_text().splitlines()[0] == f"get {fake.host}"
+
+    # A helper the config names but PATH lacks: one input error naming it.
+    (docker_config / "config.json").write_text(json.dumps({"credHelpers": {fake.host: "missing"}}))
+    r = cli("inspect", f"{fake.host}/t/x:1")
+    assert r.code == 2 and "docker-credential-missing is not on PATH" in r.err and r.err.count("error:") == 1

@@ -60,11 +60,11 @@ def test_dockerfile_is_hermetic_and_carries_no_pins(tmp_path: Path, cli: Callabl
     assert "BuildKit" not in text.replace("no BuildKit", "") and "--mount" not in text
     req = (out / "groups" / "train-core" / "requirements.txt").read_text()
     assert re.search(r"^corelib==2\.0\.0\+vendor1 --hash=sha256:[0-9a-f]{64}$", req, re.M)
-    pth = (out / "layers.pth").read_text()
+    pth = (out / "rootfs/opt/stackctl/layers.pth").read_text()
     assert pth.startswith("import site;") and pth.index("/opt/stack/train-core") < pth.index("/opt/stack/pin-toplib")
     assert sorted(p.name for p in (out / "groups").rglob("*.whl")) == sorted(
         p.name for p in repo.wheelhouse.glob("*.whl"))
-    spec = json.loads((out / "gate" / "gate.json").read_text())
+    spec = json.loads((out / "rootfs/opt/stackctl/gate/gate.json").read_text())
     assert [e["dist"] for e in spec["entries"]] == ["patcher", "corelib", "corelib-ext", "toplib"]
 
 
@@ -129,9 +129,10 @@ def test_top_pin_change_touches_only_its_own_group(tmp_path: Path, cli: Callable
 
     fa, fb = files(tmp_path / "ca"), files(tmp_path / "cb")
     changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
-    assert changed == ["Dockerfile", "gate/gate.json", "groups/pin-toplib/requirements.txt",
+    assert changed == ["Dockerfile", "groups/pin-toplib/requirements.txt",
                        "groups/pin-toplib/toplib-0.3.0-py3-none-any.whl",
-                       "groups/pin-toplib/toplib-0.4.0-py3-none-any.whl"]
+                       "groups/pin-toplib/toplib-0.4.0-py3-none-any.whl", "rootfs/opt/stackctl/gate/gate.json",
+                       "rootfs/opt/stackctl/sbom.cdx.json"]
     strip = re.compile(r"^LABEL.*?(?=\Z)", re.S | re.M)
     assert strip.sub("", fa["Dockerfile"].decode()) == strip.sub("", fb["Dockerfile"].decode())
 

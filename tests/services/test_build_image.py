@@ -72,7 +72,8 @@ def test_build_passes_gate_and_labels_carry_the_revision(
         assert fp["head"] == head and fp["branch"] == "main" and fp["dirty"] is False
         assert fp["base_image_id"] == docker_client.images.get(base_image).id
         inputs = dict(fp["inputs"])
-        assert {"lock", "context:Dockerfile", "context:gate/gate.py", "context:gate/gate.json"} <= set(inputs)
+        assert {"lock", "context:Dockerfile", "context:rootfs/opt/stackctl/gate/gate.py",
+                "context:rootfs/opt/stackctl/gate/gate.json"} <= set(inputs)
         assert any(k.startswith("profile:") for k in inputs)
         assert json.loads((tmp_path / "build" / "e2e.build.json").read_text())["image_id"] == image.id
 
