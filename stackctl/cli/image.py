@@ -313,7 +313,7 @@ def publish(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Push the built image, make its digest reproducible and check the registry's copy.
+    """Push with a reproducible digest and check the copy.
 
     Refuses a stale image and pushes. On a registry host: moves the tag to a manifest whose config times
     are SOURCE_DATE_EPOCH, compares the registry's manifest, config and every layer with the build digest

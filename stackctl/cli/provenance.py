@@ -21,7 +21,7 @@ def verify(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Re-check a published image from the registry; exit 1 naming what differs.
+    """Re-check a published image from the registry.
 
     Labels, the SBOM in the image and beside it, the provenance statement, the distributions the image
     records as installed, the reproducible config, and with --lock all of them against the lock.

@@ -41,7 +41,7 @@ def test_every_summary_in_the_command_list_is_whole(cli: Cli) -> None:
     r = cli("--help")
     assert r.code == 0
     commands = r.out.split("Commands:", 1)[1].strip().splitlines()
-    assert len(commands) == 21
+    assert len(commands) == 22
     for line in commands:
         _name, summary = line.split(None, 1)
         assert not summary.endswith("..."), line
