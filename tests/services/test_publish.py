@@ -61,12 +61,14 @@ def test_publish_pull_back_record_and_inspect(
         assert pub["revision"] == head and pub["tag"] == image and pub["digest"].startswith("sha256:")
         assert [p.digest for p in read_records(record)] == [pub["digest"]]
 
-        # Forget every local name of it, then pull it back by digest: same id, labels carry the revision.
-        image_id = docker_client.images.get(image).id
-        assert pub["image_id"] == image_id
+        # Forget every local name of it, then pull it back by digest: the same layers under the reproducible
+        # config (the id the record names), labels carry the revision.
+        local = docker_client.images.get(image)
+        assert pub["image_id"] == local.id and pub["config_digest"] != local.id
         remove_images(docker_client, repository)
         pulled = docker_client.images.pull(f"{repository}@{pub['digest']}")
-        assert pulled.id == image_id
+        image_id = pub["config_digest"]
+        assert pulled.id == image_id and pulled.attrs["RootFS"]["Layers"] == local.attrs["RootFS"]["Layers"]
         assert pulled.labels["org.opencontainers.image.revision"] == head
 
         # inspect reads manifest + config from the registry, without the engine.

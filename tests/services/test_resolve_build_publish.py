@@ -65,10 +65,11 @@ def test_served_stack_resolves_builds_gates_and_publishes(
         assert r.code == 0, r.out + r.err
         pub = json.loads(r.out)
         digest = pub["digest"]
-        image_id = docker_client.images.get(image).id
+        built_layers = docker_client.images.get(image).attrs["RootFS"]["Layers"]
         remove_images(docker_client, repository)
         pulled = docker_client.images.pull(f"{repository}@{digest}")
-        assert pulled.id == image_id
+        # The tag names the reproducible manifest: the same layers under a config with fixed times.
+        assert pulled.id == pub["config_digest"] and pulled.attrs["RootFS"]["Layers"] == built_layers
         head = git(repo.root, "rev-parse", "HEAD").strip()
         assert pulled.labels["org.opencontainers.image.revision"] == head
         assert pulled.labels["io.stackctl.lock-digest"] == read_lock(repo.lock).digest()
