@@ -39,6 +39,20 @@ from tests.support.gitrepo import git  # noqa: E402
 BASE = "stackctl-base:bookworm"
 REGISTRY = os.environ.get("STACKCTL_TEST_REGISTRY", "127.0.0.1:5000")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+# The engine is shared: another test session's clean-up of untagged stage images can drop one mid-build.
+# So can a restart of the services, which re-creates the base image: wait for it, then build again.
+RACE = re.compile(r"unknown parent image|No such image|pull access denied|no such host|lookup ")
+
+
+def wait_for_base(timeout: float = 900) -> None:
+    from stackctl.engine.docker import DockerEngine
+
+    engine = DockerEngine()
+    deadline = time.monotonic() + timeout
+    while engine.facts(BASE) is None:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{BASE} did not come back")
+        time.sleep(10)
 
 PROFILE = """\
 [stack]
@@ -100,8 +114,13 @@ def make_repo(tmp: Path, torch: str, repository: str) -> Path:
 
 
 def stackctl(root: Path, *args: str) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-m", "stackctl", *args, "--json"], cwd=root, env=ENV,
-                       capture_output=True, text=True)
+    for _ in range(3):
+        wait_for_base()
+        r = subprocess.run([sys.executable, "-m", "stackctl", *args, "--json"], cwd=root, env=ENV,
+                           capture_output=True, text=True)
+        if r.returncode == 0 or not RACE.search(r.stdout + r.stderr):
+            break
+        print(f"retrying stackctl {args[0]}: {r.stderr.strip()[-200:]}", flush=True)
     if r.returncode != 0:
         raise SystemExit(f"stackctl {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}")
     return dict(json.loads(r.stdout))
@@ -121,11 +140,21 @@ def plain(dockerfile: str) -> str:
 
 def cold(ctx: Path, tag: str) -> tuple[float, str, list[str]]:
     from stackctl.engine.docker import DockerEngine
+    from stackctl.image.buildlog import BuildFailed
 
     engine = DockerEngine()
-    t0 = time.perf_counter()
-    result = engine.build(ctx, tag, nocache=True)
+    for attempt in (1, 2, 3):
+        wait_for_base()
+        t0 = time.perf_counter()
+        try:
+            result = engine.build(ctx, tag, nocache=True)
+            break
+        except BuildFailed as exc:  # the engine is shared: another suite's clean-up may drop a parent mid-build
+            if attempt == 3 or not RACE.search(str(exc)):
+                raise
+            print(f"retrying {tag}: {exc}", flush=True)
     seconds = time.perf_counter() - t0
+    print(f"cold build {tag}: {seconds:.1f} s", flush=True)
     facts = engine.facts(result.image_id)
     assert facts is not None
     return seconds, result.image_id, list(facts.layers)
@@ -154,20 +183,23 @@ def main() -> int:
         shutil.copytree(ctx, ctx_plain, copy_function=os.link)
         (ctx_plain / "Dockerfile").write_text(plain((ctx / "Dockerfile").read_text()))
 
-        tags += [f"{repository}:plain", f"{repository}:norm1", f"{repository}:norm2"]
+        from stackctl.image.labels import image_ref
+        from stackctl.profile.loader import load_stack
+
+        image = str(image_ref(load_stack(root / "stacks" / "bench.toml")))
+        tags += [f"{repository}:plain", image]
         plain_s, _, plain_layers = cold(ctx_plain, tags[0])
-        norm_s, norm_id, norm_layers = cold(ctx, tags[1])
-        built = stackctl(root, "build", "bench", "--wheelhouse", str(tmp / "wheelhouse"), "--no-cache",
-                         "--record-dir", str(tmp / "build"))
-        second = engine.facts(built["image_id"])
-        assert second is not None
+        norm_s, norm_id, norm_layers = cold(ctx, image)  # the context `build` writes, built as `build` does
         pub = stackctl(root, "publish", "bench", "--record", str(tmp / "p.jsonl"))
-        engine.remove(built["image"])
+        engine.remove(image)
+        t0 = time.perf_counter()
         rebuilt = stackctl(root, "build", "bench", "--wheelhouse", str(tmp / "wheelhouse"), "--no-cache",
-                           "--record-dir", str(tmp / "build2"))
+                           "--record-dir", str(tmp / "build"))
+        print(f"stackctl build --no-cache: {time.perf_counter() - t0:.1f} s", flush=True)
         third = engine.facts(rebuilt["image_id"])
         assert third is not None
         pub2 = stackctl(root, "publish", "bench", "--record", str(tmp / "p.jsonl"))
+        second = third
         t0 = time.perf_counter()
         ver = stackctl(root, "verify", f"{repository}@{pub['digest']}", "--lock", str(root / "stacks/bench.lock"))
         verify_s = time.perf_counter() - t0
@@ -177,7 +209,7 @@ def main() -> int:
               f"image {image_mb:.1f} MB; render (SBOM, context) {render_s:.1f} s")
         print(f"cold build, plain:      {plain_s:6.1f} s  ({len(plain_layers)} layers)")
         print(f"cold build, normalised: {norm_s:6.1f} s  ratio {norm_s / plain_s:.2f}")
-        print(f"normalised builds give identical diff_ids: {norm_layers == list(second.layers) == list(third.layers)}")
+        print(f"two cold normalised builds give identical diff_ids: {norm_layers == list(third.layers)}")
         print(f"published digests equal: {pub['digest'] == pub2['digest']} ({pub['digest']})")
         print(f"SBOM + provenance documents pushed: {pub['artifact_bytes']} bytes "
               f"({len(wheels)} components / {len(wheels) + 3} materials); verify from the registry {verify_s:.1f} s,"
