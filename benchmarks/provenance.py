@@ -129,11 +129,10 @@ def stackctl(root: Path, *args: str) -> dict[str, Any]:
 def plain(dockerfile: str) -> str:
     """The rendered Dockerfile with the normalisation taken out."""
     out = re.sub(r" \\\n && mkdir -p /export/opt/stack && mv /opt/stack/\S+ /export/opt/stack/ \\\n"
-                 r" && find /export [^\n]*\n && chown [^\n]*\n && find /export -exec touch [^\n]*", "", dockerfile)
+                 r".*?-exec touch -h -d @\d+ \{\} \+", "", dockerfile, flags=re.S)
     out = out.replace(" --no-compile", "")
     out = re.sub(r"COPY --from=(layer\d+-(\S+)) /export/ /", r"COPY --from=\1 /opt/stack/\2 /opt/stack/\2", out)
-    out = re.sub(r" \\\n && find /opt/venv /opt/stackctl [^\n]*\n && chown [^\n]*\n && find [^\n]*\n"
-                 r" && touch -h -d @\d+ /opt", "", out)
+    out = re.sub(r" \\\n && find /opt/venv /opt/stackctl .*? && touch -h -d @\d+ /opt", "", out, flags=re.S)
     assert "/export" not in out and "touch -h" not in out, out
     return out
 

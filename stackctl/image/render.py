@@ -71,10 +71,12 @@ def _seconds(iso: str | None) -> int:
 def normalise(*paths: str, epoch: int, bytecode: bool = False) -> str:
     """The shell that makes an install reproducible: no byte-code caches (unless the profile asks for
     byte-code: the install then runs under SOURCE_DATE_EPOCH, so each .pyc holds its source's hash, not
-    a time), owners root, one mtime."""
+    a time), owners root, RECORD files in one order (pip sorts them, other installers need not), one mtime."""
     where = " ".join(paths)
     drop = "" if bytecode else f"find {where} -name __pycache__ -prune -exec rm -rf {{}} + \\\n && "
     return (f"{drop}chown -hR 0:0 {where} \\\n"
+            f" && find {where} -path '*.dist-info/RECORD' -exec sh -c "
+            f"'for f; do LC_ALL=C sort -o \"$f\" \"$f\"; done' sh {{}} + \\\n"
             f" && find {where} -exec touch -h -d @{epoch} {{}} +")
 
 

@@ -47,6 +47,7 @@ def test_a_layer_is_dated_by_its_newest_wheel_so_a_pin_change_moves_only_its_own
     assert stage in after  # the vendor stage's text, its date included, does not move
     assert f"-exec touch -h -d @{core.epoch} {{}} +" in stage and "--no-compile" in stage
     assert "-name __pycache__ -prune -exec rm -rf {} +" in stage and "chown -hR 0:0 /export" in stage
+    assert "-path '*.dist-info/RECORD' -exec sh -c 'for f; do LC_ALL=C sort -o \"$f\" \"$f\"; done'" in stage
     # Copies are of whole trees onto /: the builder keeps the times of directories it is given.
     assert "COPY --from=layer01-train-core /export/ /" in before and "COPY rootfs/ /" in before
     assert f'"--epoch", "{plan((core, moved)).epoch}"' in after
