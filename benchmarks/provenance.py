@@ -179,8 +179,10 @@ def main() -> int:
         stackctl(root, "render", "bench", "--out", str(ctx), "--wheelhouse", str(tmp / "wheelhouse"))
         render_s = time.perf_counter() - t0
         ctx_plain = tmp / "ctx-plain"
-        shutil.copytree(ctx, ctx_plain, copy_function=os.link)
+        shutil.copytree(ctx, ctx_plain, copy_function=os.link)  # wheels linked, not copied...
+        (ctx_plain / "Dockerfile").unlink()  # ...but the Dockerfile is a file of its own
         (ctx_plain / "Dockerfile").write_text(plain((ctx / "Dockerfile").read_text()))
+        assert "/export/" in (ctx / "Dockerfile").read_text()
 
         from stackctl.image.labels import image_ref
         from stackctl.profile.loader import load_stack
