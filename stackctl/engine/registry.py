@@ -328,10 +328,6 @@ class Registry:
             raise ServiceError(f"{repository}@{digest}: the layer is not a tar archive ({exc})") from None
         return out
 
-    def has_blob(self, repository: str, digest: str) -> bool:
-        c = self._client(repository)
-        return c.request("HEAD", f"/v2/{c.ref.name}/blobs/{digest}", missing_ok=True) is not None
-
     def put_blob(self, repository: str, data: bytes) -> str:
         """Upload a blob in one request (monolithic upload), unless the registry has it already."""
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
