@@ -20,7 +20,7 @@ from tests.support.elf_fixtures import have_gcc
 from tests.support.gitrepo import git
 
 Cli = Callable[..., Result]
-NEEDS_ENGINE = {"build", "publish", "inventory"}  # the vendor's base image and a Docker engine
+NEEDS_ENGINE = {"build", "publish", "verify", "inventory"}  # the vendor's base image, an engine, a registry
 
 pytestmark = pytest.mark.skipif(not have_gcc() or shutil.which("uv") is None, reason="needs gcc and uv")
 
@@ -63,7 +63,7 @@ def test_every_walkthrough_command_runs_as_written(cli: Cli, clone: Path, exampl
     commands = walkthrough_commands()
     assert [c.split()[1] for c in commands] == [
         "propose", "validate", "diff", "resolve", "outdated", "abi", "inventory", "wheel-diff", "export", "check",
-        "build", "publish", "scan", "report"]
+        "build", "publish", "verify", "scan", "report"]
     out: dict[str, Result] = {}
     for command in commands:
         words = shlex.split(command)
