@@ -60,7 +60,7 @@ def test_public_example_resolves_checks_builds_and_publishes(
         assert verdicts[:2] == ["PASS import pycparser version=2.22", "PASS import cffi version=1.17.1"]
         assert any(v.startswith("PASS probe cffi's C backend is the pinned build") for v in verdicts)
         assert not [v for v in verdicts if v.startswith("FAIL")]
-        image_id = docker_client.images.get(record["image"]).id
+        layers = docker_client.images.get(record["image"]).attrs["RootFS"]["Layers"]
 
         p = cli("publish", "public-example", "--repository", repository, "--record", str(tmp_path / "pub.jsonl"),
                 "--json", cwd=repo)
@@ -68,7 +68,8 @@ def test_public_example_resolves_checks_builds_and_publishes(
         digest = json.loads(p.out)["digest"]
         remove_images(docker_client, repository)
         pulled = docker_client.images.pull(f"{repository}@{digest}")
-        assert pulled.id == image_id
+        # the reproducible manifest: the build's layers under a config with SOURCE_DATE_EPOCH times
+        assert pulled.id == json.loads(p.out)["config_digest"] and pulled.attrs["RootFS"]["Layers"] == layers
         assert pulled.labels["io.stackctl.stack"] == "public-example"
     finally:
         remove_images(docker_client, repository)
