@@ -333,8 +333,14 @@ def _publication(ev: Recorded, digest: str | None) -> Section:
                            f"run `{cmd}`")
         return Section("publication", title, NOT_RUN, cmd, None,
                        text=f"no publication of {ev.new.name} in {ev.publications_path}; run `{cmd}`")
-    rows = (("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref), ("image id", pub.image_id),
-            ("revision", pub.revision), ("lock digest", pub.lock_digest or "—"))
+    rows: tuple[tuple[str, str], ...] = (
+        ("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref), ("image id", pub.image_id),
+        ("revision", pub.revision), ("lock digest", pub.lock_digest or "—"))
+    if pub.reproducible:  # published with its SBOM and provenance, checked digest by digest in the registry
+        rows += (("reproducible", pub.reproducible), ("sbom", pub.sbom or "—"),
+                 ("provenance", pub.provenance_ref or "—"))
+        return Section("publication", title, OK, cmd, pub.time, (Table(("", ""), rows),),
+                       text="pushed; " + "; ".join(pub.verified))
     return Section("publication", title, OK, cmd, pub.time, (Table(("", ""), rows),),
                    text="pushed, pulled back by digest: same image id and labels")
 
