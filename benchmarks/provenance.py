@@ -127,10 +127,11 @@ def stackctl(root: Path, *args: str) -> dict[str, Any]:
 
 
 def plain(dockerfile: str) -> str:
-    """The rendered Dockerfile with the normalisation taken out."""
+    """The rendered Dockerfile with the normalisation taken out (the install command itself, byte-code
+    setting included, stays as rendered)."""
     out = re.sub(r" \\\n && mkdir -p /export/opt/stack && mv /opt/stack/\S+ /export/opt/stack/ \\\n"
                  r".*?-exec touch -h -d @\d+ \{\} \+", "", dockerfile, flags=re.S)
-    out = out.replace(" --no-compile", "")
+    out = re.sub(r"RUN SOURCE_DATE_EPOCH=\d+ ", "RUN ", out)
     out = re.sub(r"COPY --from=(layer\d+-(\S+)) /export/ /", r"COPY --from=\1 /opt/stack/\2 /opt/stack/\2", out)
     out = re.sub(r" \\\n && find /opt/venv /opt/stackctl .*? && touch -h -d @\d+ /opt", "", out, flags=re.S)
     assert "/export" not in out and "touch -h" not in out, out

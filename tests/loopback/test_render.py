@@ -248,7 +248,8 @@ def test_uv_installs_every_group_and_never_reaches_the_image(tmp_path: Path, cli
     sums = (out / "tools" / "SHA256SUMS").read_text()
     assert sums == f"{uv.files[0].sha256}  {uv.files[0].filename}\n"
     assert (out / "tools" / uv.files[0].filename).is_file()
-    installs = [i for i in rest.replace("\\\n", " ").splitlines() if i.startswith("RUN /opt/venv/bin/uv pip install")]
+    installs = [i for i in rest.replace("\\\n", " ").splitlines()
+                if re.match(r"RUN SOURCE_DATE_EPOCH=\d+ /opt/venv/bin/uv pip install", i)]
     assert len(installs) == 4
     for i in installs:
         assert all(flag in i for flag in ("--offline", "--no-index", "--require-hashes", "--no-deps", "--no-config",
@@ -258,7 +259,7 @@ def test_uv_installs_every_group_and_never_reaches_the_image(tmp_path: Path, cli
     assert "tools" not in final and "/opt/venv/bin/uv" not in final
     assert not any("uv" in (out / "groups" / g.name / "requirements.txt").read_text().split("\n# ")[-1]
                    for g in plan_layers(repo.stack, lock, TARGET))
-    spec = json.loads((out / "gate" / "gate.json").read_text())
+    spec = json.loads((out / "rootfs/opt/stackctl/gate/gate.json").read_text())
     assert "uv" not in {p["dist"] for p in spec["preserve"]}  # the image does not ship it: nothing to preserve
 
 
@@ -272,6 +273,9 @@ def test_bytecode_is_an_explicit_choice(tmp_path: Path, cli: Callable[..., Resul
     render(cli, repo.root, tmp_path / "on", "--wheelhouse", str(repo.wheelhouse), "--revision", "r", "--ref", "r")
     on = (tmp_path / "on" / "Dockerfile").read_text()
     assert on.count("--compile ") == 4 and "--no-compile" not in on
+    # byte-code kept in the layers is compiled under SOURCE_DATE_EPOCH (hash-checked .pyc, no build time)
+    assert on.count("-name __pycache__") == 1 and on.count("RUN SOURCE_DATE_EPOCH=") == 4
+    assert (tmp_path / "off" / "Dockerfile").read_text().count("-name __pycache__") == 5
 
 
 def test_installer_must_be_pinned(tmp_path: Path, cli: Callable[..., Result]) -> None:

@@ -33,7 +33,7 @@ def item(name: str, version: str, upload: str | None = None, index: str = "publi
 
 def plan(groups: tuple[LayerGroup, ...], sbom: str = "") -> BuildPlan:
     return BuildPlan("s", "cp311-linux_x86_64", "stackctl-base:bookworm", "sha256:" + "1" * 64, groups, "{}",
-                     (("io.stackctl.stack", "s"),), "3.11", sbom)
+                     (("io.stackctl.stack", "s"),), "3.11", sbom=sbom)
 
 
 def test_a_layer_is_dated_by_its_newest_wheel_so_a_pin_change_moves_only_its_own_group() -> None:
