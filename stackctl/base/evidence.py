@@ -40,15 +40,26 @@ def write_evidence(path: Path, kind: str, stack: str, result: Any, *, command: s
     return ev
 
 
-def read_evidence(path: Path, kind: str) -> Evidence | None:
-    """The record at `path`, None when there is none; a file that is not a record of `kind` is an input error."""
+def read_record(path: Path, what: str) -> dict[str, Any] | None:
+    """A JSON object written by an earlier run; None when the file is not there. Anything else is input
+    the user must look at (exit 2), never evidence quietly skipped."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not a stackctl record ({exc})") from None
-    if not isinstance(data, dict) or data.get("kind") != kind:
+        raise InputError(f"{path}: not a {what} ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a {what}")
+    return data
+
+
+def read_evidence(path: Path, kind: str) -> Evidence | None:
+    """The record at `path`, None when there is none; a file that is not a record of `kind` is an input error."""
+    data = read_record(path, "stackctl record")
+    if data is None:
+        return None
+    if data.get("kind") != kind:
         raise InputError(f"{path}: not a {kind} record")
     try:
         return Evidence(kind, str(data["command"]), str(data["time"]), str(data["stack"]), data.get("lock_digest"),

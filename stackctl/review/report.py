@@ -387,17 +387,9 @@ def _scan(ev: Recorded) -> Section:
 # --- reading the records ------------------------------------------------------------------------
 
 def _read_json(path: Path) -> Mapping[str, Any] | None:
-    import json
+    from stackctl.base.evidence import read_record
 
-    from stackctl.errors import InputError
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not a build record ({exc})") from None
-    return data if isinstance(data, dict) else None
+    return read_record(path, "build record")
 
 
 def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = None, old_arg: str | None = None,
