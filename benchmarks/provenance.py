@@ -39,7 +39,7 @@ from tests.support.gitrepo import git  # noqa: E402
 BASE = "stackctl-base:bookworm"
 REGISTRY = os.environ.get("STACKCTL_TEST_REGISTRY", "127.0.0.1:5000")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-# The engine is shared: another test session's clean-up of untagged stage images can drop one mid-build.
+# The engine is shared: another test run's clean-up of untagged stage images can drop one mid-build.
 # So can a restart of the services, which re-creates the base image: wait for it, then build again.
 RACE = re.compile(r"unknown parent image|No such image|pull access denied|no such host|lookup ")
 
