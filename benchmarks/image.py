@@ -341,8 +341,11 @@ def one_run(args: argparse.Namespace, tmp: Path, base_size: int) -> dict[str, An
         if not args.keep:
             try:  # others share the engine: an image listed a moment ago may be gone
                 for image in client.images.list(name=repository):
+                    # only this run's names: a step image of a FROM is the base image itself, whose own
+                    # names (stackctl-base:bookworm, its registry copy) must stay
                     for tag in image.tags:
-                        client.images.remove(tag, force=True)
+                        if tag.startswith(f"{repository}:"):
+                            client.images.remove(tag, force=True)
                 remove_new_stage_images(client, before)
             except docker.errors.APIError as exc:
                 print(f"cleanup: {exc}", file=sys.stderr)
