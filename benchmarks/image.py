@@ -215,14 +215,29 @@ def torch_stack(tmp: Path, repository: str, torchada: str, wheels: Path, install
 
 
 def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str, Any]]:
-    ctx = tmp / "ctx"
-    r = subprocess.run([*STACKCTL, "render", str(repo.profile), "--out", str(ctx), "--wheelhouse",
-                        str(repo.wheelhouse), "--revision", "bench", "--ref", "bench", "--json"],
-                       capture_output=True, text=True, check=False, cwd=repo.root,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})  # this checkout's stackctl
-    if r.returncode != 0:
-        raise SystemExit(f"stackctl render failed: {r.stderr}")
-    return engine_build(ctx, f"{repo.stack.image.repository}:layered", nocache)
+    """What `stackctl build` does, in this process (to time each step): the render, every wheel's sha256
+    checked into the context, the build with its wheel server, the build record."""
+    from stackctl.engine.docker import DockerEngine
+    from stackctl.image.build import BuildRequest, build_image
+    from stackctl.image.prepare import prepare
+
+    engine = DockerEngine()
+    t0 = time.perf_counter()
+    marks: list[tuple[float, str]] = [(0.0, "render, hash the wheels, send the context")]
+
+    def step(n: int, of: int, instruction: str) -> None:
+        marks.append((time.perf_counter() - t0, instruction.strip()[:60]))
+
+    prep = prepare(repo.stack, repo.lock, None, "bench", "bench", None, None, os.environ)
+    req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp / "ctx", tmp / "records", nocache)
+    built = build_image(req, engine, on_step=step)
+    seconds = time.perf_counter() - t0
+    marks.append((seconds, "end"))
+    steps = [(b[0] - a[0], a[1]) for a, b in itertools.pairwise(marks)]
+    attrs = engine.client.api.inspect_image(built.result.image_id)
+    return seconds, {"tag": built.image, "id": built.result.image_id, "steps": built.result.steps,
+                     "cached": built.result.cached_steps, "layers": attrs["RootFS"]["Layers"],
+                     "size": attrs["Size"], "step_seconds": steps, "wheels": built.record["wheels"]}
 
 
 def peer_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str, Any]]:

@@ -256,6 +256,10 @@ def build(
                                              help="Where the records go: DIR/STACK.build.json, and the context "
                                              "and fetched wheels under DIR/STACK/.")] = Path("build"),
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Build every step afresh (release builds).")] = False,
+    send_wheels: Annotated[bool, typer.Option(
+        "--send-wheels", help="Send the wheels to the engine in the build context instead of serving them to the "
+        "install stages (for an engine whose containers cannot reach this machine; automatic for a remote "
+        "engine).")] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -273,14 +277,15 @@ def build(
     path = lock_path(profile, lock)
     prep = prepare(load_profile(profile), path, target, revision, ref, created, allow_dirty, os.environ)
     engine = DockerEngine()  # before any download: an unreachable engine fails at once
-    req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index))
+    req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index),
+                       send_wheels)
     show = not as_json and console_err.is_terminal
     try:
         with _build_bars(show) as bars:
             built = build_image(req, engine, on_wheel=bars.wheel, on_step=bars.step, on_fetch=bars.fetch)
     except BuildFailed as exc:
         if as_json:  # stdout carries one JSON document: the lines go into the error itself
-            raise CheckFailed(f"{exc}: " + " | ".join(exc.lines)) from exc
+            raise CheckFailed(f"{exc}: " + " | ".join(exc.lines), hint=exc.hint) from exc
         console_err.print(f"[bold red]build of {image_ref(prep.stack, repository)} failed[/]")
         for line in exc.lines:
             print(line)  # plainly, on stdout: these are the result, not log noise

@@ -9,13 +9,16 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stackctl.base.neterrors import cause_in_words
 from stackctl.base.progress import Progress
 from stackctl.errors import InputError, ServiceError
 from stackctl.image.buildlog import BuildResult, ImageFacts, parse_build_stream
 from stackctl.image.buildlog import Progress as StepProgress
+
+if TYPE_CHECKING:
+    from stackctl.engine.wheelserver import WheelServer
 
 SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
 
@@ -86,13 +89,38 @@ class DockerEngine:
             raise ServiceError(f"{what}: lost the engine at {engine_address()}: {cause_in_words(exc)}") from exc
 
     def build(self, context: Path, tag: str, on_step: StepProgress | None = None, *,
-              nocache: bool = False) -> BuildResult:
+              nocache: bool = False, proxy: str | None = None) -> BuildResult:
+        # `http_proxy` is one of the builder's predefined arguments: kept out of the cache key and the
+        # image's history, so the wheel server's port never costs a cached step.
+        buildargs = {"http_proxy": proxy} if proxy else None
         with self.talking(f"build of {tag}"):
             # A step may print nothing for long (pip unpacking a multi-GB torch wheel, the engine committing
             # its layer): the client's 600 s read timeout would cut a healthy build's stream.
             events = self._client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                            pull=False, nocache=nocache, timeout=SILENT_STEP_LIMIT)
+                                            pull=False, nocache=nocache, timeout=SILENT_STEP_LIMIT,
+                                            buildargs=buildargs)
             return parse_build_stream(events, on_step)
+
+    def wheel_server(self, root: Path) -> WheelServer | None:
+        """A server for `root/GROUP/*.whl` that this engine's build containers reach: on the default bridge's
+        gateway, an address of this machine when the engine runs here. None when it cannot be (an engine
+        elsewhere, no bridge, an address this machine does not have): the wheels then go in the context."""
+        from stackctl.engine.wheelserver import WheelServer
+
+        host = os.environ.get("DOCKER_HOST", "unix://")
+        if not host.startswith("unix://"):
+            return None
+        try:
+            configs = self._client.api.inspect_network("bridge").get("IPAM", {}).get("Config") or []
+            gateway = next((c["Gateway"] for c in configs if ":" not in c.get("Gateway", ":")), None)
+        except (*self._lost, AttributeError, KeyError, TypeError):
+            return None
+        if gateway is None:
+            return None
+        try:
+            return WheelServer(root, gateway)
+        except OSError:
+            return None
 
     def facts(self, ref: str) -> ImageFacts | None:
         with self.talking(f"cannot inspect {ref}"):

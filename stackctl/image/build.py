@@ -4,6 +4,8 @@ record with its fingerprint. The engine comes in through the `Engine` Protocol."
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +16,7 @@ from stackctl.base.jsonout import dumps
 from stackctl.base.progress import Progress
 from stackctl.base.times import now_iso
 from stackctl.errors import InputError
-from stackctl.image.buildlog import BuildResult, Engine
+from stackctl.image.buildlog import BuildFailed, BuildResult, Engine
 from stackctl.image.buildlog import Progress as StepProgress
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
@@ -33,6 +35,7 @@ class BuildRequest:
     record_dir: Path = Path("build")
     no_cache: bool = False
     overrides: Mapping[str, str] = field(default_factory=dict)  # --index NAME=URL for fetching wheels
+    send_wheels: bool = False  # put the wheels in the context even where a wheel server could serve them
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,21 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     base = req.record_dir / stack.name
     ctx = req.context or base / "context"
     wheels = wheelhouse_for(prep, req.wheelhouse, base / "wheelhouse", req.overrides, progress=on_fetch)
-    prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata
+    server = None if req.send_wheels else engine.wheel_server(ctx / "groups")
+    if server is not None:
+        assert prep.plan is not None
+        prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, serve_wheels=True))
+    prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
     digests = write_context(prep.rendered, wheels, ctx, on_wheel)
-    result = engine.build(ctx, str(image), on_step, nocache=req.no_cache)
+    with server or contextlib.nullcontext():
+        try:
+            result = engine.build(ctx, str(image), on_step, nocache=req.no_cache,
+                                  proxy=server.proxy if server else None)
+        except BuildFailed as exc:
+            if server is not None and server.requests == 0 and exc.hint is None:
+                exc.hint = (f"no install stage reached the wheel server at {server.proxy}; if this engine's "
+                            "containers cannot reach this machine, build with --send-wheels")
+            raise
     inputs = {f"profile:{s}": Path(s) for s in stack.sources if "@" not in s}
     inputs["lock"] = req.lock
     all_inputs = {**file_inputs(inputs), **{f"context:{k}": v for k, v in digests.items()}}
@@ -87,7 +102,8 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
               "profile_digest": stack.digest(), "labels": dict(built.labels) if built else {},
               "image": str(image), "image_id": result.image_id, "target": prep.target,
               "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),
-              "gate_cached": result.gate_cached, "fingerprint": fp, "fingerprint_digest": fp.digest()}
+              "gate_cached": result.gate_cached, "wheels": "served" if server else "context",
+              "fingerprint": fp, "fingerprint_digest": fp.digest()}
     record_path = req.record_dir / f"{stack.name}.build.json"
     try:
         write_atomic(record_path, dumps(record) + "\n")

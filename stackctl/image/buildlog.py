@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Protocol
 
 from stackctl.base.progress import Steps
@@ -132,9 +133,21 @@ SUMMARY = ("gate ok: ", "gate FAILED: ")
 Progress = Steps  # step, of steps, instruction (the one shape, in base.progress)
 
 
+class WheelServing(Protocol):
+    """A running wheel server (engine.wheelserver): `proxy` goes to the build as `http_proxy`."""
+
+    proxy: str
+    requests: int
+
+    def __enter__(self) -> WheelServing: ...
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+
 class Engine(Protocol):
     def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
-              nocache: bool = False) -> BuildResult: ...
+              nocache: bool = False, proxy: str | None = None) -> BuildResult: ...
+    def wheel_server(self, root: Path) -> WheelServing | None: ...
     def facts(self, ref: str) -> ImageFacts | None: ...
     def push(self, repository: str, tag: str) -> str: ...
     def pull(self, ref: str) -> ImageFacts: ...

@@ -80,10 +80,17 @@ def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
         # umask and the clock of whoever rendered. A wheel's mode also enters the builder's cache key.
         out.chmod(0o644)
         os.utime(out, (f.epoch, f.epoch))
-    epoch = max((f.epoch for f in rendered.files), default=0)
+    # A directory's date is its newest file's: COPY keeps it, and the builder's cache key leaves dates out,
+    # so a directory whose files did not change must not change its date either.
+    newest: dict[Path, int] = {}
+    for f in rendered.files:
+        for parent in (dest / f.path).parents:
+            newest[parent] = max(newest.get(parent, 0), f.epoch)
+            if parent == dest:
+                break
     for d in sorted((p for p in dest.rglob("*") if p.is_dir()), reverse=True):
         d.chmod(0o755)
-        os.utime(d, (epoch, epoch))
+        os.utime(d, (newest.get(d, 0), newest.get(d, 0)))
     return dict(sorted(digests.items()))
 
 

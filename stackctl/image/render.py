@@ -22,7 +22,10 @@ from stackctl.resolve.lock import Lock, LockedFile
 
 PREFIX = "/opt/stack"
 SBOM_PATH = "/opt/stackctl/sbom.cdx.json"  # where every image keeps its SBOM
-ROOTFS = "rootfs"  # the context directory copied onto / in the final stage
+ROOTFS = "rootfs"  # context directories copied onto / in the final stage: venv/ below the groups, stack/ above
+# The host name the install stages fetch their wheels from when `stackctl build` serves them: no such host
+# exists; the build's proxy (a predefined build argument, outside the builder's cache key) is the server.
+WHEEL_HOST = "stackctl-wheelhouse"
 # The date of a layer whose wheels carry no upload time: zip cannot store anything earlier.
 EPOCH_FLOOR = 315532800  # 1980-01-01T00:00:00Z
 
@@ -71,12 +74,16 @@ def _seconds(iso: str | None) -> int:
 def normalise(*paths: str, epoch: int, bytecode: bool = False) -> str:
     """The shell that makes an install reproducible: no byte-code caches (unless the profile asks for
     byte-code: the install then runs under SOURCE_DATE_EPOCH, so each .pyc holds its source's hash, not
-    a time), owners root, RECORD files in one order (pip sorts them, other installers need not), one mtime."""
+    a time), owners root, RECORD files in one order (pip sorts them, other installers need not), one mtime.
+    uv's note of where a wheel came from (`uv_cache.json`, written for a wheel read from a directory, not for
+    one fetched over HTTP) goes, with its RECORD line: a group's layer is the same wherever its wheels were."""
     where = " ".join(paths)
     drop = "" if bytecode else f"find {where} -name __pycache__ -prune -exec rm -rf {{}} + \\\n && "
-    return (f"{drop}chown -hR 0:0 {where} \\\n"
+    return (f"{drop}find {where} -path '*.dist-info/uv_cache.json' -delete \\\n"
+            f" && chown -hR 0:0 {where} \\\n"
             f" && find {where} -path '*.dist-info/RECORD' -exec sh -c "
-            f"'for f; do LC_ALL=C sort -o \"$f\" \"$f\"; done' sh {{}} + \\\n"
+            "'for f; do grep -v \"[.]dist-info/uv_cache[.]json,\" \"$f\" | LC_ALL=C sort -o \"$f\"; done' "
+            "sh {} + \\\n"
             f" && find {where} -exec touch -h -d @{epoch} {{}} +")
 
 
@@ -103,6 +110,9 @@ class BuildPlan:
     installer: InstallItem | None = None  # uv's wheel; None: pip, from the base image's venv
     bytecode: bool = False  # compile .pyc files into each layer
     sbom: str = ""  # the CycloneDX JSON stored at SBOM_PATH in the image
+    # True: the install stages fetch their wheels from http://WHEEL_HOST/groups/GROUP/ and the context sends
+    # none (`.dockerignore`); False: each stage copies its wheels from the context.
+    serve_wheels: bool = False
 
     @property
     def epoch(self) -> int:
@@ -165,20 +175,24 @@ def plan_installer(stack: Stack, lock: Lock, target: str) -> InstallItem | None:
     return InstallItem(pin.name, pin.version, f.filename, f.sha256)
 
 
-def install_command(group: str, installer: InstallItem | None, bytecode: bool) -> str:
+def install_command(group: str, installer: InstallItem | None, bytecode: bool, served: bool = False) -> str:
     """The RUN line that installs one group from its wheels: hermetic, hash-checked, no dependency lookup.
 
     With uv the stages need no pip (no ensurepip, no pip start per group). Byte-code is off unless asked
     for: each layer is then about 8% smaller, seconds quicker to write and carries no build-time stamps;
     the price is paid on import (a gate that imports torch compiles its modules on every build).
+    `served`: the wheels come from the build's wheel server (no other index, and every file hash-checked
+    against requirements.txt, as from the context).
     """
     target = f"{PREFIX}/{group}"
+    links = f"http://{WHEEL_HOST}/groups/{group}/" if served else "/tmp/group"
     if installer is not None:
-        return ("/opt/venv/bin/uv pip install --offline --no-index --find-links /tmp/group --require-hashes "
-                f"--no-deps \\\n        --no-config --no-cache --python /opt/venv/bin/python --target {target} "
-                f"{'--compile-bytecode' if bytecode else '--no-compile-bytecode'} \\\n"
+        return (f"/opt/venv/bin/uv pip install {'' if served else '--offline '}--no-index --find-links {links} "
+                f"--require-hashes --no-deps \\\n        --no-config --no-cache --python /opt/venv/bin/python "
+                f"--target {target} {'--compile-bytecode' if bytecode else '--no-compile-bytecode'} \\\n"
                 "        -r /tmp/group/requirements.txt")
-    return ("/opt/venv/bin/python -m pip install --no-index --find-links /tmp/group --require-hashes --no-deps \\\n"
+    return (f"/opt/venv/bin/python -m pip install --no-index --find-links {links} "
+            f"{f'--trusted-host {WHEEL_HOST} ' if served else ''}--require-hashes --no-deps \\\n"
             f"        --target {target} --disable-pip-version-check --no-cache-dir --no-warn-script-location \\\n"
             f"        --root-user-action=ignore {'--compile' if bytecode else '--no-compile'} "
             "-r /tmp/group/requirements.txt")
@@ -250,7 +264,8 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         members = ", ".join(i.name for i in group.items)
         stages.append(Template(templates.stage).substitute(
             group=group.name, stage=stage, members=members, epoch=group.epoch,
-            install=install_command(group.name, plan.installer, plan.bytecode),
+            wheels=f"groups/{group.name}/requirements.txt" if plan.serve_wheels else f"groups/{group.name}/",
+            install=install_command(group.name, plan.installer, plan.bytecode, plan.serve_wheels),
             normalise=normalise("/export", epoch=group.epoch, bytecode=plan.bytecode)))
         copies.append(Template(templates.copy).substitute(group=group.name, stage=stage).rstrip("\n"))
         requirements = Template(templates.requirements).substitute(
@@ -279,10 +294,15 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         # pip is what installs without another installer; with one, ensurepip's seconds buy nothing
         venv="python3 -m venv /opt/venv \\\n && /opt/venv/bin/python -m pip --version" if plan.installer is None
         else "python3 -m venv --without-pip /opt/venv",
-        normalise=normalise("/opt/venv", "/opt/stackctl", epoch=e) + f" \\\n && touch -h -d @{e} /opt")
-    files += [ContextFile(f"{ROOTFS}/opt/stackctl/layers.pth", text=pth, epoch=e),
-              ContextFile(f"{ROOTFS}/opt/stackctl/gate/gate.py", text=templates.gate_script, epoch=e),
-              ContextFile(f"{ROOTFS}/opt/stackctl/gate/gate.json", text=plan.gate_spec, epoch=e),
-              ContextFile(f"{ROOTFS}{SBOM_PATH}", text=plan.sbom or "{}\n", epoch=e),
+        # the venv's layer is the same for every pin of the stack: its date is fixed, not the groups' newest
+        normalise=normalise("/opt/venv", "/opt/stackctl", epoch=EPOCH_FLOOR)
+        + f" \\\n && touch -h -d @{EPOCH_FLOOR} /opt")
+    files += [ContextFile(f"{ROOTFS}/venv/opt/stackctl/layers.pth", text=pth, epoch=EPOCH_FLOOR),
+              ContextFile(f"{ROOTFS}/venv/opt/stackctl/gate/gate.py", text=templates.gate_script,
+                          epoch=EPOCH_FLOOR),
+              ContextFile(f"{ROOTFS}/stack/opt/stackctl/gate/gate.json", text=plan.gate_spec, epoch=e),
+              ContextFile(f"{ROOTFS}/stack{SBOM_PATH}", text=plan.sbom or "{}\n", epoch=e),
               ContextFile("Dockerfile", text=dockerfile, epoch=e)]
+    if plan.serve_wheels:  # the stages fetch them from the wheel server: the engine need not receive them
+        files.append(ContextFile(".dockerignore", text="groups/*/*.whl\n", epoch=e))
     return Rendered(dockerfile, tuple(files))

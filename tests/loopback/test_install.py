@@ -34,7 +34,7 @@ def test_installed_wheel_renders_a_context_outside_the_source_tree(tmp_path: Pat
                        capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     assert "FROM " in (out / "Dockerfile").read_text()
-    assert (out / "rootfs/opt/stackctl/gate/gate.py").read_bytes() == (REPO / "gates" / "gate.py").read_bytes()
+    assert (out / "rootfs/venv/opt/stackctl/gate/gate.py").read_bytes() == (REPO / "gates" / "gate.py").read_bytes()
 
     spec = subprocess.run([stackctl, "gate", str(REPO / "stacks" / "torch-2.11-post2.toml"), "--spec-only"],
                           capture_output=True, text=True, cwd=tmp_path, env=env)

@@ -60,11 +60,11 @@ def test_dockerfile_is_hermetic_and_carries_no_pins(tmp_path: Path, cli: Callabl
     assert "BuildKit" not in text.replace("no BuildKit", "") and "--mount" not in text
     req = (out / "groups" / "train-core" / "requirements.txt").read_text()
     assert re.search(r"^corelib==2\.0\.0\+vendor1 --hash=sha256:[0-9a-f]{64}$", req, re.M)
-    pth = (out / "rootfs/opt/stackctl/layers.pth").read_text()
+    pth = (out / "rootfs/venv/opt/stackctl/layers.pth").read_text()
     assert pth.startswith("import site;") and pth.index("/opt/stack/train-core") < pth.index("/opt/stack/pin-toplib")
     assert sorted(p.name for p in (out / "groups").rglob("*.whl")) == sorted(
         p.name for p in repo.wheelhouse.glob("*.whl"))
-    spec = json.loads((out / "rootfs/opt/stackctl/gate/gate.json").read_text())
+    spec = json.loads((out / "rootfs/stack/opt/stackctl/gate/gate.json").read_text())
     assert [e["dist"] for e in spec["entries"]] == ["patcher", "corelib", "corelib-ext", "toplib"]
 
 
@@ -131,8 +131,8 @@ def test_top_pin_change_touches_only_its_own_group(tmp_path: Path, cli: Callable
     changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
     assert changed == ["Dockerfile", "groups/pin-toplib/requirements.txt",
                        "groups/pin-toplib/toplib-0.3.0-py3-none-any.whl",
-                       "groups/pin-toplib/toplib-0.4.0-py3-none-any.whl", "rootfs/opt/stackctl/gate/gate.json",
-                       "rootfs/opt/stackctl/sbom.cdx.json"]
+                       "groups/pin-toplib/toplib-0.4.0-py3-none-any.whl", "rootfs/stack/opt/stackctl/gate/gate.json",
+                       "rootfs/stack/opt/stackctl/sbom.cdx.json"]
     strip = re.compile(r"^LABEL.*?(?=\Z)", re.S | re.M)
     assert strip.sub("", fa["Dockerfile"].decode()) == strip.sub("", fb["Dockerfile"].decode())
 
@@ -259,7 +259,7 @@ def test_uv_installs_every_group_and_never_reaches_the_image(tmp_path: Path, cli
     assert "tools" not in final and "/opt/venv/bin/uv" not in final
     assert not any("uv" in (out / "groups" / g.name / "requirements.txt").read_text().split("\n# ")[-1]
                    for g in plan_layers(repo.stack, lock, TARGET))
-    spec = json.loads((out / "rootfs/opt/stackctl/gate/gate.json").read_text())
+    spec = json.loads((out / "rootfs/stack/opt/stackctl/gate/gate.json").read_text())
     assert "uv" not in {p["dist"] for p in spec["preserve"]}  # the image does not ship it: nothing to preserve
 
 

@@ -72,8 +72,8 @@ def test_build_passes_gate_and_labels_carry_the_revision(
         assert fp["head"] == head and fp["branch"] == "main" and fp["dirty"] is False
         assert fp["base_image_id"] == docker_client.images.get(base_image).id
         inputs = dict(fp["inputs"])
-        assert {"lock", "context:Dockerfile", "context:rootfs/opt/stackctl/gate/gate.py",
-                "context:rootfs/opt/stackctl/gate/gate.json"} <= set(inputs)
+        assert {"lock", "context:Dockerfile", "context:rootfs/venv/opt/stackctl/gate/gate.py",
+                "context:rootfs/stack/opt/stackctl/gate/gate.json"} <= set(inputs)
         assert any(k.startswith("profile:") for k in inputs)
         assert json.loads((tmp_path / "build" / "e2e.build.json").read_text())["image_id"] == image.id
 
@@ -169,10 +169,13 @@ def test_top_pin_change_reuses_the_layers_below(
         la = docker_client.images.get(json.loads(ra.out)["image"]).attrs["RootFS"]["Layers"]
         lb = docker_client.images.get(json.loads(rb.out)["image"]).attrs["RootFS"]["Layers"]
         base = len(docker_client.images.get(base_image).attrs["RootFS"]["Layers"])
-        # base, then train-core, deps, patcher: identical; toplib and above (the final stage's own) differ.
+        # base, the venv (its files, then the venv), then train-core, deps, patcher: identical; toplib and
+        # above (the stack's own files, the gate's record) differ.
         same = next(i for i, (x, y) in enumerate(zip(la, lb, strict=False)) if x != y)
-        assert same == base + 3
-        assert json.loads(rb.out)["cached_steps"] >= 10
+        assert same == base + 2 + 3
+        # each build served the wheels on a port of its own: the port is no part of any step's cache key
+        assert json.loads(ra.out)["wheels"] == json.loads(rb.out)["wheels"] == "served"
+        assert json.loads(rb.out)["cached_steps"] >= 12
     finally:
         remove_images(docker_client, repository)
 
@@ -212,5 +215,32 @@ def test_uv_from_the_lock_installs_the_stack_and_stays_out_of_the_image(
         wheel.write_bytes(wheel.read_bytes() + b"\0")
         bad = build(cli, repo, tmp_path, "--revision", "r1", "--ref", "t")
         assert bad.code == 1 and "uv-" in bad.err and "sha256" in bad.err
+    finally:
+        remove_images(docker_client, repository)
+
+
+def test_served_and_sent_wheels_build_the_same_layers_and_the_server_leaves_no_trace(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    repo = stack(tmp_path, registry, installer="uv")
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    try:
+        served = build(cli, repo, tmp_path / "s", "--json", "--revision", "r1", "--ref", "t", "--no-cache")
+        sent = build(cli, repo, tmp_path / "c", "--json", "--revision", "r1", "--ref", "t", "--no-cache",
+                     "--send-wheels")
+        assert served.code == 0 and sent.code == 0, served.err + sent.err
+        a, b = json.loads(served.out), json.loads(sent.out)
+        assert (a["wheels"], b["wheels"]) == ("served", "context")
+        # the served context holds the wheels (hash-checked, in the record) but tells the engine to skip them
+        assert (tmp_path / "s" / "ctx" / ".dockerignore").read_text() == "groups/*/*.whl\n"
+        assert not (tmp_path / "c" / "ctx" / ".dockerignore").exists()
+        assert any(name.endswith(".whl") for name, _ in a["fingerprint"]["inputs"])
+        # the same layers either way: only where the stages read their wheels from differs
+        image_a, image_b = docker_client.images.get(a["image_id"]), docker_client.images.get(b["image_id"])
+        assert image_a.attrs["RootFS"]["Layers"] == image_b.attrs["RootFS"]["Layers"]
+        # the server's address reaches neither the image's config nor its history
+        env = image_a.attrs["Config"].get("Env") or []
+        assert not [e for e in env if e.lower().startswith(("http_proxy", "https_proxy"))]
+        history = json.dumps(docker_client.api.history(image_a.id))
+        assert "stackctl-wheelhouse" not in history and "http_proxy" not in history
     finally:
         remove_images(docker_client, repository)

@@ -133,8 +133,9 @@ def test_a_pin_change_moves_only_the_layers_above_it_and_a_tampered_image_fails_
     try:
         la = layers(docker_client, build(cli, a, tmp_path / "ba")["image_id"])
         lb = layers(docker_client, build(cli, b, tmp_path / "bb", "--no-cache")["image_id"])
-        # base, train-core, deps, pin-patcher | pin-toplib, then the final stage's own small layers
-        assert la[:4] == lb[:4] and la[4] != lb[4] and len(la) == len(lb) == 8
+        # base, the venv's files and the venv, train-core, deps, pin-patcher | pin-toplib, then the stack's
+        # own files and the gate's record
+        assert la[:6] == lb[:6] and la[6] != lb[6] and len(la) == len(lb) == 9
 
         pub = publish(cli, b, tmp_path / "p.jsonl")
         published.append(pub["digest"])

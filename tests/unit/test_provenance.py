@@ -47,10 +47,16 @@ def test_a_layer_is_dated_by_its_newest_wheel_so_a_pin_change_moves_only_its_own
     assert stage in after  # the vendor stage's text, its date included, does not move
     assert f"-exec touch -h -d @{core.epoch} {{}} +" in stage and "--no-compile" in stage
     assert "-name __pycache__ -prune -exec rm -rf {} +" in stage and "chown -hR 0:0 /export" in stage
-    assert "-path '*.dist-info/RECORD' -exec sh -c 'for f; do LC_ALL=C sort -o \"$f\" \"$f\"; done'" in stage
+    assert ("-path '*.dist-info/RECORD' -exec sh -c 'for f; do grep -v \"[.]dist-info/uv_cache[.]json,\" \"$f\" "
+            "| LC_ALL=C sort -o \"$f\"; done'") in stage
+    assert "find /export -path '*.dist-info/uv_cache.json' -delete" in stage
     # Copies are of whole trees onto /: the builder keeps the times of directories it is given.
-    assert "COPY --from=layer01-train-core /export/ /" in before and "COPY rootfs/ /" in before
+    assert "COPY --from=layer01-train-core /export/ /" in before and "COPY rootfs/stack/ /" in before
     assert f'"--epoch", "{plan((core, moved)).epoch}"' in after
+    # The venv below the groups is the same for every pin: its layer's step text never moves.
+    venv = before.split("COPY rootfs/venv/ /\n", 1)[1].split("\nCOPY --from=", 1)[0]
+    assert venv in after and f"touch -h -d @{EPOCH_FLOOR} /opt" in venv
+    assert before.index("COPY rootfs/venv/ /") < before.index("COPY --from=layer01") < before.index("rootfs/stack")
 
 
 def test_the_context_has_fixed_modes_and_times_whatever_the_wheelhouse(tmp_path: Path) -> None:
@@ -64,7 +70,9 @@ def test_the_context_has_fixed_modes_and_times_whatever_the_wheelhouse(tmp_path:
             continue
         mode = stat.S_IMODE(p.stat().st_mode)
         assert mode == (0o755 if p.is_dir() else 0o644), p
-        assert int(p.stat().st_mtime) == 1772359200, p
+        # the venv's files (and their directories) keep one date whatever the pins; the rest the lock's
+        venv = p.relative_to(tmp_path / "ctx").parts[:2] == ("rootfs", "venv")
+        assert int(p.stat().st_mtime) == (EPOCH_FLOOR if venv else 1772359200), p
 
 
 def test_the_published_config_carries_no_clock_and_no_build_host() -> None:

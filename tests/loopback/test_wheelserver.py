@@ -1,0 +1,103 @@
+"""The build's wheel server on loopback: what uv in an install stage sees through `http_proxy`, and what it refuses."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stackctl.engine.wheelserver import WheelServer
+from stackctl.image.render import WHEEL_HOST
+from stackctl.resolve.closure import uv_binary
+from tests.support.wheels import build_wheel, sha256_file
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[WheelServer, Path]]:
+    groups = tmp_path / "ctx" / "groups"
+    build_wheel(groups / "pin-toplib", "toplib", "0.3.0", files={"toplib/__init__.py": "__version__ = '0.3.0'\n"})
+    (groups / "pin-toplib" / "requirements.txt").write_text("not served\n")
+    (tmp_path / "ctx" / "secret.txt").write_text("outside the groups\n")
+    with WheelServer(groups, "127.0.0.1") as server:
+        yield server, groups
+
+
+def proxied(server: WheelServer, method: str, url: str) -> tuple[int, bytes]:
+    """One request as a client configured with `http_proxy` sends it: the whole URL on the request line."""
+    host, port = server.proxy.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request(method, url)
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+    finally:
+        conn.close()
+
+
+def install(server: WheelServer, requirements: Path, target: Path) -> subprocess.CompletedProcess[str]:
+    """uv as the install stage runs it (no --offline: the wheels come over HTTP, through the proxy)."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env["http_proxy"] = server.proxy
+    return subprocess.run(
+        [uv_binary(), "pip", "install", "--no-index", "--find-links", f"http://{WHEEL_HOST}/groups/pin-toplib/",
+         "--require-hashes", "--no-deps", "--no-config", "--no-cache", "--python", sys.executable,
+         "--target", str(target), "-r", str(requirements)],
+        capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def test_uv_installs_a_group_through_the_proxy_and_checks_every_hash(served: tuple[WheelServer, Path],
+                                                                     tmp_path: Path) -> None:
+    server, groups = served
+    wheel = next((groups / "pin-toplib").glob("*.whl"))
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"toplib==0.3.0 --hash=sha256:{sha256_file(wheel)}\n")
+    done = install(server, req, tmp_path / "t")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "t" / "toplib" / "__init__.py").read_text() == "__version__ = '0.3.0'\n"
+    assert server.requests >= 2  # the group's page, then its wheel
+
+    # a wheel whose bytes are not the lock's: uv refuses it, as it would from the context
+    req.write_text(f"toplib==0.3.0 --hash=sha256:{'0' * 64}\n")
+    bad = install(server, req, tmp_path / "u")
+    assert bad.returncode != 0 and "hash" in bad.stderr.lower()
+    assert not (tmp_path / "u" / "toplib").exists()
+
+
+def test_only_the_groups_wheels_of_the_one_host_are_served(served: tuple[WheelServer, Path]) -> None:
+    server, groups = served
+    wheel = next((groups / "pin-toplib").glob("*.whl"))
+    status, page = proxied(server, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/")
+    assert status == 200 and f'href="{wheel.name}"'.encode() in page and b"requirements" not in page
+    status, body = proxied(server, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}")
+    assert status == 200 and body == wheel.read_bytes()
+    status, body = proxied(server, "HEAD", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}")
+    assert status == 200 and body == b""
+    refused = [
+        f"http://{WHEEL_HOST}/groups/pin-toplib/requirements.txt",  # not a wheel
+        f"http://{WHEEL_HOST}/groups/pin-toplib/../../secret.txt",
+        f"http://{WHEEL_HOST}/groups/%2e%2e/secret.txt",
+        f"http://{WHEEL_HOST}/groups/nope/",
+        f"http://{WHEEL_HOST}/secret.txt",
+        f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}?x=1",
+    ]
+    for url in refused:
+        status, _ = proxied(server, "GET", url)
+        assert status == 404, url
+    # a proxy for one made-up host only: nothing else goes anywhere through it
+    for url in ("http://127.0.0.1:9/simple/", f"http://{WHEEL_HOST}.example.invalid/groups/pin-toplib/"):
+        status, _ = proxied(server, "GET", url)
+        assert status == 403, url
+    status, _ = proxied(server, "CONNECT", f"{WHEEL_HOST}:443")
+    assert status in (405, 501)
+
+
+def test_the_server_stops_with_its_build(tmp_path: Path) -> None:
+    with WheelServer(tmp_path, "127.0.0.1") as server:
+        host, port = server.proxy.removeprefix("http://").split(":")
+    with pytest.raises(OSError):
+        http.client.HTTPConnection(host, int(port), timeout=2).connect()
