@@ -12,8 +12,12 @@ from pathlib import Path
 import pytest
 
 from stackctl.engine.wheelserver import WheelServer
+from stackctl.image.build import BuildRequest, build_image
+from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
+from stackctl.image.prepare import prepare
 from stackctl.image.render import WHEEL_HOST
 from stackctl.resolve.closure import uv_binary
+from tests.support.imagestack import make_stack_repo
 from tests.support.wheels import build_wheel, sha256_file
 
 
@@ -101,3 +105,52 @@ def test_the_server_stops_with_its_build(tmp_path: Path) -> None:
         host, port = server.proxy.removeprefix("http://").split(":")
     with pytest.raises(OSError):
         http.client.HTTPConnection(host, int(port), timeout=2).connect()
+
+
+class _Engine:
+    """The engine's side of a build that fails: `reach` says whether the stages got to the wheel server."""
+
+    def __init__(self, reach: bool) -> None:
+        self.reach, self.proxy, self.context = reach, "", Path()
+
+    def wheel_server(self, root: Path) -> WheelServer:
+        return WheelServer(root, "127.0.0.1")
+
+    def build(self, context: Path, tag: str, on_step: object = None, *, nocache: bool = False,
+              proxy: str | None = None) -> BuildResult:
+        self.proxy, self.context = proxy or "", context
+        if self.reach:
+            proxied_get(self.proxy, f"http://{WHEEL_HOST}/groups/pin-toplib/")
+        raise BuildFailed("the build failed: step 9 exited 1", ("connection refused",), ())
+
+    def facts(self, ref: str) -> ImageFacts | None:
+        return ImageFacts("sha256:" + "1" * 64, (), (), 1)
+
+
+def proxied_get(proxy: str, url: str) -> int:
+    host, port = proxy.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request("GET", url)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("reach", [False, True])
+def test_a_build_whose_stages_never_reached_the_server_names_send_wheels(tmp_path: Path, reach: bool) -> None:
+    repo = make_stack_repo(tmp_path, "r", "stackctl-test/served", commit=False, installer="uv")
+    prep = prepare(repo.stack, repo.lock, None, "r1", "t", None, None, {})
+    engine = _Engine(reach)
+    req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp_path / "ctx", tmp_path / "records")
+    with pytest.raises(BuildFailed) as info:
+        build_image(req, engine)  # type: ignore[arg-type]
+    assert engine.proxy.startswith("http://127.0.0.1:")
+    dockerfile = (engine.context / "Dockerfile").read_text()
+    assert f"--find-links http://{WHEEL_HOST}/groups/pin-toplib/" in dockerfile and "--offline" not in dockerfile
+    assert (engine.context / ".dockerignore").read_text() == "groups/*/*.whl\n"
+    if reach:  # the stages got there: the cause is elsewhere, and the message says only what failed
+        assert info.value.hint is None
+    else:
+        assert info.value.hint == (f"no install stage reached the wheel server at {engine.proxy}; if this engine's "
+                                   "containers cannot reach this machine, build with --send-wheels")

@@ -210,8 +210,11 @@ class LyingRegistryEngine:
         self.local, self.pulled, self.pushed = local, pulled, False
 
     def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
-              nocache: bool = False) -> BuildResult:
+              nocache: bool = False, proxy: str | None = None) -> BuildResult:
         raise NotImplementedError
+
+    def wheel_server(self, root: Path) -> None:
+        return None
 
     def facts(self, ref: str) -> ImageFacts | None:
         return self.local
