@@ -221,12 +221,19 @@ def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str
     from stackctl.image.build import BuildRequest, build_image
     from stackctl.image.prepare import prepare
 
-    engine = DockerEngine()
     t0 = time.perf_counter()
     marks: list[tuple[float, str]] = [(0.0, "render, hash the wheels, send the context")]
 
     def step(n: int, of: int, instruction: str) -> None:
         marks.append((time.perf_counter() - t0, instruction.strip()[:60]))
+
+    class Engine(DockerEngine):
+        def build(self, *args: Any, **kwargs: Any) -> Any:
+            result = super().build(*args, **kwargs)
+            marks.append((time.perf_counter() - t0, "after the build: inspect, write the record"))
+            return result
+
+    engine = Engine()
 
     prep = prepare(repo.stack, repo.lock, None, "bench", "bench", None, None, os.environ)
     req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp / "ctx", tmp / "records", nocache)

@@ -96,7 +96,9 @@ class WheelServer:
                 handler.connection.sendfile(f)
 
     def __enter__(self) -> WheelServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="wheel-server", daemon=True)
+        # shutdown() waits for the serving loop to look up: the default half second would end every build late
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="wheel-server", daemon=True)
         self._thread.start()
         return self
 
