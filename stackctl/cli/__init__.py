@@ -7,9 +7,7 @@ import os
 import sys
 import traceback
 
-import click
 import typer
-from rich.text import Text
 
 from stackctl.cli.app import app, console_err, markdown_text, output
 from stackctl.errors import EXIT_INPUT, Problems, ProfileError, StackctlError
@@ -40,10 +38,13 @@ def register(args: list[str]) -> None:
 
 __all__ = ["app", "main"]
 
-# Recent typer releases carry their own copy of click, whose exceptions are not click's own classes.
+# Recent typer releases carry their own copy of click, whose exceptions are not click's own classes; older
+# ones use click itself. Either way typer's BadParameter derives from the ClickException that typer raises,
+# so it is found there, and the click package (10 ms of every start-up) is not imported only to name it.
+_CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 _USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
-    {click.exceptions.ClickException, getattr(typer, "TyperException", click.exceptions.ClickException)})
-_ABORTS: tuple[type[BaseException], ...] = tuple({click.exceptions.Abort, typer.Abort})
+    {_CLICK_EXCEPTION, getattr(typer, "TyperException", _CLICK_EXCEPTION)})
+_ABORTS: tuple[type[BaseException], ...] = (typer.Abort,)  # click's own Abort under older typer releases
 
 
 def _print_error(lines: list[str], hint: str | None, payload: dict[str, object] | None) -> None:
@@ -52,6 +53,8 @@ def _print_error(lines: list[str], hint: str | None, payload: dict[str, object] 
         import json
 
         print(json.dumps(payload, indent=2))
+    from rich.text import Text
+
     # Messages quote user input ([image], key paths): never read them as rich markup.
     for line in lines:
         console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)

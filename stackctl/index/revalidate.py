@@ -9,7 +9,10 @@ caller asks again through requests, which follows redirects by hand, retries and
 
 from __future__ import annotations
 
+import http.client
 import os
+import socket
+import ssl
 import threading
 from base64 import b64encode
 from typing import Any
@@ -29,8 +32,6 @@ def not_modified(url: str, headers: dict[str, str], auth: tuple[str, str] | None
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or any(os.environ.get(v) for v in _PROXY_VARS):
         return None  # proxies (and their exceptions) are requests' to apply
-    import http.client
-
     key = (parts.scheme, parts.hostname, parts.port)
     conns: dict[Any, http.client.HTTPConnection] = getattr(_local, "conns", None) or {}
     _local.conns = conns
@@ -60,21 +61,66 @@ def not_modified(url: str, headers: dict[str, str], auth: tuple[str, str] | None
     return None
 
 
-def _connect(scheme: str, host: str, port: int | None, verify: str | bool, timeout: float) -> Any:
-    import http.client
+_contexts: dict[str | bool, ssl.SSLContext] = {}
+_contexts_lock = threading.Lock()
 
+
+def _connect(scheme: str, host: str, port: int | None, verify: str | bool,
+             timeout: float) -> http.client.HTTPConnection:
     if scheme == "http":
-        return http.client.HTTPConnection(host, port, timeout=timeout)
-    import ssl
+        return _Plain(host, port, timeout=timeout)
+    return _Tls(host, port, timeout=timeout, context=_context(verify))
 
-    if verify is False:
-        context = ssl._create_unverified_context()
-    else:
-        if verify is True:
-            import certifi  # requests' own bundle, as `tls_verify` means by True
 
-            verify = certifi.where()
-        context = ssl.create_default_context(cafile=verify if os.path.isfile(verify) else None,
-                                             capath=verify if os.path.isdir(verify) else None)
-    return http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+def _context(verify: str | bool) -> ssl.SSLContext:
+    """One TLS context per CA setting for the whole run: loading a CA bundle costs more than a 304, and
+    every worker thread opens a connection of its own."""
+    with _contexts_lock:
+        context = _contexts.get(verify)
+        if context is None:
+            if verify is False:
+                context = ssl._create_unverified_context()
+            else:
+                cafile = verify
+                if cafile is True:
+                    import certifi  # requests' own bundle, as `tls_verify` means by True
 
+                    cafile = certifi.where()
+                context = ssl.create_default_context(cafile=cafile if os.path.isfile(cafile) else None,
+                                                     capath=cafile if os.path.isdir(cafile) else None)
+            _contexts[verify] = context
+        return context
+
+
+def _ascii(host: str) -> str | bytes:
+    """The host name as the socket calls take it. A str is encoded with the idna codec, whose import
+    (unicodedata, stringprep) costs about as much as a round of 304s; an ASCII name needs no encoding."""
+    try:
+        return host.encode("ascii")
+    except UnicodeEncodeError:
+        return host
+
+
+def _create_connection(address: tuple[str, int], timeout: float | None = None,
+                       source_address: tuple[str, int] | None = None) -> socket.socket:
+    host, port = address
+    return socket.create_connection((_ascii(host), port), timeout, source_address)  # type: ignore[arg-type]
+
+
+class _Plain(http.client.HTTPConnection):
+    def __init__(self, host: str, port: int | None, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._create_connection = _create_connection
+
+
+class _Tls(http.client.HTTPSConnection):
+    def __init__(self, host: str, port: int | None, timeout: float, context: ssl.SSLContext) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._create_connection = _create_connection
+        self._tls = context
+
+    def connect(self) -> None:
+        # HTTPSConnection.connect, with the name for SNI and the certificate check passed as ASCII bytes
+        # (never through a tunnel: with a proxy in the environment this module is not used)
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._tls.wrap_socket(self.sock, server_hostname=_ascii(self.host))

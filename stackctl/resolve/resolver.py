@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from packaging.metadata import parse_email
 from packaging.version import Version
 
 from stackctl.base.concurrency import parallel
@@ -66,11 +65,6 @@ def _head_warnings(lines: list[str], most: int = 3) -> list[str]:
             out.append(f"{index}: {why.replace('HEAD answered', f'HEAD of {len(files)} files answered', 1)} "
                        f"({', '.join(files[:most])}, ...)")
     return out
-
-
-def requires_dist(metadata: bytes) -> tuple[str, ...]:
-    raw, _ = parse_email(metadata)
-    return tuple(raw.get("requires_dist", ()))
 
 
 def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
@@ -132,7 +126,7 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
         ep = eps[pin.index]
         rd = None
         if need_rd:
-            rd = requires_dist(client.metadata(ep, f) if f.has_metadata else client.wheel_metadata(ep, f))
+            rd = client.requires_dist(ep, f)
         if f.upload_time is not None and f.size is not None:
             return FileFacts(rd, f.upload_time, "index", f.size)
         head = client.head(ep, f)
