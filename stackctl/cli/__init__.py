@@ -6,6 +6,8 @@ import importlib
 import os
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 
@@ -29,11 +31,30 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
-def register(args: list[str]) -> None:
+def register(args: list[str]) -> str | None:
+    """Import the command modules this run needs; the command it runs, when it names a known one."""
     wanted = next((a for a in args if not a.startswith("-")), None)
     modules = [m for m, commands in COMMAND_MODULES.items() if wanted in commands] or list(COMMAND_MODULES)
     for module in modules:
         importlib.import_module(f"stackctl.cli.{module}")
+    return wanted if any(wanted in commands for commands in COMMAND_MODULES.values()) else None
+
+
+@contextmanager
+def only_command(wanted: str | None) -> Iterator[None]:
+    """While typer builds its click group: for a run of one known command, that command alone is registered
+    (typer turns every parameter of every registered command into a click parameter first; the group, its
+    options and the command's own help and errors are the same)."""
+    commands = app.registered_commands
+    keep = [c for c in commands if wanted is not None and
+            (c.name or typer.main.get_command_name(c.callback.__name__ if c.callback else "")) == wanted]
+    saved = list(commands)
+    if keep:
+        commands[:] = keep
+    try:
+        yield
+    finally:
+        commands[:] = saved
 
 
 __all__ = ["app", "main"]
@@ -139,8 +160,8 @@ def main(argv: list[str] | None = None) -> None:
     if "--version" in args and set(args) <= {"--version", "--verbose"}:
         print_version("--verbose" in args)
         sys.exit(0)
-    register(args)
-    command = typer.main.get_command(app)
+    with only_command(register(args)):
+        command = typer.main.get_command(app)
     try:
         result = command.main(args=args, prog_name="stackctl", standalone_mode=False)
         code = result if isinstance(result, int) else 0

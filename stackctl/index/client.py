@@ -54,6 +54,10 @@ class Downloadable(Protocol):
     def sha256(self) -> str | None: ...
 
 
+class NotCached(Exception):
+    """Raised by a client from `cache_only()` where it would have to ask the index."""
+
+
 class ProjectNotFound(CheckFailed):
     """The index answered, and the project is not there: the pin does not exist where the profile says."""
 
@@ -75,9 +79,19 @@ class IndexClient:
         self._verify = tls_verify() if self.options.verify is None else self.options.verify
         self.cache = HttpCache(self.options.cache_dir) if self.options.cache_dir else None
         self._local = threading.local()
+        self._cache_only = False
         # URLs whose whole bytes this client hashed and found equal to the index's sha256: evidence the
         # lock records per file, as against the index's word for it
         self.verified: set[str] = set()
+
+    def cache_only(self) -> IndexClient:
+        """This client answering from its cache alone: whatever needs a request (a missing entry, a stale one
+        to revalidate) raises `NotCached` instead. It shares the cache and the `verified` set."""
+        import copy
+
+        view = copy.copy(self)
+        view._cache_only = True
+        return view
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _session(self) -> requests.Session:
@@ -99,6 +113,8 @@ class IndexClient:
     def _send(self, ep: IndexEndpoint, method: str, url: str, what: str, headers: dict[str, str],
               stream: bool = False) -> requests.Response:
         """One logical request: redirects by hand, retries with backoff, errors as ServiceError."""
+        if self._cache_only:
+            raise NotCached(url)
         import requests
 
         if self.options.offline:
@@ -188,6 +204,8 @@ class IndexClient:
         stored = self.cache.get(method, url, accept) if self.cache else None
         if stored is not None and (self.options.offline or immutable or stored.fresh()):
             return stored
+        if self._cache_only:
+            raise NotCached(url)
         headers = {"Accept": accept, **(stored.validators() if stored else {})}
         if stored is not None and method == "GET" and stored.validators() and not self.options.offline:
             from stackctl.index.revalidate import not_modified
@@ -329,6 +347,8 @@ class IndexClient:
         stored = self.cache.get("GET", *key) if self.cache and f.sha256 else None
         if stored is not None:
             return stored.body
+        if self._cache_only:
+            raise NotCached(f.url)
         if self.options.offline:
             raise ServiceError(f"index {ep.name}, {what}: metadata not in the cache, and --offline is set")
         body = self._wheel_metadata(ep, f)
