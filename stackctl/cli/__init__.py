@@ -185,4 +185,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    if argv is None:
+        # The process is about to end and every object still alive goes with it; the interpreter's exit
+        # would first search them all for reference cycles, more than once: 10-20 ms of a 0.2 s warm
+        # resolve. Frozen objects are left out of that search (exit handlers, flushes and the modules'
+        # own teardown still run). Not for a caller in this process (tests): its objects live on.
+        import gc
+
+        gc.freeze()
     sys.exit(code)
