@@ -459,6 +459,46 @@ def test_warm_resolve_reads_parsed_pages_and_reparses_a_changed_one(
     assert lock.stat().st_ino != written.st_ino and not list(lock.parent.glob(".*.tmp"))
 
 
+def test_warm_revalidation_reconnects_and_leaves_odd_answers_to_requests(
+        cli: Cli, profile: Path, musa: IndexServer, public: IndexServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standard library's conditional GET takes a clean 304 only. A kept connection the server closed is
+    opened again; a malformed answer is asked again through requests; the lock is the same either way."""
+    import stackctl.index.client
+    from tests.support.index_server import Handler
+
+    cold = resolve_json(cli, profile, musa, public, "--no-closure")
+
+    def closes_after(h: Handler) -> bool:  # answers as usual, then closes the connection without a word
+        h.close_connection = True
+        return False
+
+    def folded(h: Handler) -> bool:
+        h.wfile.write(b'HTTP/1.1 304 Not Modified\r\nETag: "x"\r\n folded: y\r\n\r\n')
+        h.close_connection = True
+        return True
+
+    through_requests: list[str] = []
+    send = stackctl.index.client.IndexClient._send
+
+    def counted(self: stackctl.index.client.IndexClient, ep: object, method: str, url: str,
+                *args: object, **kwargs: object) -> object:
+        through_requests.append(url)
+        return send(self, ep, method, url, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stackctl.index.client.IndexClient, "_send", counted)
+    musa.fault("/simple/torch/", closes_after)
+    musa.fault("/simple/torchvision/", folded, folded)  # on the kept connection, then on a fresh one
+    musa.log.clear()
+    # one worker: every page on one kept connection, so the closed one is met by the next page
+    warm = resolve_json(cli, profile, musa, public, "--no-closure", "--jobs", "1")
+    assert warm["files"] == cold["files"]
+    pages = [p for _, p, _ in musa.requests_to(r"^/simple/[^/]+/$")]
+    assert pages.count("/simple/torchvision/") == 3  # two malformed answers, then requests' own request
+    assert all(pages.count(p) == 1 for p in set(pages) - {"/simple/torchvision/"})
+    assert through_requests == [f"{musa.url}torchvision/"]  # torch-musa, after the closed connection: reconnected
+    assert all("If-None-Match" in h for _, _, h in musa.requests_to(r"^/simple/[^/]+/$"))
+
+
 def test_a_warm_resolve_imports_no_parser_no_requests_and_no_rich(cli: Cli, profile: Path, musa: IndexServer,
                                                                  public: IndexServer) -> None:
     """A warm run is start-up and one round of 304s: what it imports is what such a run needs. Run as a
