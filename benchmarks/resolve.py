@@ -10,7 +10,8 @@ each cold (empty cache) and warm (the cache of the cold run), and prints the rat
 the tools (while working on one; recorded figures come from all three).
 
 stackctl's modules are byte-compiled first, as `pip install` leaves an installed copy (and as pip's own
-are): otherwise, with PYTHONDONTWRITEBYTECODE set, every run would compile the checkout's sources again.
+are): otherwise, with PYTHONDONTWRITEBYTECODE set, every run would compile the checkout's sources again
+(`--no-compile` times that instead: remove stackctl/**/__pycache__ first).
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", action="append", choices=("stackctl", "uv", "pip"),
                     help="run only this tool (repeatable); default: all three")
+    ap.add_argument("--no-compile", action="store_true", help="do not byte-compile the checkout first")
     args = ap.parse_args()
-    compileall.compile_dir(ROOT / "stackctl", quiet=1)
+    if not args.no_compile:
+        compileall.compile_dir(ROOT / "stackctl", quiet=1)
     bindir = Path(sys.executable).parent
     uv = shutil.which("uv", path=str(bindir)) or shutil.which("uv") or "uv"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "STACKCTL_"))}
