@@ -1,17 +1,23 @@
 """Resolve a post2-sized stack (20 pins, two targets) against a loopback index with network latency.
 
-    python benchmarks/resolve.py [--latency 0.03] [--repeat 3]
+    python benchmarks/resolve.py [--latency 0.03] [--repeat 3] [--only stackctl]
 
 Measures, in the same run and against the same server:
   stackctl  `stackctl resolve --no-closure` (pins proved per target: file, sha256, upload time, Requires-Dist)
   uv        `uv pip compile --no-deps --generate-hashes`, once per target
   pip       `pip install --dry-run --report --no-deps`, once per target
-each cold (empty cache) and warm (the cache of the cold run), and prints the ratios.
+each cold (empty cache) and warm (the cache of the cold run), and prints the ratios. `--only` runs some of
+the tools (while working on one; recorded figures come from all three).
+
+stackctl's modules are byte-compiled first, as `pip install` leaves an installed copy (and as pip's own
+are): otherwise, with PYTHONDONTWRITEBYTECODE set, every run would compile the checkout's sources again
+(`--no-compile` times that instead: remove stackctl/**/__pycache__ first).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -71,7 +77,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency", type=float, default=0.03, help="seconds added to every request")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", action="append", choices=("stackctl", "uv", "pip"),
+                    help="run only this tool (repeatable); default: all three")
+    ap.add_argument("--no-compile", action="store_true", help="do not byte-compile the checkout first")
     args = ap.parse_args()
+    if not args.no_compile:
+        compileall.compile_dir(ROOT / "stackctl", quiet=1)
     bindir = Path(sys.executable).parent
     uv = shutil.which("uv", path=str(bindir)) or shutil.which("uv") or "uv"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "STACKCTL_"))}
@@ -107,6 +118,7 @@ def main() -> None:
                         for py, _ in TARGETS]
 
             tools = {"stackctl": lambda c: [ours(c)], "uv": uv_runs, "pip": pip_runs}
+            tools = {k: v for k, v in tools.items() if not args.only or k in args.only}
             results: dict[tuple[str, str], list[float]] = {}
             for r in range(args.repeat):
                 for name, make in tools.items():
@@ -117,6 +129,7 @@ def main() -> None:
             # Where a warm run's time goes: start-up (`stackctl --help` imports the command table only),
             # every import the warm resolve makes, and the rest (one round of revalidations, the lock).
             start = [min(timed([sys.executable, "-m", "stackctl", "--help"], env) for _ in range(args.repeat))]
+            bare = min(timed([sys.executable, "-c", "pass"], env) for _ in range(args.repeat))
             warm_cache = tmp / "cache-stackctl-0"
             trace = subprocess.run([sys.executable, "-X", "importtime", *ours(warm_cache)[1:]], env=env,
                                    capture_output=True, text=True, check=True).stderr
@@ -134,11 +147,15 @@ def main() -> None:
     for name in tools:
         print(f"{name:10}{med[(name, 'cold')]:9.2f}{med[(name, 'warm')]:9.2f}")
     for peer in ("uv", "pip"):
+        if peer not in tools or "stackctl" not in tools:
+            continue
         for phase in ("cold", "warm"):
             print(f"{peer}/stackctl {phase}: {med[(peer, phase)] / med[('stackctl', phase)]:.2f}x")
-    print(f"stackctl warm / cold: {med[('stackctl', 'warm')] / med[('stackctl', 'cold')]:.2f}x")
+    if "stackctl" in tools:
+        print(f"stackctl warm / cold: {med[('stackctl', 'warm')] / med[('stackctl', 'cold')]:.2f}x")
     heavy = sorted(top.items(), key=lambda kv: -kv[1])[:8]
-    print(f"warm run: start-up (--help, best of {args.repeat}) {start[0]:.3f} s; imports of the warm resolve "
+    print(f"warm run: start-up (--help, best of {args.repeat}) {start[0]:.3f} s (`python -c pass` {bare:.3f} s); "
+          "imports of the warm resolve "
           f"{sum(top.values()) / 1e6:.3f} s (-X importtime, top level: "
           + ", ".join(f"{n} {us / 1e3:.0f} ms" for n, us in heavy) + ")")
 

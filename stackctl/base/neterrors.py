@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
-import ssl
+import sys
 
 # Substrings of library messages, lower-cased, most specific first: urllib3 and requests wrap the socket
 # error several times over, and only the text survives every layer.
@@ -48,8 +48,10 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def cause_in_words(exc: BaseException) -> str:
     """The reason a connection failed, as a person would say it ("connection refused: nothing listens there")."""
     chain = _chain(exc)
+    # An SSL error can only come from a loaded ssl module: a run over plain HTTP never imports it for this
+    ssl = sys.modules.get("ssl")
     for e in chain:
-        if isinstance(e, ssl.SSLCertVerificationError):
+        if ssl is not None and isinstance(e, ssl.SSLCertVerificationError):
             return "the TLS certificate is not trusted (CA bundle: REQUESTS_CA_BUNDLE)"
         if isinstance(e, socket.gaierror):
             return "the host name does not resolve"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -9,14 +10,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.table import Table
-from rich.text import Text
 
 from stackctl.base import jsonout
 
 if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
     from rich.progress import Progress as ProgressDisplay
+    from rich.table import Table
+    from rich.text import Text
 
     from stackctl.base.progress import Progress
 
@@ -44,8 +45,51 @@ def _root(
         raise typer.Exit(0)
 
 
-console = Console(highlight=False, soft_wrap=True)
-console_err = Console(stderr=True, highlight=False)
+class _LazyConsole:
+    """A rich Console made on first use: a run that prints only JSON (and its progress lines) never imports rich,
+    which costs more than a warm resolve's whole round of revalidations."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def made(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.made(), name)
+
+
+if TYPE_CHECKING:
+    console: Console
+    console_err: Console
+else:
+    console = _LazyConsole(highlight=False, soft_wrap=True)
+    console_err = _LazyConsole(stderr=True, highlight=False)
+
+
+def _real(c: Console) -> Console:
+    """The Console itself, for rich code that takes one (a progress display)."""
+    return c.made() if isinstance(c, _LazyConsole) else c
+
+
+def err_is_terminal() -> bool:
+    """`console_err.is_terminal`, without importing rich when the answer cannot be yes: stderr is no tty and
+    nothing rich heeds says otherwise (TTY_COMPATIBLE, FORCE_COLOR, a notebook). Anything else asks rich."""
+    if isinstance(console_err, _LazyConsole) and console_err._console is None:
+        isatty = getattr(sys.stderr, "isatty", None)
+        try:
+            tty = isatty is not None and bool(isatty())
+        except ValueError:  # closed
+            tty = False
+        overridden = any(v in os.environ for v in ("TTY_COMPATIBLE", "FORCE_COLOR", "FORCE_TERMINAL"))
+        if not tty and not overridden and "IPython" not in sys.modules:
+            return False
+    return console_err.is_terminal
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Print a Markdown table for a pull request.")]
@@ -119,7 +163,7 @@ def progress_display(head: str | None = None) -> ProgressDisplay:
 
     columns: list[ProgressColumn] = [TextColumn(f"[bold]{head}[/]")] if head else []
     columns += [BarColumn(), Count(), TimeElapsedColumn(), TextColumn("{task.description}")]
-    return Progress(*columns, console=console_err, transient=True)
+    return Progress(*columns, console=_real(console_err), transient=True)
 
 
 def counts_bytes(label: str) -> bool:
@@ -132,10 +176,10 @@ def progress_bar(enabled: bool, head: str | None = None) -> Iterator[Progress | 
     """A `Progress` callback drawing one bar per label on a terminal (when `enabled`). Not on a terminal (a CI
     log) and given a `head`, a timestamped line at every tenth of each kind of work, never a carriage return:
     `12:03:04 fetch wheels 3/9`; else None (nothing to draw)."""
-    if not console_err.is_terminal and head:
+    if not err_is_terminal() and head:
         yield progress_lines(head)
         return
-    if not enabled or not console_err.is_terminal:
+    if not enabled or not err_is_terminal():
         yield None
         return
     with progress_display() as bar:
@@ -154,13 +198,13 @@ def progress_lines(head: str) -> Progress:
     its end (`12:03:10 fetch 1.2 GiB of 3.9 GiB`, `12:03:11 resolve pages 9/9`), never a carriage return."""
     import time
 
-    from stackctl.wheels.archive import human_size
-
     said: dict[str, int] = {}
 
     def line(label: str, done: int, total: int) -> None:
         if done - said.get(label, 0) >= max(1, total // 10) or (done == total and said.get(label) != done):
             said[label] = done
+            if label == "bytes" or counts_bytes(label):
+                from stackctl.wheels.archive import human_size  # a resolve's lines count items only
             what = (f"{human_size(done)} of {human_size(total)}" if label == "bytes" else
                     f"{label} {human_size(done)} of {human_size(total)}" if counts_bytes(label) else
                     f"{label} {done}/{total}")
@@ -211,6 +255,9 @@ class FitTable:
         return self.min_width() <= limit
 
     def as_table(self) -> Table:
+        from rich.table import Table
+        from rich.text import Text
+
         t = Table(show_lines=False)
         for c in self.columns:
             if c in self.wrap:
@@ -223,6 +270,8 @@ class FitTable:
 
     def as_blocks(self) -> list[Text]:
         """One block per row: the first column as its head, then `key: value` for every other non-empty cell."""
+        from rich.text import Text
+
         lines: list[Text] = [Text(self.title, style="bold")] if self.title else []
         for r in self.rows:
             lines.append(Text(f"{self.columns[0]}: {r[0]}", style="bold"))

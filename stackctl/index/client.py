@@ -9,6 +9,7 @@ exponential backoff; every failure becomes one `ServiceError` line naming index,
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 import threading
@@ -18,7 +19,6 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin, urlsplit
@@ -54,6 +54,10 @@ class Downloadable(Protocol):
     def sha256(self) -> str | None: ...
 
 
+class NotCached(Exception):
+    """Raised by a client from `cache_only()` where it would have to ask the index."""
+
+
 class ProjectNotFound(CheckFailed):
     """The index answered, and the project is not there: the pin does not exist where the profile says."""
 
@@ -75,9 +79,19 @@ class IndexClient:
         self._verify = tls_verify() if self.options.verify is None else self.options.verify
         self.cache = HttpCache(self.options.cache_dir) if self.options.cache_dir else None
         self._local = threading.local()
+        self._cache_only = False
         # URLs whose whole bytes this client hashed and found equal to the index's sha256: evidence the
         # lock records per file, as against the index's word for it
         self.verified: set[str] = set()
+
+    def cache_only(self) -> IndexClient:
+        """This client answering from its cache alone: whatever needs a request (a missing entry, a stale one
+        to revalidate) raises `NotCached` instead. It shares the cache and the `verified` set."""
+        import copy
+
+        view = copy.copy(self)
+        view._cache_only = True
+        return view
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _session(self) -> requests.Session:
@@ -99,6 +113,8 @@ class IndexClient:
     def _send(self, ep: IndexEndpoint, method: str, url: str, what: str, headers: dict[str, str],
               stream: bool = False) -> requests.Response:
         """One logical request: redirects by hand, retries with backoff, errors as ServiceError."""
+        if self._cache_only:
+            raise NotCached(url)
         import requests
 
         if self.options.offline:
@@ -188,6 +204,8 @@ class IndexClient:
         stored = self.cache.get(method, url, accept) if self.cache else None
         if stored is not None and (self.options.offline or immutable or stored.fresh()):
             return stored
+        if self._cache_only:
+            raise NotCached(url)
         headers = {"Accept": accept, **(stored.validators() if stored else {})}
         if stored is not None and method == "GET" and stored.validators() and not self.options.offline:
             from stackctl.index.revalidate import not_modified
@@ -215,7 +233,9 @@ class IndexClient:
         merged = {**stored.headers, **{k: v for k, v in headers.items()
                                        if k in ("etag", "cache-control", "last-modified")}}
         entry = Entry(stored.url, stored.status, merged, time.time(), stored.body)
-        if self.cache is not None:
+        # Written again only when it changes something: new validators, or a freshness lifetime that the
+        # 304 starts anew. Otherwise the stored entry already says all the 304 did.
+        if self.cache is not None and (merged != stored.headers or (entry.max_age() or 0) > 0):
             self.cache.put(method, url, accept, entry, body_unchanged=True)
         return entry
 
@@ -237,6 +257,9 @@ class IndexClient:
         return found
 
     def metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
+        return self._metadata_entry(ep, f).body
+
+    def _metadata_entry(self, ep: IndexEndpoint, f: IndexedFile) -> Entry:
         what = f"file {f.filename}.metadata"
         entry = self.fetch(ep, f.metadata_url, what, immutable=f.metadata_sha256 is not None)
         if f.metadata_sha256 is not None:
@@ -244,7 +267,29 @@ class IndexClient:
             if got != f.metadata_sha256:
                 raise ServiceError(f"index {ep.name}, {what}: sha256 {got} does not match the index's "
                                    f"{f.metadata_sha256}")
-        return entry.body
+        return entry
+
+    def requires_dist(self, ep: IndexEndpoint, f: IndexedFile) -> tuple[str, ...]:
+        """Requires-Dist of a file, from its PEP 658 metadata file or else from the wheel itself.
+
+        The list parsed once is kept beside the cached metadata, keyed to that very answer: a warm run
+        reads it back instead of parsing again (and importing packaging's metadata parser and email).
+        """
+        if f.has_metadata:
+            key = ("GET", f.metadata_url, "*/*")
+            entry = self._metadata_entry(ep, f)
+        else:
+            key = ("GET", f.url + "#METADATA", f"sha256={f.sha256}")
+            entry = Entry(f.url, 200, {}, 0.0, self.wheel_metadata(ep, f))
+        if self.cache is not None:
+            stored = self.cache.get_derived(*key, entry)
+            found = _strings(stored) if stored is not None else None
+            if found is not None:
+                return found
+        parsed = requires_dist(entry.body)
+        if self.cache is not None and (f.has_metadata or f.sha256):
+            self.cache.put_derived(*key, entry, json.dumps(list(parsed)).encode())
+        return parsed
 
     def head(self, ep: IndexEndpoint, f: IndexedFile) -> HeadFacts:
         """Size and Last-Modified of a file (the upload-time stand-in on HTML-only indexes).
@@ -302,6 +347,8 @@ class IndexClient:
         stored = self.cache.get("GET", *key) if self.cache and f.sha256 else None
         if stored is not None:
             return stored.body
+        if self._cache_only:
+            raise NotCached(f.url)
         if self.options.offline:
             raise ServiceError(f"index {ep.name}, {what}: metadata not in the cache, and --offline is set")
         body = self._wheel_metadata(ep, f)
@@ -360,6 +407,25 @@ class IndexClient:
             r.close()
 
 
+def requires_dist(metadata: bytes) -> tuple[str, ...]:
+    """The Requires-Dist lines of a METADATA file, as packaging reads them."""
+    from packaging.metadata import parse_email
+
+    raw, _ = parse_email(metadata)
+    return tuple(raw.get("requires_dist", ()))
+
+
+def _strings(data: bytes) -> tuple[str, ...] | None:
+    """A JSON list of strings `requires_dist` stored, or None for anything else."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
 def _ssl_reason(exc: BaseException) -> str:
     text = str(exc)
     for marker in ("certificate verify failed: ", "SSL: "):
@@ -392,6 +458,8 @@ class HeadFacts:
 def _http_date(value: str | None) -> datetime | None:
     if not value:
         return None
+    from email.utils import parsedate_to_datetime  # only HTML-only indexes' Last-Modified needs it
+
     try:
         return parsedate_to_datetime(value).astimezone(timezone.utc)
     except (TypeError, ValueError):

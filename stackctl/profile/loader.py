@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from packaging.markers import InvalidMarker, Marker
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
@@ -294,6 +292,10 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
         out.add(None, (*path, "check"), "check = \"exact\" on an unpinned entry needs expect = VERSION")
     skip = raw.get("skip_import_if") or None  # "" clears a condition the parent profile set
     if skip is not None:
+        # packaging's marker and requirement grammars build their regular expressions on import: only a
+        # profile that uses them pays for it
+        from packaging.requirements import InvalidRequirement, Requirement
+
         try:
             if too_long_number(skip):
                 raise InvalidRequirement(f"a number of more than {MAX_DIGITS} digits")
@@ -393,7 +395,7 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
     _check_before(pins, extra, out)
     for p in pins:
         skip = p.gate.skip_import_if if p.gate else None
-        if skip and not any(q.key == canonicalize_name(Requirement(skip).name) for q in pins):
+        if skip and not any(q.key == _requirement_key(skip) for q in pins):
             out.add(None, ("pins", p.name, "gate", "skip_import_if"), "must name another pin of this stack")
 
     probes = tuple(_probe(t, i, out) for i, t in enumerate(gate_t.get("probe", [])))
@@ -426,6 +428,8 @@ def _pin_targets(pin: Pin, targets: tuple[Target, ...], path: tuple[str, ...], o
                 out.add(None, (*path, key, str(i)), f"{v!r} is not one of the stack's targets "
                         f"({', '.join(known) or 'none'})")
     if pin.marker is not None:
+        from packaging.markers import InvalidMarker, Marker
+
         try:
             Marker(pin.marker)
         except InvalidMarker as exc:
@@ -434,6 +438,13 @@ def _pin_targets(pin: Pin, targets: tuple[Target, ...], path: tuple[str, ...], o
     if targets and not any(pin.applies_to(t) for t in targets):
         out.add(None, (*path, "marker" if pin.marker else "python" if pin.python else "platforms"),
                 "matches none of the stack's targets (" + ", ".join(t.label for t in targets) + ")")
+
+
+def _requirement_key(requirement: str) -> str:
+    """The canonical name a requirement (already checked to parse) names."""
+    from packaging.requirements import Requirement
+
+    return canonicalize_name(Requirement(requirement).name)
 
 
 def _not_declared(what: str, value: str, known: list[str]) -> str:

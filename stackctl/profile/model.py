@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass, field
 from enum import Enum
 
-from packaging.markers import Marker
 from packaging.utils import NormalizedName, canonicalize_name
 
 
@@ -138,6 +137,8 @@ class Pin:
         if self.platforms and target.platform not in self.platforms:
             return False
         if self.marker:
+            from packaging.markers import Marker  # only a stack with markers pays for the marker grammar
+
             return Marker(self.marker).evaluate(target.marker_environment())
         return True
 

@@ -234,10 +234,18 @@ def read_lock(path: str | Path) -> Lock:
 
 
 def write_lock(path: str | Path, lock: Lock) -> None:
+    """Write the lock atomically; a lock that already holds exactly these bytes is left as it is (a warm run
+    that proved nothing new neither rewrites it nor touches its time)."""
     import os
 
+    data = dumps(lock).encode("utf-8")
     try:
-        write_atomic(path, dumps(lock))
+        if Path(path).read_bytes() == data:
+            return
+    except OSError:
+        pass  # missing or unreadable: written below, where a real problem is reported
+    try:
+        write_atomic(path, data)
         # the temporary file was private (0600); a lock is meant to be read by builds and reviewers
         umask = os.umask(0)
         os.umask(umask)

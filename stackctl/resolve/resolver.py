@@ -11,14 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from packaging.metadata import parse_email
 from packaging.version import Version
 
 from stackctl.base.concurrency import parallel
 from stackctl.base.progress import Progress
 from stackctl.base.times import utc_iso
 from stackctl.errors import CheckFailed, Problems, StackctlError
-from stackctl.index.client import IndexClient
+from stackctl.index.client import IndexClient, NotCached
 from stackctl.index.config import IndexEndpoint
 from stackctl.index.pages import IndexedFile, ProjectListing
 from stackctl.profile.model import Pin, Stack
@@ -66,11 +65,6 @@ def _head_warnings(lines: list[str], most: int = 3) -> list[str]:
             out.append(f"{index}: {why.replace('HEAD answered', f'HEAD of {len(files)} files answered', 1)} "
                        f"({', '.join(files[:most])}, ...)")
     return out
-
-
-def requires_dist(metadata: bytes) -> tuple[str, ...]:
-    raw, _ = parse_email(metadata)
-    return tuple(raw.get("requires_dist", ()))
 
 
 def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
@@ -127,25 +121,47 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
             for f in line.newest_files:
                 wanted.setdefault(f.url, (pin, f, False))
 
-    def facts(item: tuple[Pin, IndexedFile, bool]) -> FileFacts:
+    def facts(item: tuple[Pin, IndexedFile, bool], via: IndexClient = client) -> FileFacts:
         pin, f, need_rd = item
         ep = eps[pin.index]
         rd = None
         if need_rd:
-            rd = requires_dist(client.metadata(ep, f) if f.has_metadata else client.wheel_metadata(ep, f))
+            rd = via.requires_dist(ep, f)
         if f.upload_time is not None and f.size is not None:
             return FileFacts(rd, f.upload_time, "index", f.size)
-        head = client.head(ep, f)
+        head = via.head(ep, f)
         if f.upload_time is not None:
             return FileFacts(rd, f.upload_time, "index", f.size or head.size, head.warning)
         lm = head.last_modified
         return FileFacts(rd, lm, "last-modified" if lm else "none", f.size or head.size, head.warning)
 
-    results = parallel(jobs, facts, wanted.values(), progress, "files")
+    # What the cache alone answers (a warm run: metadata files checked against the page's digest, HEAD
+    # answers of published files) is read here on this thread; worker threads, whose start-up and turns
+    # at the interpreter lock cost more than these reads, take only what needs the index.
+    local = client.cache_only()
+
+    def from_cache(item: tuple[Pin, IndexedFile, bool]) -> FileFacts | None:
+        try:
+            return facts(item, local)
+        except (NotCached, StackctlError):
+            return None  # asked again below, the ordinary way, which reports any problem
+
+    by_url = {url: fx for url, item in wanted.items() if (fx := from_cache(item)) is not None}
+    rest = [url for url in wanted if url not in by_url]
+    cached = len(by_url)
+    if progress and cached:
+        progress("files", cached, len(wanted))
+
+    def counted(label: str, done: int, total: int) -> None:
+        assert progress is not None
+        progress(label, cached + done, cached + total)
+
+    results = parallel(jobs, lambda url: facts(wanted[url]), rest, counted if progress else None, "files")
     problems += [r for r in results if isinstance(r, StackctlError)]
     if problems:
         raise Problems.of(problems)
-    by_url = {url: r for url, r in zip(wanted, results, strict=True) if isinstance(r, FileFacts)}
+    by_url |= {url: r for url, r in zip(rest, results, strict=True) if isinstance(r, FileFacts)}
+    by_url = {url: by_url[url] for url in wanted}  # the order of `wanted`, as before
 
     # 4. the lock
     warnings: list[str] = _head_warnings([fx.warning for fx in by_url.values() if fx.warning])

@@ -429,18 +429,100 @@ def test_warm_resolve_reads_parsed_pages_and_reparses_a_changed_one(
     def no_parser(*args: object) -> None:
         raise AssertionError("a page the cache already parsed was parsed again")
 
+    def no_metadata_parser(*args: object) -> None:
+        raise AssertionError("Requires-Dist the cache already parsed was parsed again")
+
+    lock = profile.with_suffix(".lock")
+    written = lock.stat()
     with monkeypatch.context() as m:
         m.setattr(stackctl.index.client, "listing", no_parser)
+        m.setattr(stackctl.index.client, "requires_dist", no_metadata_parser)
         musa.log.clear()
         warm = resolve_json(cli, profile, musa, public, "--no-closure")
         assert all("If-None-Match" in h for _, _, h in musa.requests_to(r"^/simple/torch/$"))  # still revalidated
+        assert not musa.requests_to(r"\.metadata$") and not musa.requests_to(r"^/files/")  # facts from the cache
     assert warm["files"] == cold["files"]
+    # the same lock again: the file is left as it was, not replaced by an equal copy
+    assert (lock.stat().st_ino, lock.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     # a new upload changes the page and its ETag: the old parse is not used for the new answer
     for tag in PLATFORMS:
         musa.add(build_wheel(tmp_path / "more", "torch_musa", "2.11.0.post5+musa5.2.0", tag=tag),
                  upload_time=T0 + timedelta(days=5))
+    musa.log.clear()
     after = resolve_json(cli, profile, musa, public, "--no-closure")
     assert by(after, "torch_musa", "cp310-linux_x86_64")["newest_in_line"] == "2.11.0.post5+musa5.2.0"
+    assert by(after, "torch", "cp310-linux_x86_64")["newest_in_line"] == by(cold, "torch", "cp310-linux_x86_64")[
+        "newest_in_line"]  # the pages that answered 304 still come from their stored parse
+    # the new newest in line is in the lock, written anew (atomically: no temporary file left beside it)
+    locked = {p["name"]: p for p in json.loads(lock.read_text())["pins"]}
+    assert locked["torch_musa"]["newest_in_line"] == "2.11.0.post5+musa5.2.0"
+    assert lock.stat().st_ino != written.st_ino and not list(lock.parent.glob(".*.tmp"))
+
+
+def test_warm_revalidation_reconnects_and_leaves_odd_answers_to_requests(
+        cli: Cli, profile: Path, musa: IndexServer, public: IndexServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standard library's conditional GET takes a clean 304 only. A kept connection the server closed is
+    opened again; a malformed answer is asked again through requests; the lock is the same either way."""
+    import stackctl.index.client
+    from tests.support.index_server import Handler
+
+    cold = resolve_json(cli, profile, musa, public, "--no-closure")
+
+    def closes_after(h: Handler) -> bool:  # answers as usual, then closes the connection without a word
+        h.close_connection = True
+        return False
+
+    def folded(h: Handler) -> bool:
+        h.wfile.write(b'HTTP/1.1 304 Not Modified\r\nETag: "x"\r\n folded: y\r\n\r\n')
+        h.close_connection = True
+        return True
+
+    through_requests: list[str] = []
+    send = stackctl.index.client.IndexClient._send
+
+    def counted(self: stackctl.index.client.IndexClient, ep: object, method: str, url: str,
+                *args: object, **kwargs: object) -> object:
+        through_requests.append(url)
+        return send(self, ep, method, url, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stackctl.index.client.IndexClient, "_send", counted)
+    musa.fault("/simple/torch/", closes_after)
+    musa.fault("/simple/torchvision/", folded, folded)  # on the kept connection, then on a fresh one
+    musa.log.clear()
+    # one worker: every page on one kept connection, so the closed one is met by the next page
+    warm = resolve_json(cli, profile, musa, public, "--no-closure", "--jobs", "1")
+    assert warm["files"] == cold["files"]
+    pages = [p for _, p, _ in musa.requests_to(r"^/simple/[^/]+/$")]
+    assert pages.count("/simple/torchvision/") == 3  # two malformed answers, then requests' own request
+    assert all(pages.count(p) == 1 for p in set(pages) - {"/simple/torchvision/"})
+    assert through_requests == [f"{musa.url}torchvision/"]  # torch-musa, after the closed connection: reconnected
+    assert all("If-None-Match" in h for _, _, h in musa.requests_to(r"^/simple/[^/]+/$"))
+
+
+def test_a_warm_resolve_imports_no_parser_no_requests_and_no_rich(cli: Cli, profile: Path, musa: IndexServer,
+                                                                 public: IndexServer) -> None:
+    """A warm run is start-up and one round of 304s: what it imports is what such a run needs. Run as a
+    process of its own, since this one has imported everything already."""
+    import os
+    import subprocess
+    import sys
+    from importlib.util import find_spec
+
+    cold = resolve_json(cli, profile, musa, public, "--no-closure")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "stackctl", "resolve", str(profile),
+                          *idx(musa, public), "--no-closure", "--json"],
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout)["files"] == cold["files"]
+    imported = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "stackctl.index.revalidate" in imported  # the pages were revalidated, not taken as they were
+    heavy = {"pypi_simple", "pydantic", "bs4", "requests", "urllib3", "rich", "packaging.metadata",
+             "packaging.markers", "encodings.idna", "stackctl.wheels.archive"}
+    if find_spec("typer._click") is not None:  # typer's own copy of click: click itself is not needed
+        heavy.add("click")
+    assert not heavy & imported
 
 
 def test_warm_revalidation_sends_credentials_once_and_only_to_the_index(

@@ -278,6 +278,20 @@ def test_tls_index_is_checked_against_the_machines_ca_bundle(cli: Cli, tmp_path:
         assert ok.code == 0, ok.err
         assert json.loads(ok.out)["files"][0]["url"].startswith(server.base)
         assert server.requests_to(f"^{TORCH_PAGE}$")
+        # warm: every page revalidated over TLS by the standard library's client, checked against the same
+        # bundle (the host name passed to the socket and the certificate check as ASCII bytes)
+        import stackctl.index.client
+
+        def no_requests(*args: object, **kwargs: object) -> None:
+            raise AssertionError("a page that answered 304 went through requests")
+
+        server.log.clear()
+        monkeypatch.setattr(stackctl.index.client.IndexClient, "_send", no_requests)
+        warm = run(cli, profile, server.url, public, "--json")
+        assert warm.code == 0, warm.err
+        assert json.loads(warm.out)["files"] == json.loads(ok.out)["files"]
+        pages = server.requests_to(r"^/simple/[^/]+/$")
+        assert pages and all("If-None-Match" in h for _, _, h in pages)
 
 
 def test_interrupted_run_keeps_previous_lock(cli: Cli, profile: Path, musa: IndexServer,
