@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from string import Template
+from typing import Literal
 
 from packaging.utils import canonicalize_name
 
@@ -108,11 +109,16 @@ class BuildPlan:
     labels: tuple[tuple[str, str], ...]
     python: str = ""  # "3.10": the base image's python must be this one ("" checks nothing)
     installer: InstallItem | None = None  # uv's wheel; None: pip, from the base image's venv
-    bytecode: bool = False  # compile .pyc files into each layer
+    bytecode: bool | Literal["pins"] = False  # compile .pyc files into each layer ("pins": not the closure's)
     sbom: str = ""  # the CycloneDX JSON stored at SBOM_PATH in the image
     # True: the install stages fetch their wheels from http://WHEEL_HOST/groups/GROUP/ and the context sends
     # none (`.dockerignore`); False: each stage copies its wheels from the context.
     serve_wheels: bool = False
+
+    def compiles(self, group: LayerGroup) -> bool:
+        """Whether the group's layer carries byte-code: "pins" leaves the resolver's closure to compile on
+        first import (a torch stack's closure is mostly sympy, which importing torch does not load)."""
+        return self.bytecode is True or (self.bytecode == "pins" and group.kind != "closure")
 
     @property
     def epoch(self) -> int:
@@ -265,8 +271,8 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         stages.append(Template(templates.stage).substitute(
             group=group.name, stage=stage, members=members, epoch=group.epoch,
             wheels=f"groups/{group.name}/requirements.txt" if plan.serve_wheels else f"groups/{group.name}/",
-            install=install_command(group.name, plan.installer, plan.bytecode, plan.serve_wheels),
-            normalise=normalise("/export", epoch=group.epoch, bytecode=plan.bytecode)))
+            install=install_command(group.name, plan.installer, plan.compiles(group), plan.serve_wheels),
+            normalise=normalise("/export", epoch=group.epoch, bytecode=plan.compiles(group))))
         copies.append(Template(templates.copy).substitute(group=group.name, stage=stage).rstrip("\n"))
         requirements = Template(templates.requirements).substitute(
             group=group.name, stack=plan.stack, lines=requirement_lines(group))

@@ -60,7 +60,7 @@ SCHEMA: dict[str, Any] = {
     "gate": {"extra": {"*": _GATE}, "probe": [_PROBE]},
     "abi": {"allow": [str], "inventory": str},
     "image": {"base": str, "repository": str, "tag": str, "python": str, "vars": {"*": str},
-              "labels": {"*": str}, "installer": str, "bytecode": bool},
+              "labels": {"*": str}, "installer": str, "bytecode": (bool, str)},
 }
 INSTALLERS = ("pip", "uv")
 _CREDENTIAL_WORDS = ("password", "token", "secret", "auth")
@@ -183,6 +183,8 @@ def _typename(t: Any) -> str:
         return "a table"
     if isinstance(t, list):
         return "an array of " + ("tables" if isinstance(t[0], dict) else {str: "strings", int: "integers"}[t[0]])
+    if isinstance(t, tuple):  # only [image] bytecode takes one of two types
+        return 'true, false or "pins"'
     return {str: "a string", int: "an integer", bool: "true or false"}[t]
 
 
@@ -533,7 +535,10 @@ def _image(t: dict[str, Any] | None, stack: str, pythons: list[str], pins: list[
         elif tool.gate is not None:
             out.add(None, ("pins", tool.name, "gate"), f"{installer} installs the image but is not in it: "
                     "it has nothing for the gate to check")
+    bytecode = t.get("bytecode", False)
+    if isinstance(bytecode, str) and bytecode != "pins":
+        out.add(None, ("image", "bytecode"), f'{bytecode!r} is no byte-code choice; use true, false or "pins"')
     if not all(k in t for k in ("base", "repository", "tag")):
         return None
     return Image(t["base"], t["repository"], t["tag"], python, tuple(t.get("vars", {}).items()),
-                 tuple(t.get("labels", {}).items()), installer, t.get("bytecode", False))
+                 tuple(t.get("labels", {}).items()), installer, bytecode)

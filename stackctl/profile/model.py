@@ -9,6 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Literal
 
 from packaging.utils import NormalizedName, canonicalize_name
 
@@ -188,7 +189,9 @@ class Image:
     # "pip" (in the base image's venv) or "uv": a pin of the stack, hash-checked from the lock like every
     # other wheel, used only in the install stages and never shipped in the image.
     installer: str = "pip"
-    bytecode: bool = False  # compile .pyc files at build time (see README: why it is off by default)
+    # compile .pyc files at build time: True, False (see README: why it is the default), or "pins": the
+    # profile's pins (trains and single pins, what the gate imports) but not the resolver's closure
+    bytecode: bool | Literal["pins"] = False
 
 
 @dataclass(frozen=True)

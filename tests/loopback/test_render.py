@@ -276,6 +276,23 @@ def test_bytecode_is_an_explicit_choice(tmp_path: Path, cli: Callable[..., Resul
     # byte-code kept in the layers is compiled under SOURCE_DATE_EPOCH (hash-checked .pyc, no build time)
     assert on.count("-name __pycache__") == 1 and on.count("RUN SOURCE_DATE_EPOCH=") == 4
     assert (tmp_path / "off" / "Dockerfile").read_text().count("-name __pycache__") == 5
+    # "pins": every group but the resolver's closure (deps) carries byte-code
+    repo.profile.write_text(text.replace("bytecode = true", 'bytecode = "pins"'))
+    refresh_lock(repo)
+    render(cli, repo.root, tmp_path / "pins", "--wheelhouse", str(repo.wheelhouse), "--revision", "r", "--ref", "r")
+    pins = (tmp_path / "pins" / "Dockerfile").read_text()
+    stages = dict(re.findall(r"FROM tools AS layer\d+-(\S+)\n(.*?)(?=\n(?:# layer group|FROM ))", pins, re.S))
+    assert sorted(stages) == ["deps", "pin-patcher", "pin-toplib", "train-core"]
+    for group, stage in stages.items():
+        compiled = group != "deps"
+        assert ("--compile " in stage) == compiled and ("-name __pycache__" in stage) != compiled, group
+    # anything else is refused with the key and the choices
+    repo.profile.write_text(text.replace("bytecode = true", 'bytecode = "all"'))
+    r = cli("validate", str(repo.profile))
+    assert r.code == 2 and "image.bytecode" in r.err and '\'all\' is no byte-code choice; use true, false or "pins"' in r.err
+    repo.profile.write_text(text.replace("bytecode = true", "bytecode = 1"))
+    r = cli("validate", str(repo.profile))
+    assert r.code == 2 and 'image.bytecode: must be true, false or "pins", not int 1' in r.err
 
 
 def test_installer_must_be_pinned(tmp_path: Path, cli: Callable[..., Result]) -> None:
