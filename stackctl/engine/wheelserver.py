@@ -7,12 +7,20 @@ It answers only as the proxy of one made-up host (`render.WHEEL_HOST`): the stag
 rebuild on another port still finds its stages in the cache. It serves the context's `groups/GROUP/*.whl`
 files read-only, one listing page per group; anything else is refused. Every wheel was hash-checked against
 the lock when the context was written, and the stages check each again (`--require-hashes`).
+
+It listens on the engine's bridge, where any container on this machine could reach it while the build runs;
+a vendor's wheels are not for them. So every request must carry this build's own proxy password (the
+`user:password@` of the `http_proxy` value: clients send it as Proxy-Authorization), made afresh for each
+build and worthless after it.
 """
 
 from __future__ import annotations
 
+import base64
+import hmac
 import html
 import re
+import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,7 +34,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a group slug or a wheel fi
 
 class WheelServer:
     """Serves `root/GROUP/*.whl` on `address` (an address of this machine the engine's containers reach)
-    while entered. `proxy` is the value of the build's `http_proxy`; `requests` counts what it answered."""
+    while entered. `proxy` is the value of the build's `http_proxy`, password included (never print it:
+    `where` names the server); `requests` counts what it answered."""
 
     def __init__(self, root: Path, address: str) -> None:
         self.root = root
@@ -48,7 +57,10 @@ class WheelServer:
 
         self._httpd = ThreadingHTTPServer((address, 0), Handler)
         self._httpd.daemon_threads = True
-        self.proxy = f"http://{address}:{self._httpd.server_port}"
+        self.where = f"http://{address}:{self._httpd.server_port}"
+        password = secrets.token_urlsafe(18)
+        self.proxy = f"http://stackctl:{password}@{address}:{self._httpd.server_port}"
+        self._auth = "Basic " + base64.b64encode(f"stackctl:{password}".encode()).decode()
         self._thread: threading.Thread | None = None
 
     def file_for(self, target: str) -> Path | None:
@@ -68,6 +80,12 @@ class WheelServer:
         return wheel if wheel.is_file() else None
 
     def answer(self, handler: BaseHTTPRequestHandler, body: bool) -> None:
+        if not hmac.compare_digest(handler.headers.get("Proxy-Authorization", "").encode(), self._auth.encode()):
+            handler.send_response(407)
+            handler.send_header("Proxy-Authenticate", 'Basic realm="stackctl wheel server"')
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
         self.requests += 1
         # a proxy's request line carries the whole URL; a direct one only the path, and the host in a header
         target = handler.path if "://" in handler.path else f"http://{handler.headers.get('Host', '')}{handler.path}"

@@ -87,7 +87,7 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
                                   proxy=server.proxy if server else None)
         except BuildFailed as exc:
             if server is not None and server.requests == 0 and exc.hint is None:
-                exc.hint = (f"no install stage reached the wheel server at {server.proxy}; if this engine's "
+                exc.hint = (f"no install stage reached the wheel server at {server.where}; if this engine's "
                             "containers cannot reach this machine, build with --send-wheels")
             raise
     inputs = {f"profile:{s}": Path(s) for s in stack.sources if "@" not in s}

@@ -134,9 +134,11 @@ Progress = Steps  # step, of steps, instruction (the one shape, in base.progress
 
 
 class WheelServing(Protocol):
-    """A running wheel server (engine.wheelserver): `proxy` goes to the build as `http_proxy`."""
+    """A running wheel server (engine.wheelserver): `proxy` goes to the build as `http_proxy` (it carries the
+    build's password: `where` is what a message may name)."""
 
     proxy: str
+    where: str
     requests: int
 
     def __enter__(self) -> WheelServing: ...

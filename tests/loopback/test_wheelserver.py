@@ -6,8 +6,10 @@ import http.client
 import os
 import subprocess
 import sys
+from base64 import b64encode
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -31,12 +33,14 @@ def served(tmp_path: Path) -> Iterator[tuple[WheelServer, Path]]:
         yield server, groups
 
 
-def proxied(server: WheelServer, method: str, url: str) -> tuple[int, bytes]:
-    """One request as a client configured with `http_proxy` sends it: the whole URL on the request line."""
-    host, port = server.proxy.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+def proxied(proxy: str, method: str, url: str, password: str | None = None) -> tuple[int, bytes]:
+    """One request as a client configured with `http_proxy` sends it: the whole URL on the request line, the
+    proxy's user:password as Proxy-Authorization (`password` stands in for the proxy's own)."""
+    parts = urlsplit(proxy)
+    user = f"{parts.username}:{parts.password if password is None else password}"
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=10)
     try:
-        conn.request(method, url)
+        conn.request(method, url, headers={"Proxy-Authorization": "Basic " + b64encode(user.encode()).decode()})
         reply = conn.getresponse()
         return reply.status, reply.read()
     finally:
@@ -75,11 +79,11 @@ def test_uv_installs_a_group_through_the_proxy_and_checks_every_hash(served: tup
 def test_only_the_groups_wheels_of_the_one_host_are_served(served: tuple[WheelServer, Path]) -> None:
     server, groups = served
     wheel = next((groups / "pin-toplib").glob("*.whl"))
-    status, page = proxied(server, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/")
+    status, page = proxied(server.proxy, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/")
     assert status == 200 and f'href="{wheel.name}"'.encode() in page and b"requirements" not in page
-    status, body = proxied(server, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}")
+    status, body = proxied(server.proxy, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}")
     assert status == 200 and body == wheel.read_bytes()
-    status, body = proxied(server, "HEAD", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}")
+    status, body = proxied(server.proxy, "HEAD", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}")
     assert status == 200 and body == b""
     refused = [
         f"http://{WHEEL_HOST}/groups/pin-toplib/requirements.txt",  # not a wheel
@@ -90,21 +94,34 @@ def test_only_the_groups_wheels_of_the_one_host_are_served(served: tuple[WheelSe
         f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}?x=1",
     ]
     for url in refused:
-        status, _ = proxied(server, "GET", url)
+        status, _ = proxied(server.proxy, "GET", url)
         assert status == 404, url
     # a proxy for one made-up host only: nothing else goes anywhere through it
     for url in ("http://127.0.0.1:9/simple/", f"http://{WHEEL_HOST}.example.invalid/groups/pin-toplib/"):
-        status, _ = proxied(server, "GET", url)
+        status, _ = proxied(server.proxy, "GET", url)
         assert status == 403, url
-    status, _ = proxied(server, "CONNECT", f"{WHEEL_HOST}:443")
+    status, _ = proxied(server.proxy, "CONNECT", f"{WHEEL_HOST}:443")
     assert status in (405, 501)
+    # another container on the bridge, without this build's password, gets nothing, not even a listing
+    answered = server.requests
+    for password in ("", "guess"):
+        status, body = proxied(server.proxy, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}", password)
+        assert status == 407 and body == b""
+    assert server.requests == answered
+
+
+def test_the_password_is_the_builds_own_and_never_in_what_is_printed(tmp_path: Path) -> None:
+    with WheelServer(tmp_path, "127.0.0.1") as one, WheelServer(tmp_path, "127.0.0.1") as two:
+        assert urlsplit(one.proxy).password != urlsplit(two.proxy).password
+        assert len(urlsplit(one.proxy).password or "") >= 24
+        assert one.where == f"http://127.0.0.1:{urlsplit(one.proxy).port}" and "@" not in one.where
 
 
 def test_the_server_stops_with_its_build(tmp_path: Path) -> None:
     with WheelServer(tmp_path, "127.0.0.1") as server:
-        host, port = server.proxy.removeprefix("http://").split(":")
+        port = urlsplit(server.proxy).port
     with pytest.raises(OSError):
-        http.client.HTTPConnection(host, int(port), timeout=2).connect()
+        http.client.HTTPConnection("127.0.0.1", port, timeout=2).connect()
 
 
 class _Engine:
@@ -120,21 +137,11 @@ class _Engine:
               proxy: str | None = None) -> BuildResult:
         self.proxy, self.context = proxy or "", context
         if self.reach:
-            proxied_get(self.proxy, f"http://{WHEEL_HOST}/groups/pin-toplib/")
+            proxied(self.proxy, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/")
         raise BuildFailed("the build failed: step 9 exited 1", ("connection refused",), ())
 
     def facts(self, ref: str) -> ImageFacts | None:
         return ImageFacts("sha256:" + "1" * 64, (), (), 1)
-
-
-def proxied_get(proxy: str, url: str) -> int:
-    host, port = proxy.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
-    try:
-        conn.request("GET", url)
-        return conn.getresponse().status
-    finally:
-        conn.close()
 
 
 @pytest.mark.parametrize("reach", [False, True])
@@ -145,12 +152,13 @@ def test_a_build_whose_stages_never_reached_the_server_names_send_wheels(tmp_pat
     req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp_path / "ctx", tmp_path / "records")
     with pytest.raises(BuildFailed) as info:
         build_image(req, engine)  # type: ignore[arg-type]
-    assert engine.proxy.startswith("http://127.0.0.1:")
+    assert urlsplit(engine.proxy).hostname == "127.0.0.1" and urlsplit(engine.proxy).password
     dockerfile = (engine.context / "Dockerfile").read_text()
     assert f"--find-links http://{WHEEL_HOST}/groups/pin-toplib/" in dockerfile and "--offline" not in dockerfile
     assert (engine.context / ".dockerignore").read_text() == "groups/*/*.whl\n"
     if reach:  # the stages got there: the cause is elsewhere, and the message says only what failed
         assert info.value.hint is None
     else:
-        assert info.value.hint == (f"no install stage reached the wheel server at {engine.proxy}; if this engine's "
+        where = f"http://127.0.0.1:{urlsplit(engine.proxy).port}"
+        assert info.value.hint == (f"no install stage reached the wheel server at {where}; if this engine's "
                                    "containers cannot reach this machine, build with --send-wheels")

@@ -242,5 +242,7 @@ def test_served_and_sent_wheels_build_the_same_layers_and_the_server_leaves_no_t
         assert not [e for e in env if e.lower().startswith(("http_proxy", "https_proxy"))]
         history = json.dumps(docker_client.api.history(image_a.id))
         assert "stackctl-wheelhouse" not in history and "http_proxy" not in history
+        # nor does the build's proxy password reach its output or its record
+        assert not re.search(r"http://stackctl:[^@\s]*@", served.out + served.err + json.dumps(a) + history)
     finally:
         remove_images(docker_client, repository)
