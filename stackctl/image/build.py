@@ -80,8 +80,8 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
         assert prep.plan is not None
         prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, serve_wheels=True))
     prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
-    digests = write_context(prep.rendered, wheels, ctx, on_wheel)
-    with server or contextlib.nullcontext():
+    with server or contextlib.nullcontext():  # closed however the build ends (its port, its thread)
+        digests = write_context(prep.rendered, wheels, ctx, on_wheel)
         try:
             result = engine.build(ctx, str(image), on_step, nocache=req.no_cache,
                                   proxy=server.proxy if server else None)
