@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,8 +101,9 @@ class DockerEngine:
                                             buildargs=buildargs)
             return parse_build_stream(events, on_step)
 
-    def wheel_server(self, root: Path) -> WheelServer | None:
-        """A server for `root/GROUP/*.whl` that this engine's build containers reach: on the default bridge's
+    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServer | None:
+        """A server for `root/GROUP/NAME.whl` (each `GROUP/NAME.whl` in `sha256`, checked against it) that this
+        engine's build containers reach: on the default bridge's
         gateway, an address of this machine when the engine runs here. None when it cannot be (an engine
         elsewhere, no bridge, an address this machine does not have): the wheels then go in the context."""
         from stackctl.engine.wheelserver import WheelServer
@@ -118,7 +119,7 @@ class DockerEngine:
         if gateway is None:
             return None
         try:
-            return WheelServer(root, gateway)
+            return WheelServer(root, gateway, sha256)
         except OSError:
             return None
 

@@ -5,8 +5,9 @@ context each time: seconds for a multi-GB stack, even when every stage comes fro
 It answers only as the proxy of one made-up host (`render.WHEEL_HOST`): the stages reach it through the
 `http_proxy` build argument, which the builder keeps out of its cache key and the image's history, so a
 rebuild on another port still finds its stages in the cache. It serves the context's `groups/GROUP/*.whl`
-files read-only, one listing page per group; anything else is refused. Every wheel was hash-checked against
-the lock when the context was written, and the stages check each again (`--require-hashes`).
+files read-only, one listing page per group, and only the lock's files; anything else is refused. It checks
+each wheel's sha256 against the lock before its first byte goes out (refusing one that does not match), and
+the stages check each again (`--require-hashes`); a wheel no stage asks for (its step is cached) is never read.
 
 It listens on the engine's bridge, where any container on this machine could reach it while the build runs;
 a vendor's wheels are not for them. So every request must carry this build's own proxy password (the
@@ -22,24 +23,32 @@ import html
 import re
 import secrets
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import unquote, urlsplit
 
+from stackctl.base.files import sha256_file
+from stackctl.image.context import wheel_mismatch
 from stackctl.image.render import WHEEL_HOST
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a group slug or a wheel file name: one plain path part
 
 
 class WheelServer:
-    """Serves `root/GROUP/*.whl` on `address` (an address of this machine the engine's containers reach)
-    while entered. `proxy` is the value of the build's `http_proxy`, password included (never print it:
-    `where` names the server); `requests` counts what it answered."""
+    """Serves `root/GROUP/NAME.whl` on `address` (an address of this machine the engine's containers reach)
+    while entered, for each `GROUP/NAME.whl` in `sha256` (the lock's digest of each). `proxy` is the value
+    of the build's `http_proxy`, password included (never print it: `where` names the server); `requests`
+    counts what it answered, `refused` says which wheels did not match the lock."""
 
-    def __init__(self, root: Path, address: str) -> None:
+    def __init__(self, root: Path, address: str, sha256: Mapping[str, str]) -> None:
         self.root = root
+        self.sha256 = dict(sha256)
         self.requests = 0
+        self.refused: list[str] = []
+        self._checked: dict[str, bool] = {}
+        self._checking = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -74,10 +83,21 @@ class WheelServer:
         group = self.root / parts[2]
         if parts[3] == "":
             return group if group.is_dir() else None
-        if not parts[3].endswith(".whl") or not _NAME.fullmatch(parts[3]):
+        if f"{parts[2]}/{parts[3]}" not in self.sha256 or not _NAME.fullmatch(parts[3]):
             return None
         wheel = group / parts[3]
         return wheel if wheel.is_file() else None
+
+    def matches(self, wheel: Path) -> bool:
+        """Whether the wheel's bytes are the lock's: read once per build, on the first request for it."""
+        key = f"{wheel.parent.name}/{wheel.name}"
+        with self._checking:
+            if key not in self._checked:
+                digest = sha256_file(wheel)
+                self._checked[key] = digest == self.sha256[key]
+                if not self._checked[key]:
+                    self.refused.append(wheel_mismatch(wheel, digest, self.sha256[key]))
+            return self._checked[key]
 
     def answer(self, handler: BaseHTTPRequestHandler, body: bool) -> None:
         if not hmac.compare_digest(handler.headers.get("Proxy-Authorization", "").encode(), self._auth.encode()):
@@ -94,7 +114,7 @@ class WheelServer:
             handler.send_error(404 if urlsplit(target).hostname == WHEEL_HOST else 403)
             return
         if found.is_dir():
-            names = sorted(p.name for p in found.iterdir() if p.name.endswith(".whl"))
+            names = sorted(p.name for p in found.iterdir() if f"{found.name}/{p.name}" in self.sha256)
             page = "".join(f'<a href="{html.escape(n)}">{html.escape(n)}</a>\n' for n in names)
             data = f"<!DOCTYPE html>\n<html><body>\n{page}</body></html>\n".encode()
             handler.send_response(200)
@@ -103,6 +123,9 @@ class WheelServer:
             handler.end_headers()
             if body:
                 handler.wfile.write(data)
+            return
+        if not self.matches(found):
+            handler.send_error(409, "not the lock's bytes")
             return
         with found.open("rb") as f:
             size = found.stat().st_size

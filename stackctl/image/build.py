@@ -15,7 +15,7 @@ from stackctl.base.files import write_atomic
 from stackctl.base.jsonout import dumps
 from stackctl.base.progress import Progress
 from stackctl.base.times import now_iso
-from stackctl.errors import InputError
+from stackctl.errors import CheckFailed, InputError
 from stackctl.image.buildlog import BuildFailed, BuildResult, Engine
 from stackctl.image.buildlog import Progress as StepProgress
 from stackctl.image.context import write_context
@@ -75,17 +75,22 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     base = req.record_dir / stack.name
     ctx = req.context or base / "context"
     wheels = wheelhouse_for(prep, req.wheelhouse, base / "wheelhouse", req.overrides, progress=on_fetch)
-    server = None if req.send_wheels else engine.wheel_server(ctx / "groups")
+    served = {f.path.removeprefix("groups/"): f.sha256 for f in prep.rendered.files
+              if f.wheel and f.sha256 and f.path.startswith("groups/")}
+    server = None if req.send_wheels else engine.wheel_server(ctx / "groups", served)
     if server is not None:
         assert prep.plan is not None
         prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, serve_wheels=True))
     prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
     with server or contextlib.nullcontext():  # closed however the build ends (its port, its thread)
-        digests = write_context(prep.rendered, wheels, ctx, on_wheel)
+        digests = write_context(prep.rendered, wheels, ctx, on_wheel,
+                                served={f"groups/{k}" for k in served} if server else ())
         try:
             result = engine.build(ctx, str(image), on_step, nocache=req.no_cache,
                                   proxy=server.proxy if server else None)
         except BuildFailed as exc:
+            if server is not None and server.refused:
+                raise CheckFailed(server.refused[0], hint="fetch the wheel again (`stackctl fetch`)") from exc
             if server is not None and server.requests == 0 and exc.hint is None:
                 exc.hint = (f"no install stage reached the wheel server at {server.where}; if this engine's "
                             "containers cannot reach this machine, build with --send-wheels")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -140,6 +140,7 @@ class WheelServing(Protocol):
     proxy: str
     where: str
     requests: int
+    refused: list[str]  # wheels whose bytes were not the lock's
 
     def __enter__(self) -> WheelServing: ...
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -149,7 +150,7 @@ class WheelServing(Protocol):
 class Engine(Protocol):
     def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
               nocache: bool = False, proxy: str | None = None) -> BuildResult: ...
-    def wheel_server(self, root: Path) -> WheelServing | None: ...
+    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServing | None: ...
     def facts(self, ref: str) -> ImageFacts | None: ...
     def push(self, repository: str, tag: str) -> str: ...
     def pull(self, ref: str) -> ImageFacts: ...

@@ -6,7 +6,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 
 from stackctl.base.files import inside, sha256_file
@@ -17,12 +17,14 @@ MARKER = ".stackctl-context"
 
 
 def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,
-                  on_wheel: Callable[[str], None] | None = None) -> dict[str, str]:
+                  on_wheel: Callable[[str], None] | None = None, *, served: Container[str] = ()) -> dict[str, str]:
     """Write the context into `dest` (fresh each time); return path → sha256 of every file in it.
 
     Written beside `dest` and renamed into place, so a missing or tampered wheel leaves the old context
     (or none), never a half-written one a later `docker build` could pick up. `on_wheel(name)` follows
-    each wheel hashed (gigabytes for a torch stack: worth a progress bar).
+    each wheel hashed (gigabytes for a torch stack: worth a progress bar). The wheels at the context paths
+    in `served` are not read here: the wheel server checks each one a stage asks for, so a build whose
+    stages all come from the cache does not read gigabytes it never uses; their digest is the lock's.
     """
     if dest.exists() and not dest.is_dir():
         raise InputError(f"{dest}: exists and is not a directory; pick an empty directory")
@@ -35,7 +37,7 @@ def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,
     except OSError as exc:
         raise InputError(f"{dest}: cannot write the build context here: {exc.strerror or exc}") from None
     try:
-        digests = _fill(rendered, wheelhouse, tmp, on_wheel)
+        digests = _fill(rendered, wheelhouse, tmp, on_wheel, served)
         if dest.exists():
             shutil.rmtree(dest)
         tmp.rename(dest)
@@ -49,7 +51,7 @@ def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,
 
 
 def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
-          on_wheel: Callable[[str], None] | None) -> dict[str, str]:
+          on_wheel: Callable[[str], None] | None, served: Container[str]) -> dict[str, str]:
     (dest / MARKER).write_text("written by stackctl; replaced on every render\n", encoding="utf-8")
     digests: dict[str, str] = {}
     for f in rendered.files:
@@ -65,9 +67,9 @@ def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
             src = inside(wheelhouse, f.wheel, f"the lock's file name {f.wheel[:80]!r}")
             if not src.is_file():
                 raise InputError(f"{src}: wheel missing from the wheelhouse; fetch it from the lock first")
-            digest = sha256_file(src)
+            digest = f.sha256 if f.sha256 and f.path in served else sha256_file(src)
             if f.sha256 and digest != f.sha256:
-                raise CheckFailed(f"{src}: sha256 {digest} does not match the lock's {f.sha256}")
+                raise CheckFailed(wheel_mismatch(src, digest, f.sha256))
             _link_or_copy(src, out)
             digests[f.path] = digest
             if on_wheel:
@@ -92,6 +94,10 @@ def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
         d.chmod(0o755)
         os.utime(d, (newest.get(d, 0), newest.get(d, 0)))
     return dict(sorted(digests.items()))
+
+
+def wheel_mismatch(path: Path, digest: str, locked: str) -> str:
+    return f"{path}: sha256 {digest} does not match the lock's {locked}"
 
 
 def _link_or_copy(src: Path, out: Path) -> None:

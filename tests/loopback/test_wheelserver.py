@@ -19,6 +19,7 @@ from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
 from stackctl.image.prepare import prepare
 from stackctl.image.render import WHEEL_HOST
 from stackctl.resolve.closure import uv_binary
+from stackctl.resolve.lock import read_lock
 from tests.support.imagestack import make_stack_repo
 from tests.support.wheels import build_wheel, sha256_file
 
@@ -26,10 +27,12 @@ from tests.support.wheels import build_wheel, sha256_file
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[WheelServer, Path]]:
     groups = tmp_path / "ctx" / "groups"
-    build_wheel(groups / "pin-toplib", "toplib", "0.3.0", files={"toplib/__init__.py": "__version__ = '0.3.0'\n"})
+    wheel = build_wheel(groups / "pin-toplib", "toplib", "0.3.0",
+                        files={"toplib/__init__.py": "__version__ = '0.3.0'\n"})
+    build_wheel(groups / "pin-toplib", "other", "1.0")  # in the directory, not in the lock
     (groups / "pin-toplib" / "requirements.txt").write_text("not served\n")
     (tmp_path / "ctx" / "secret.txt").write_text("outside the groups\n")
-    with WheelServer(groups, "127.0.0.1") as server:
+    with WheelServer(groups, "127.0.0.1", {f"pin-toplib/{wheel.name}": sha256_file(wheel)}) as server:
         yield server, groups
 
 
@@ -61,7 +64,7 @@ def install(server: WheelServer, requirements: Path, target: Path) -> subprocess
 def test_uv_installs_a_group_through_the_proxy_and_checks_every_hash(served: tuple[WheelServer, Path],
                                                                      tmp_path: Path) -> None:
     server, groups = served
-    wheel = next((groups / "pin-toplib").glob("*.whl"))
+    wheel = next((groups / "pin-toplib").glob("toplib-*.whl"))
     req = tmp_path / "requirements.txt"
     req.write_text(f"toplib==0.3.0 --hash=sha256:{sha256_file(wheel)}\n")
     done = install(server, req, tmp_path / "t")
@@ -74,19 +77,37 @@ def test_uv_installs_a_group_through_the_proxy_and_checks_every_hash(served: tup
     bad = install(server, req, tmp_path / "u")
     assert bad.returncode != 0 and "hash" in bad.stderr.lower()
     assert not (tmp_path / "u" / "toplib").exists()
+    assert server.refused == []  # the server's bytes were the lock's; the requirement lied
+
+
+def test_a_wheel_that_is_not_the_locks_never_leaves_the_server(served: tuple[WheelServer, Path],
+                                                              tmp_path: Path) -> None:
+    server, groups = served
+    wheel = next((groups / "pin-toplib").glob("toplib-*.whl"))
+    locked = server.sha256[f"pin-toplib/{wheel.name}"]
+    wheel.write_bytes(wheel.read_bytes() + b"\0")  # changed in the wheelhouse after the lock was made
+    status, body = proxied(server.proxy, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}")
+    assert status == 409 and wheel.read_bytes()[:4] not in body
+    assert server.refused == [f"{wheel}: sha256 {sha256_file(wheel)} does not match the lock's {locked}"]
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"toplib==0.3.0 --hash=sha256:{locked}\n")
+    assert install(server, req, tmp_path / "t").returncode != 0
+    assert len(server.refused) == 1  # read once per build
 
 
 def test_only_the_groups_wheels_of_the_one_host_are_served(served: tuple[WheelServer, Path]) -> None:
     server, groups = served
-    wheel = next((groups / "pin-toplib").glob("*.whl"))
+    wheel = next((groups / "pin-toplib").glob("toplib-*.whl"))
     status, page = proxied(server.proxy, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/")
     assert status == 200 and f'href="{wheel.name}"'.encode() in page and b"requirements" not in page
+    assert b"other-" not in page  # only the lock's files
     status, body = proxied(server.proxy, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}")
     assert status == 200 and body == wheel.read_bytes()
     status, body = proxied(server.proxy, "HEAD", f"http://{WHEEL_HOST}/groups/pin-toplib/{wheel.name}")
     assert status == 200 and body == b""
     refused = [
         f"http://{WHEEL_HOST}/groups/pin-toplib/requirements.txt",  # not a wheel
+        f"http://{WHEEL_HOST}/groups/pin-toplib/other-1.0-py3-none-any.whl",  # not the lock's
         f"http://{WHEEL_HOST}/groups/pin-toplib/../../secret.txt",
         f"http://{WHEEL_HOST}/groups/%2e%2e/secret.txt",
         f"http://{WHEEL_HOST}/groups/nope/",
@@ -111,14 +132,14 @@ def test_only_the_groups_wheels_of_the_one_host_are_served(served: tuple[WheelSe
 
 
 def test_the_password_is_the_builds_own_and_never_in_what_is_printed(tmp_path: Path) -> None:
-    with WheelServer(tmp_path, "127.0.0.1") as one, WheelServer(tmp_path, "127.0.0.1") as two:
+    with WheelServer(tmp_path, "127.0.0.1", {}) as one, WheelServer(tmp_path, "127.0.0.1", {}) as two:
         assert urlsplit(one.proxy).password != urlsplit(two.proxy).password
         assert len(urlsplit(one.proxy).password or "") >= 24
         assert one.where == f"http://127.0.0.1:{urlsplit(one.proxy).port}" and "@" not in one.where
 
 
 def test_the_server_stops_with_its_build(tmp_path: Path) -> None:
-    with WheelServer(tmp_path, "127.0.0.1") as server:
+    with WheelServer(tmp_path, "127.0.0.1", {}) as server:
         port = urlsplit(server.proxy).port
     with pytest.raises(OSError):
         http.client.HTTPConnection("127.0.0.1", port, timeout=2).connect()
@@ -130,8 +151,9 @@ class _Engine:
     def __init__(self, reach: bool) -> None:
         self.reach, self.proxy, self.context = reach, "", Path()
 
-    def wheel_server(self, root: Path) -> WheelServer:
-        return WheelServer(root, "127.0.0.1")
+    def wheel_server(self, root: Path, sha256: dict[str, str]) -> WheelServer:
+        self.sha256 = sha256
+        return WheelServer(root, "127.0.0.1", sha256)
 
     def build(self, context: Path, tag: str, on_step: object = None, *, nocache: bool = False,
               proxy: str | None = None) -> BuildResult:
@@ -156,6 +178,12 @@ def test_a_build_whose_stages_never_reached_the_server_names_send_wheels(tmp_pat
     dockerfile = (engine.context / "Dockerfile").read_text()
     assert f"--find-links http://{WHEEL_HOST}/groups/pin-toplib/" in dockerfile and "--offline" not in dockerfile
     assert (engine.context / ".dockerignore").read_text() == "groups/*/*.whl\n"
+    # the server knows every group wheel of the lock, and nothing else (uv's own wheel goes in the context)
+    lock = read_lock(repo.lock)
+    locked = [f.sha256 for p in lock.pins if p.name != "uv" for f in p.files]
+    locked += [c.file.sha256 for c in lock.closure if c.file]
+    assert sorted(engine.sha256.values()) == sorted(locked)
+    assert all(k.count("/") == 1 and k.endswith(".whl") for k in engine.sha256)
     if reach:  # the stages got there: the cause is elsewhere, and the message says only what failed
         assert info.value.hint is None
     else:

@@ -246,3 +246,18 @@ def test_served_and_sent_wheels_build_the_same_layers_and_the_server_leaves_no_t
         assert not re.search(r"http://stackctl:[^@\s]*@", served.out + served.err + json.dumps(a) + history)
     finally:
         remove_images(docker_client, repository)
+
+
+def test_a_served_wheel_that_is_not_the_locks_fails_the_build_naming_it(
+        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+    repo = stack(tmp_path, registry)
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    wheel = next(repo.wheelhouse.glob("toplib-*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"\0")  # the wheelhouse changed after the lock was made
+    try:
+        r = build(cli, repo, tmp_path, "--revision", "r1", "--ref", "t", "--no-cache")
+        assert r.code == 1, r.out + r.err
+        assert f"pin-toplib/{wheel.name}: sha256 " in r.err and "does not match the lock's" in r.err
+        assert "hint: fetch the wheel again" in r.err
+    finally:
+        remove_images(docker_client, repository)

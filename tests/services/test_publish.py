@@ -213,7 +213,7 @@ class LyingRegistryEngine:
               nocache: bool = False, proxy: str | None = None) -> BuildResult:
         raise NotImplementedError
 
-    def wheel_server(self, root: Path) -> None:
+    def wheel_server(self, root: Path, sha256: object) -> None:
         return None
 
     def facts(self, ref: str) -> ImageFacts | None:
