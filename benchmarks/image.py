@@ -219,7 +219,7 @@ def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str
     checked into the context, the build with its wheel server, the build record."""
     from stackctl.engine.docker import DockerEngine
     from stackctl.image.build import BuildRequest, build_image
-    from stackctl.image.prepare import prepare
+    from stackctl.image.prepare import prepare_build
 
     t0 = time.perf_counter()
     marks: list[tuple[float, str]] = [(0.0, "render, hash the wheels, send the context")]
@@ -235,7 +235,7 @@ def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str
 
     engine = Engine()
 
-    prep = prepare(repo.stack, repo.lock, None, "bench", "bench", None, None, os.environ)
+    prep = prepare_build(repo.stack, repo.lock, None, "bench", "bench", None, None, os.environ)
     req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp / "ctx", tmp / "records", nocache)
     built = build_image(req, engine, on_step=step)
     seconds = time.perf_counter() - t0

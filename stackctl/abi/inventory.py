@@ -137,7 +137,10 @@ def read_inventory(path: str | Path) -> Inventory:
 
 
 def write_inventory(path: str | Path, inv: Inventory) -> None:
-    write_atomic(path, dumps(inv))
+    try:
+        write_atomic(path, dumps(inv))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the inventory: {exc.strerror or exc}") from None
 
 
 # --- parsing what the image's ldconfig prints ------------------------------------------------------

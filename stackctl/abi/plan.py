@@ -158,3 +158,69 @@ def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...
     if rep.unresolved() and any(not p.check for p in items):
         rep = check_abi(read(True), inv, rules, plan.arch)
     return rep
+
+
+@dataclass(frozen=True)
+class AbiOutcome:
+    """`stackctl abi` as one result: each target's report, what reading each wheel cost, the problems, and
+    the JSON document --json prints and --record keeps."""
+
+    reports: tuple[tuple[str, AbiReport], ...]
+    origins: tuple[WheelOrigin, ...]
+    problems: tuple[StackctlError, ...]
+    warnings: tuple[str, ...]
+
+    def as_json(self) -> dict[str, object]:
+        return {"reports": [{"target": label, **report_json(rep)} for label, rep in self.reports],
+                "sources": self.origins,
+                "problems": [{"error": str(e), "exit_code": e.exit_code} for e in self.problems]}
+
+
+def report_json(rep: AbiReport) -> dict[str, object]:
+    from stackctl.base.jsonout import to_jsonable
+
+    d: dict[str, object] = to_jsonable(rep)
+    d["ok"] = rep.ok
+    d["unresolved"] = [{"library": lib, "needed_by": list(files)} for lib, files in rep.unresolved()]
+    return d
+
+
+def check_targets(targets: list[str], *, lock: Path | None = None, target: str | None = None,
+                  inventory: str | None = None, allow: tuple[str, ...] = (), arch: str | None = None,
+                  limits: Limits | None = None, overrides: Mapping[str, str] | None = None,
+                  record: Path | None = None, command: str = "", progress: Progress | None = None) -> AbiOutcome:
+    """`stackctl abi PROFILE` (the lock's wheels, read from their indexes) or `stackctl abi WHEEL...` (the
+    files or URLs together); with `record` (a profile only), the result also written as evidence."""
+    from stackctl.abi.inventory import read_inventory
+
+    wheel_mode = all(t.endswith(".whl") for t in targets)
+    if not wheel_mode and len(targets) != 1:
+        raise InputError("give one profile, or only wheel files (*.whl)")
+    client = None
+    recorded: tuple[str, str | None, tuple[str, ...]] | None = None  # stack, lock digest, profile digest
+    if wheel_mode:
+        if lock is not None or target is not None or overrides or record is not None:
+            raise InputError("--lock, --target, --index and --record apply to a profile, not to wheel files")
+        plan = plan_wheels(targets, arch)
+    else:
+        from stackctl.index.config import endpoints
+        from stackctl.profile.locate import load_profile
+        from stackctl.resolve.lock import lock_path, read_lock
+
+        stack = load_profile(targets[0])
+        path = lock_path(targets[0], lock)
+        locked = read_lock(path)
+        plan = plan_stack(stack, locked, path, endpoints(stack, overrides), target, arch)
+        recorded = (stack.name, locked.digest(), (stack.digest(),))
+        client = IndexClient()
+    inv_file = inventory or plan.inventory
+    inv = read_inventory(inv_file) if inv_file else None
+    run = run_abi(plan, inv, plan.allow + allow, limits or Limits(), client, progress)
+    problems = (*run.errors, *(CheckFailed(f) for f in run.failures()))
+    outcome = AbiOutcome(run.reports, run.origins, problems, plan.warnings)
+    if record is not None and recorded is not None:
+        from stackctl.base.evidence import write_evidence
+
+        write_evidence(record, "abi", recorded[0], {**outcome.as_json(), "failures": [str(e) for e in problems]},
+                       lock_digest=recorded[1], profile_digests=recorded[2], command=command)
+    return outcome

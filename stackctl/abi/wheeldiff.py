@@ -1,16 +1,20 @@
 """What changed between two builds of a wheel: members by CRC and size, the dynamic section of changed
-libraries, and the metadata a resolver reads. Pure: two `WheelScan`s in, a `WheelDiff` out.
+libraries, and the metadata a resolver reads. `diff_wheels` is pure: two `WheelScan`s in, a `WheelDiff` out;
+`diff_wheel_files` reads the two wheels first.
 """
 
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from pathlib import Path
 
 from stackctl.abi.inventory import FAMILIES, highest, split_version
-from stackctl.wheels.archive import Member
+from stackctl.base.progress import Progress
+from stackctl.wheels.archive import Limits, Member
 from stackctl.wheels.elf import ElfInfo
 from stackctl.wheels.scan import WheelScan
+from stackctl.wheels.source import WheelOrigin
 
 
 @dataclass(frozen=True)
@@ -177,3 +181,39 @@ def summarize(d: WheelDiff) -> str:
         parts.append(f"Requires-Python {d.requires_python_before or '(none)'}\u2192"
                      f"{d.requires_python_after or '(none)'}")
     return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class WheelDiffRun:
+    """`stackctl wheel-diff`: the diff, what reading each wheel cost, and the rows a report quotes."""
+
+    diff: WheelDiff
+    origins: tuple[WheelOrigin, ...]
+    rows: tuple[tuple[str, str, str, str, str], ...]  # member, size before, size after, crc before, crc after
+    elf_rows: tuple[tuple[str, str], ...]  # library, dynamic section changes
+
+
+def diff_wheel_files(old: str, new: str, limits: Limits, *, record: Path | None = None, command: str = "",
+                     progress: Progress | None = None) -> WheelDiffRun:
+    """Read both wheels (files or URLs) and compare them; with `record`, add the diff to that evidence file
+    (one entry per new wheel) for `stackctl report`."""
+    from stackctl.wheels.source import OpenedWheel
+
+    scans, origins = [], []
+    for n, location in enumerate((old, new), 1):
+        with OpenedWheel(location, limits) as w:
+            scans.append(w.scan(with_metadata=True))
+            origins.append(w.origin())
+        if progress:
+            progress("reading wheels", n, 2)
+    d = diff_wheels(scans[0], scans[1])
+    rows = [(c.path, str(c.size_before), str(c.size_after), c.crc_before, c.crc_after) for c in d.changed]
+    rows += [(k, "—", "added", "", "") for k in d.added] + [(k, "removed", "—", "", "") for k in d.removed]
+    elf_rows = tuple((e.path, " ".join(e.tokens()) or "(dynamic section unchanged)") for e in d.elf)
+    if record is not None:
+        from stackctl.base.evidence import add_to_evidence
+        from stackctl.base.jsonout import to_jsonable
+
+        add_to_evidence(record, "wheel-diff", d.new, {"diff": to_jsonable(d), "rows": to_jsonable(rows),
+                                                      "elf_rows": to_jsonable(elf_rows)}, command=command)
+    return WheelDiffRun(d, tuple(origins), tuple(rows), elf_rows)

@@ -1,1 +1,42 @@
-"""Small pieces every stage shares: atomic files and hashes, JSON for dataclasses, bounded concurrency, git."""
+"""Small pieces every stage shares: atomic files and hashes, JSON for dataclasses, bounded concurrency, git,
+image references, sizes.
+
+The names below are the stage's API; each is imported from its module on first use."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stackctl.base.lazy import lazy_api
+
+if TYPE_CHECKING:
+    from stackctl.base.concurrency import end_children, workers_alive
+    from stackctl.base.evidence import Evidence, add_to_evidence, read_evidence, write_evidence
+    from stackctl.base.files import sha256_file, write_atomic
+    from stackctl.base.imageref import ImageName, looks_like_image, parse_image_ref
+    from stackctl.base.jsonout import dumps, to_jsonable
+    from stackctl.base.progress import Progress, Steps
+    from stackctl.base.sizes import human_size
+    from stackctl.base.times import now_iso, short_time
+    from stackctl.base.urls import strip_userinfo
+    from stackctl.base.words import count
+
+__all__ = [
+    "Evidence", "ImageName", "Progress", "Steps", "add_to_evidence", "count", "dumps", "end_children", "human_size",
+    "looks_like_image", "now_iso", "parse_image_ref", "read_evidence", "sha256_file", "short_time", "strip_userinfo",
+    "to_jsonable", "workers_alive", "write_atomic", "write_evidence",
+]
+
+if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
+    __getattr__ = lazy_api(__name__, {
+        "concurrency": ("end_children", "workers_alive"),
+        "evidence": ("Evidence", "add_to_evidence", "read_evidence", "write_evidence"),
+        "files": ("sha256_file", "write_atomic"),
+        "imageref": ("ImageName", "looks_like_image", "parse_image_ref"),
+        "jsonout": ("dumps", "to_jsonable"),
+        "progress": ("Progress", "Steps"),
+        "sizes": ("human_size",),
+        "times": ("now_iso", "short_time"),
+        "urls": ("strip_userinfo",),
+        "words": ("count",),
+    })

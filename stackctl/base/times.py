@@ -14,3 +14,8 @@ def utc_iso(t: datetime) -> str:
 def now_iso(now: datetime | None = None) -> str:
     """This moment (or `now`) to the second: a record or label never claims more precision than that."""
     return utc_iso((now or datetime.now(timezone.utc)).replace(microsecond=0))
+
+
+def short_time(t: str | None) -> str:
+    """An ISO 8601 time to the minute for a table (`2026-03-01 12:03`); `—` for none."""
+    return t[:16].replace("T", " ") if t else "—"

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import typer
 
 from stackctl.cli.app import app, console_err, markdown_text, output
+from stackctl.cli.options import add_verbose
 from stackctl.errors import EXIT_INPUT, Problems, ProfileError, StackctlError
 
 # Each module registers its commands on `app` when imported; a run imports only the module of the
@@ -125,7 +126,7 @@ def print_version(verbose: bool) -> None:
     if not verbose:
         return
     try:
-        from stackctl.engine.docker import DockerEngine
+        from stackctl.engine import DockerEngine
 
         api = DockerEngine().api_version()
     except StackctlError as exc:
@@ -134,7 +135,7 @@ def print_version(verbose: bool) -> None:
     try:
         import subprocess
 
-        from stackctl.resolve.closure import uv_binary
+        from stackctl.resolve import uv_binary
 
         done = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, timeout=30, check=False)
         uv = done.stdout.strip() or f"unavailable (exit {done.returncode})"
@@ -147,7 +148,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 def _interrupted() -> None:
-    from stackctl.base.concurrency import end_children
+    from stackctl.base import end_children
 
     end_children()  # uv, a gate's interpreter: nothing stackctl started outlives it
     console_err.print("interrupted")
@@ -155,29 +156,30 @@ def _interrupted() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    output.json_emitted = False
-    output.argv = tuple(args)
+    output.reset(args)
     if "--version" in args and set(args) <= {"--version", "--verbose"}:
         print_version("--verbose" in args)
         sys.exit(0)
     with only_command(register(args)):
         command = typer.main.get_command(app)
+    add_verbose(command)
     try:
         result = command.main(args=args, prog_name="stackctl", standalone_mode=False)
         code = result if isinstance(result, int) else 0
         if code == EXIT_INTERRUPTED:  # typer turns KeyboardInterrupt into Exit(130) before click sees it
             _interrupted()
     except StackctlError as exc:
-        if "--verbose" in args:
+        if output.verbose:
             traceback.print_exc()
-        _report(exc, "--json" in args, "--markdown" in args)
+        _report(exc, output.as_json, output.markdown)
         code = exc.exit_code
     except _USAGE_ERRORS as exc:
-        code = _report_usage(exc, "--json" in args)
+        # The arguments did not parse, so no option was read: --json is looked for as it was typed.
+        code = _report_usage(exc, output.as_json or "--json" in args)
     except _ABORTS:  # click turns Ctrl-C (SIGINT) into Abort
         _interrupted()
         code = EXIT_INTERRUPTED
-    from stackctl.base.concurrency import workers_alive
+    from stackctl.base import workers_alive
 
     if workers_alive():
         # A worker still blocked on a hanging index (Ctrl-C): finalizing the interpreter under a daemon

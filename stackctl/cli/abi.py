@@ -8,9 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from stackctl.cli.app import (
-    JsonOpt,
-    MarkdownOpt,
-    VerboseOpt,
     app,
     console,
     console_err,
@@ -22,14 +19,12 @@ from stackctl.cli.app import (
     progress_bar,
     table,
 )
-from stackctl.cli.options import IndexOpt, LockOpt, overrides
-from stackctl.errors import CheckFailed, InputError, Problems
+from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, overrides
+from stackctl.errors import Problems
 
 if TYPE_CHECKING:
-
-    from stackctl.abi.check import AbiReport
-    from stackctl.wheels.archive import Limits
-    from stackctl.wheels.source import WheelOrigin
+    from stackctl.abi import AbiReport
+    from stackctl.wheels import WheelOrigin
 
 _RESOLUTION_COLUMNS = ["file", "needed", "resolved", "where"]
 
@@ -39,19 +34,9 @@ MaxSizeOpt = Annotated[int | None, typer.Option("--max-size", metavar="BYTES",
                                               "wheel (zip bomb cap).")]
 
 
-def _limits(max_size: int | None) -> Limits:
-    from stackctl.wheels.archive import Limits
-
-    if max_size is None:
-        return Limits()
-    if max_size <= 0:
-        raise InputError(f"--max-size must be positive, not {max_size}")
-    return Limits(max_member=max_size, max_total=max(max_size, Limits().max_total))
-
-
 def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None:
     """What reading each remote wheel cost, and how far it was verified."""
-    from stackctl.wheels.archive import human_size
+    from stackctl.base import human_size
 
     for s in sources:
         if s.fetched is not None:
@@ -99,46 +84,23 @@ def abi(
                                                 "time, for `stackctl report` (build/STACK.abi.json).")] = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Check that every DT_NEEDED of the wheels resolves.
 
     Where each library the checked wheels need is found (RUNPATH, another wheel, the image, the allow
     list); exit 1 naming each unresolved library and each exceeded symbol version.
     """
-    from stackctl.abi.inventory import read_inventory
-    from stackctl.abi.plan import plan_stack, plan_wheels, run_abi
+    from stackctl.abi import check_targets
+    from stackctl.wheels import Limits
 
     one_format(as_json, markdown)
-    limits = _limits(max_size)
-    wheel_mode = all(t.endswith(".whl") for t in targets)
-    if not wheel_mode and len(targets) != 1:
-        raise InputError("give one profile, or only wheel files (*.whl)")
-    client = None
-    recorded: tuple[str, str | None, tuple[str, ...]] | None = None  # stack, lock digest, profile digest
-    if wheel_mode:
-        if lock is not None or target is not None or index or record is not None:
-            raise InputError("--lock, --target, --index and --record apply to a profile, not to wheel files")
-        plan = plan_wheels(targets, arch)
-    else:
-        from stackctl.index.client import IndexClient
-        from stackctl.index.config import endpoints
-        from stackctl.profile.locate import load_profile
-        from stackctl.resolve.lock import lock_path, read_lock
-
-        stack = load_profile(targets[0])
-        path = lock_path(targets[0], lock)
-        locked = read_lock(path)
-        plan = plan_stack(stack, locked, path, endpoints(stack, overrides(index)), target, arch)
-        recorded = (stack.name, locked.digest(), (stack.digest(),))
-        client = IndexClient()
-    for w in plan.warnings:
-        console_err.print(f"[yellow]warning:[/] {w}")
-    inv_file = inventory or plan.inventory
-    inv = read_inventory(inv_file) if inv_file else None
     with progress_bar(not as_json, "abi") as progress:
-        run = run_abi(plan, inv, plan.allow + tuple(allow or ()), limits, client, progress)
-    reports, sources = run.reports, run.origins
+        outcome = check_targets(targets, lock=lock, target=target, inventory=inventory, allow=tuple(allow or ()),
+                                arch=arch, limits=Limits.capped(max_size), overrides=overrides(index),
+                                record=record, command=invoked(), progress=progress)
+    for w in outcome.warnings:
+        console_err.print(f"[yellow]warning:[/] {w}")
+    reports, sources = outcome.reports, outcome.origins
 
     def human() -> None:
         for label, rep in reports:
@@ -174,26 +136,9 @@ def abi(
                           f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
         _print_sources(sources)
 
-    problems = [*run.errors, *(CheckFailed(f) for f in run.failures())]
-    report = {"reports": [{"target": label, **_report_json(rep)} for label, rep in reports], "sources": sources,
-              "problems": [{"error": str(e), "exit_code": e.exit_code} for e in problems]}
-    if record is not None and recorded is not None:
-        from stackctl.base.evidence import write_evidence
-
-        write_evidence(record, "abi", recorded[0], {**report, "failures": [str(e) for e in problems]},
-                       lock_digest=recorded[1], profile_digests=recorded[2], command=invoked())
-    emit(report, as_json, human)
-    if problems:
-        raise Problems.of(problems)
-
-
-def _report_json(rep: AbiReport) -> dict[str, object]:
-    from stackctl.base.jsonout import to_jsonable
-
-    d: dict[str, object] = to_jsonable(rep)
-    d["ok"] = rep.ok
-    d["unresolved"] = [{"library": lib, "needed_by": list(files)} for lib, files in rep.unresolved()]
-    return d
+    emit(outcome.as_json(), as_json, human)
+    if outcome.problems:
+        raise Problems.of(list(outcome.problems))
 
 
 @app.command()
@@ -202,29 +147,23 @@ def inventory(
                                          help="Image on the Docker engine (DOCKER_HOST or the default socket).")],
     out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Inventory file to write (JSON).")],
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Record an image's libraries for `stackctl abi`.
 
     What the image's dynamic loader finds, and the libc/libstdc++ symbol versions it defines, as a JSON
     file that `abi --inventory` reads without an engine.
     """
-    from stackctl.abi.inventory import write_inventory
-    from stackctl.engine.inventory import image_inventory
+    from stackctl.engine import image_inventory
 
     status = console_err.status(f"reading {image}'s libraries through the engine")
     show = console_err.is_terminal and not as_json
     try:
         if show:
             status.start()
-        inv = image_inventory(image)
+        inv = image_inventory(image, out)
     finally:
         if show:
             status.stop()
-    try:
-        write_inventory(out, inv)
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write the inventory: {exc.strerror or exc}") from None
 
     def human() -> None:
         tops = ", ".join(t for t in (inv.ceiling(f) for f in ("GLIBC", "GLIBCXX", "CXXABI")) if t)
@@ -246,31 +185,22 @@ def wheel_diff(
                                                 "for `stackctl report` (build/STACK.wheel-diff.json).")] = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Compare two builds of a wheel.
 
     Members added, removed and changed; DT_NEEDED gained and dropped; SONAME, RUNPATH, symbol-version and
     metadata changes; one summary line.
     """
-    from stackctl.abi.wheeldiff import diff_wheels
-    from stackctl.wheels.source import OpenedWheel
+    from stackctl.abi import diff_wheel_files
+    from stackctl.base import to_jsonable
+    from stackctl.wheels import Limits
 
     one_format(as_json, markdown)
-    limits = _limits(max_size)
-    scans, sources = [], []
+    limits = Limits.capped(max_size)
     with progress_bar(not as_json, "wheel-diff") as progress:
-        for n, location in enumerate((old, new), 1):
-            with OpenedWheel(location, limits) as w:
-                scans.append(w.scan(with_metadata=True))
-                sources.append(w.origin())
-            if progress:
-                progress("reading wheels", n, 2)
-    a, b = scans
-    d = diff_wheels(a, b)
-    rows = [[c.path, str(c.size_before), str(c.size_after), c.crc_before, c.crc_after] for c in d.changed]
-    rows += [[k, "—", "added", "", ""] for k in d.added] + [[k, "removed", "—", "", ""] for k in d.removed]
-    erows = [[e.path, " ".join(e.tokens()) or "(dynamic section unchanged)"] for e in d.elf]
+        run = diff_wheel_files(old, new, limits, record=record, command=invoked(), progress=progress)
+    d, sources = run.diff, run.origins
+    rows, erows = [list(r) for r in run.rows], [list(r) for r in run.elf_rows]
 
     def human() -> None:
         if markdown:
@@ -289,11 +219,4 @@ def wheel_diff(
         console.print(d.summary, markup=False)
         _print_sources(sources)
 
-    from stackctl.base.jsonout import to_jsonable
-
-    if record is not None:
-        from stackctl.base.evidence import add_to_evidence
-
-        add_to_evidence(record, "wheel-diff", d.new, {"diff": to_jsonable(d), "rows": rows, "elf_rows": erows},
-                        command=invoked())
     emit({**to_jsonable(d), "sources": sources}, as_json, human)

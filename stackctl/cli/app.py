@@ -11,15 +11,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from stackctl.base import jsonout
-
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
     from rich.progress import Progress as ProgressDisplay
     from rich.table import Table
     from rich.text import Text
 
-    from stackctl.base.progress import Progress
+    from stackctl.base import Progress
 
 app = typer.Typer(
     name="stackctl",
@@ -91,16 +89,20 @@ def err_is_terminal() -> bool:
             return False
     return console_err.is_terminal
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
-MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Print a Markdown table for a pull request.")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", help="Show tracebacks for errors.")]
-
 
 class _Output:
-    """Whether this run already printed its JSON report (a failing check must not print a second one)."""
+    """This run's output flags as parsed (--json, --markdown, --verbose: how an error is shown), and whether it
+    already printed its JSON report (a failing check must not print a second one)."""
 
     json_emitted = False
+    as_json = False
+    markdown = False
+    verbose = False
     argv: tuple[str, ...] = ()  # this run's arguments, for records to say which command made them
+
+    def reset(self, args: list[str]) -> None:
+        self.json_emitted = self.as_json = self.markdown = self.verbose = False
+        self.argv = tuple(args)
 
 
 output = _Output()
@@ -110,7 +112,7 @@ def invoked() -> str:
     """This run's command line, as a record quotes it: a URL's user:password (`--index NAME=URL`) left out."""
     import shlex
 
-    from stackctl.base.urls import strip_userinfo
+    from stackctl.base import strip_userinfo
 
     def clean(arg: str) -> str:
         if "://" not in arg:
@@ -132,7 +134,9 @@ def one_format(as_json: bool, markdown: bool) -> None:
 def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
     """Print `value` as JSON when asked, else let `human` render it for a person."""
     if as_json:
-        print(jsonout.dumps(value))
+        from stackctl.base import dumps
+
+        print(dumps(value))
         output.json_emitted = True
     else:
         human()
@@ -142,7 +146,6 @@ def progress_display(head: str | None = None) -> ProgressDisplay:
     """How every bar looks: on stderr, gone when done; `head` names the work before the bar."""
     from rich.progress import (
         BarColumn,
-        DownloadColumn,
         MofNCompleteColumn,
         Progress,
         ProgressColumn,
@@ -150,16 +153,23 @@ def progress_display(head: str | None = None) -> ProgressDisplay:
         TextColumn,
         TimeElapsedColumn,
     )
+    from rich.text import Text
+
+    from stackctl.base import human_size
 
     class Count(ProgressColumn):
-        """Bytes as sizes (`1.2/3.9 GB`) for a task that counts bytes, else `3/9`."""
+        """Bytes as sizes (`1.2 GiB/3.9 GiB`, the units of every other size stackctl prints) for a task that
+        counts bytes, else `3/9`."""
 
         def __init__(self) -> None:
             super().__init__()
-            self.items, self.size = MofNCompleteColumn(), DownloadColumn()
+            self.items = MofNCompleteColumn()
 
         def render(self, task: Task) -> Text:
-            return (self.size if counts_bytes(task.description) else self.items).render(task)
+            if not counts_bytes(task.description):
+                return self.items.render(task)
+            total = "?" if task.total is None else human_size(task.total)
+            return Text(f"{human_size(task.completed)}/{total}", style="progress.download")
 
     columns: list[ProgressColumn] = [TextColumn(f"[bold]{head}[/]")] if head else []
     columns += [BarColumn(), Count(), TimeElapsedColumn(), TextColumn("{task.description}")]
@@ -204,7 +214,7 @@ def progress_lines(head: str) -> Progress:
         if done - said.get(label, 0) >= max(1, total // 10) or (done == total and said.get(label) != done):
             said[label] = done
             if label == "bytes" or counts_bytes(label):
-                from stackctl.wheels.archive import human_size  # a resolve's lines count items only
+                from stackctl.base import human_size  # a resolve's lines count items only
             what = (f"{human_size(done)} of {human_size(total)}" if label == "bytes" else
                     f"{label} {human_size(done)} of {human_size(total)}" if counts_bytes(label) else
                     f"{label} {done}/{total}")

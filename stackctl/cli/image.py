@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from stackctl.cli.app import (
-    JsonOpt,
-    VerboseOpt,
     app,
     console,
     console_err,
@@ -25,16 +23,13 @@ from stackctl.cli.app import (
     step_lines,
     table,
 )
-from stackctl.cli.options import IndexOpt, LockOpt, overrides
+from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
 from stackctl.errors import CheckFailed, InputError
-from stackctl.image.prepare import prepare, with_sbom
-from stackctl.profile.locate import load_profile
-from stackctl.resolve.lock import lock_path
+from stackctl.profile import load_profile
+from stackctl.resolve import lock_path
 
 if TYPE_CHECKING:
-    from stackctl.base.progress import Progress
-    from stackctl.image.buildlog import Progress as StepProgress
-    from stackctl.image.render import Rendered
+    from stackctl.base import Progress, Steps
 
 TargetOpt = Annotated[str | None, typer.Option("--target", metavar="LABEL",
                                                help="Target label, e.g. cp311-linux_x86_64 "
@@ -53,7 +48,7 @@ WheelhouseOpt = Annotated[Path | None, typer.Option("--wheelhouse", metavar="DIR
 
 
 def _write(path: Path, text: str, what: str) -> None:
-    from stackctl.base.files import write_atomic
+    from stackctl.base import write_atomic
 
     try:
         write_atomic(path, text)
@@ -63,13 +58,12 @@ def _write(path: Path, text: str, what: str) -> None:
 
 @app.command()
 def tag(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    profile: ProfileArg,
     repository: RepoOpt = None,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Print the image tag the profile's template gives."""
-    from stackctl.image.labels import image_ref
+    from stackctl.image import image_ref
 
     ref = image_ref(load_profile(profile), repository)
     emit({"repository": ref.repository, "tag": ref.tag, "ref": str(ref)}, as_json, lambda: print(ref.tag))
@@ -77,7 +71,7 @@ def tag(
 
 @app.command()
 def gate(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    profile: ProfileArg,
     python: Annotated[str, typer.Option("--python", metavar="PY",
                                         help="Interpreter whose environment is gated.")] = sys.executable,
     lock: LockOpt = None,
@@ -87,14 +81,13 @@ def gate(
     spec_only: Annotated[bool, typer.Option("--spec-only", help="Render the spec (to --spec-out, else stdout) "
                                             "and run nothing.")] = False,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Run the stack's import/version gate; exit 1 on any FAIL.
 
     The gate runs under --python (default: this interpreter); --spec-only renders its spec and runs nothing.
     """
-    from stackctl.image.gaterun import gate_spec_text, run_gate, verdict
-    from stackctl.resolve.lock import read_lock
+    from stackctl.image import gate_spec_text, run_gate, verdict
+    from stackctl.resolve import read_lock
 
     stack = load_profile(profile)
     spec = gate_spec_text(stack, read_lock(lock) if lock is not None else None, target)
@@ -127,7 +120,7 @@ def gate(
 
 @app.command()
 def render(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    profile: ProfileArg,
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the build context.")],
     lock: LockOpt = None,
     target: TargetOpt = None,
@@ -136,72 +129,48 @@ def render(
     ref: RefOpt = None,
     created: CreatedOpt = None,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Write the build context into --out.
 
     The Dockerfile, the requirement files from the lock, the gate and its spec, and with --wheelhouse the
     wheels.
     """
-    from stackctl.image.render import Rendered
+    from stackctl.image import render_context
 
-    check_wheelhouse_arg(wheelhouse, False, hint="check the path, or fill it first: `stackctl fetch PROFILE "
-                         "--target LABEL --dest DIR`")
-    prep = prepare(load_profile(profile), lock_path(profile, lock), target, revision, ref, created, None, os.environ)
-    if wheelhouse is not None:
-        prep = with_sbom(prep, wheelhouse)  # licences from the wheels' own metadata
-    rendered = prep.rendered
-    if wheelhouse is None:
-        rendered = Rendered(rendered.dockerfile, tuple(f for f in rendered.files if f.wheel is None))
-    digests = _write_context(rendered, wheelhouse or Path("."), out, not as_json and console_err.is_terminal)
-    wheels = [f.path for f in prep.rendered.files if f.wheel]
-    emit({"context": str(out), "files": digests, "wheels": wheels, "wheels_copied": wheelhouse is not None},
-         as_json, lambda: console.print(f"wrote {out}/Dockerfile and {len(digests) - 1} other files"
-                                        + ("" if wheelhouse else f"; {len(wheels)} wheels expected under "
-                                           f"{out}/groups/ (pass --wheelhouse to copy them)"), markup=False))
-
-
-def _write_context(rendered: Rendered, wheelhouse: Path, out: Path, show: bool) -> dict[str, str]:
-    from stackctl.image.context import write_context
-
-    with _context_bar(rendered, show) as on_wheel:
-        return write_context(rendered, wheelhouse, out, on_wheel)
+    with _context_bar(not as_json and console_err.is_terminal) as on_wheel:
+        written = render_context(load_profile(profile), lock_path(profile, lock), out, target=target,
+                                 wheelhouse=wheelhouse, revision=revision, ref=ref, created=created, env=os.environ,
+                                 on_wheel=on_wheel)
+    digests, wheels = written.files, written.wheels
+    emit(written, as_json, lambda: console.print(f"wrote {out}/Dockerfile and {len(digests) - 1} other files"
+                                                 + ("" if wheelhouse else f"; {len(wheels)} wheels expected under "
+                                                    f"{out}/groups/ (pass --wheelhouse to copy them)"), markup=False))
 
 
 @contextmanager
-def _context_bar(rendered: Rendered, show: bool) -> Iterator[Callable[[str], None] | None]:
-    """A bar over the wheels as each is hashed and linked into the context (gigabytes for torch)."""
-    wheels = sum(1 for f in rendered.files if f.wheel)
-    if wheels and not console_err.is_terminal:  # a CI log: a line per wheel
-        step, done = step_lines("context", "wheel"), [0]
-
-        def line(name: str) -> None:
-            done[0] += 1
-            step(done[0], wheels, name)
-
-        yield line
+def _context_bar(show: bool) -> Iterator[Steps | None]:
+    """A bar over the wheels as each is hashed and linked into the context (gigabytes for torch); a line per
+    wheel in a CI log."""
+    if not console_err.is_terminal:
+        yield step_lines("context", "wheel")
         return
-    if not show or not wheels:
+    if not show:
         yield None
         return
     with progress_display("context") as bar:
-        task = bar.add_task("", total=wheels)
-        yield lambda name: bar.update(task, advance=1, description=name[:60])
+        task = bar.add_task("", total=None)
 
+        def each(n: int, of: int, name: str) -> None:
+            bar.update(task, completed=n, total=of, description=name[:60])
 
-def check_wheelhouse_arg(wheelhouse: Path | None, fetch: bool,
-                         hint: str = "check the path, or add --fetch to download the lock's wheels into it") -> None:
-    """A typo'd --wheelhouse must not turn into a new directory and a multi-gigabyte download."""
-    if wheelhouse is not None and not wheelhouse.is_dir() and not fetch:
-        raise InputError(f"--wheelhouse {wheelhouse}: " + ("not a directory" if wheelhouse.exists() else
-                                                           "no such directory"), hint=hint)
+        yield each
 
 
 @dataclass(frozen=True)
 class _BuildBars:
     fetch: Progress | None = None
     wheel: Callable[[str], None] | None = None
-    step: StepProgress | None = None
+    step: Steps | None = None
 
 
 @contextmanager
@@ -237,7 +206,7 @@ def _build_bars(show: bool) -> Iterator[_BuildBars]:
 
 @app.command()
 def build(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    profile: ProfileArg,
     lock: LockOpt = None,
     target: TargetOpt = None,
     wheelhouse: WheelhouseOpt = None,
@@ -261,21 +230,18 @@ def build(
         "install stages (for an engine whose containers cannot reach this machine; automatic for a remote "
         "engine).")] = False,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Build and gate the stack's image on the Docker engine.
 
     Renders the context, builds it on the engine (DOCKER_HOST), runs the gate as the last build step and
     writes build/STACK.build.json with a fingerprint.
     """
-    from stackctl.engine.docker import DockerEngine
-    from stackctl.image.build import BuildRequest, build_image
-    from stackctl.image.buildlog import BuildFailed
-    from stackctl.image.labels import image_ref
+    from stackctl.engine import DockerEngine
+    from stackctl.image import BuildFailed, BuildRequest, build_image, check_wheelhouse_arg, image_ref, prepare_build
 
     check_wheelhouse_arg(wheelhouse, fetch)
     path = lock_path(profile, lock)
-    prep = prepare(load_profile(profile), path, target, revision, ref, created, allow_dirty, os.environ)
+    prep = prepare_build(load_profile(profile), path, target, revision, ref, created, allow_dirty, os.environ)
     engine = DockerEngine()  # before any download: an unreachable engine fails at once
     req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index),
                        send_wheels)
@@ -306,7 +272,7 @@ def build(
 
 @app.command()
 def publish(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    profile: ProfileArg,
     repository: RepoOpt = None,
     lock: LockOpt = None,
     record_dir: Annotated[Path, typer.Option("--record-dir", metavar="DIR",
@@ -316,7 +282,6 @@ def publish(
                                                      help="The publication record file itself (older spelling).")]
     = None,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Push with a reproducible digest and check the copy.
 
@@ -325,23 +290,13 @@ def publish(
     by digest, and pushes the SBOM and a provenance statement beside the image. Elsewhere: pulls it back by
     digest and compares. Then appends the publication record.
     """
-    from stackctl.engine.docker import DockerEngine
-    from stackctl.engine.registry import Registry, check_registry, parse_ref
-    from stackctl.image.labels import image_ref
-    from stackctl.image.publish import publish_stack
+    from stackctl.engine import publish_image
 
     stack = load_profile(profile)
-    path = lock_path(profile, lock)
     record = record_file or record_dir / "publications.jsonl"
-    engine = DockerEngine()
-    target = image_ref(stack, repository)
-    check_registry(str(target))  # before anything is tagged or pushed
-    registry = Registry() if parse_ref(str(target)) is not None else None
-    builder = engine.versions() if registry is not None else None
     # Each layer's bytes as it is pushed, then pulled back: a bar per layer on a terminal, lines in a CI log.
     with progress_bar(not as_json, "publish") as transfer:
-        engine.transfer = transfer
-        pub = publish_stack(stack, path, engine, record, repository, registry=registry, builder=builder)
+        pub = publish_image(stack, lock_path(profile, lock), record, repository, transfer=transfer)
 
     def human() -> None:
         console.print(f"published {pub.tag}\n  digest   {pub.digest}" + (" (reproducible)" if pub.reproducible else "")
@@ -359,13 +314,12 @@ def publish(
 def inspect(
     ref: Annotated[str, typer.Argument(metavar="REF", help="host[:port]/name[:tag|@digest], or a local image.")],
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Show an image's labels and installed pins.
 
     Read from the registry without pulling layers when REF names a registry host, else from the engine.
     """
-    from stackctl.review.images import inspect_image
+    from stackctl.review import inspect_image
 
     view = inspect_image(ref)
     where, digest, image_id, labels, installed = view.source, view.digest, view.image_id, view.labels, view.installed

@@ -1,12 +1,28 @@
-"""Options several commands share, spelled and explained once."""
+"""Options several commands share, spelled and explained once (and --verbose, which every command takes)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from stackctl.cli.app import output
+
+
+def _seen_json(value: bool) -> bool:
+    output.as_json = value
+    return value
+
+
+def _seen_markdown(value: bool) -> bool:
+    output.markdown = value
+    return value
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.", callback=_seen_json)]
+MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Print a Markdown table for a pull request.",
+                                           callback=_seen_markdown)]
 IndexOpt = Annotated[list[str] | None, typer.Option(
     "--index", metavar="NAME=URL",
     help="NAME=URL: the index NAME is at URL for this run (its credentials go to that origin only; "
@@ -14,11 +30,33 @@ IndexOpt = Annotated[list[str] | None, typer.Option(
 LockOpt = Annotated[Path | None, typer.Option(
     "--lock", metavar="PATH", help="Lock file (default: the .lock beside the profile; stacks/NAME.lock for a "
     "stack name).")]
+# `export` and `verify` read a lock only when given one: no default beside a profile.
+GivenLockOpt = Annotated[Path | None, typer.Option(
+    "--lock", metavar="PATH", help="Also use this lock: export adds its --hash lines, verify checks the image "
+                                   "against it.")]
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")]
 
 
 def overrides(index: list[str] | None) -> dict[str, str]:
     """`--index NAME=URL` options as the index stage takes them."""
-    from stackctl.index.config import parse_overrides
+    from stackctl.index import parse_overrides
 
     return parse_overrides(index or [])
+
+
+def add_verbose(group: object) -> None:
+    """Every command takes --verbose (tracebacks for errors): declared here once, added to each command as the
+    group is built rather than as a parameter that 22 command functions would never read."""
+    from typer.core import TyperOption
+
+    def seen(value: bool) -> bool:
+        output.verbose = value
+        return value
+
+    # click's Group (typer's own copy of click under recent releases): named through typer, never imported
+    commands: dict[str, Any] = getattr(group, "commands", {})
+    for command in commands.values():
+        if not any(p.name == "verbose" for p in command.params):
+            command.params.append(TyperOption(param_decls=["--verbose"], is_flag=True, default=False,
+                                              expose_value=False, callback=lambda _c, _p, v: seen(bool(v)),
+                                              help="Show tracebacks for errors."))

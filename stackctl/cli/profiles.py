@@ -7,11 +7,10 @@ from typing import Annotated
 
 import typer
 
-from stackctl.base.words import count
-from stackctl.cli.app import JsonOpt, VerboseOpt, app, console, emit, table
-from stackctl.errors import CheckFailed, InputError
-from stackctl.profile.locate import load_profile
-from stackctl.profile.model import Stack
+from stackctl.base import count
+from stackctl.cli.app import app, console, emit, table
+from stackctl.cli.options import GivenLockOpt, JsonOpt, ProfileArg
+from stackctl.profile import load_profile
 
 
 @app.command()
@@ -19,23 +18,14 @@ def validate(
     profiles: Annotated[list[str], typer.Argument(metavar="PROFILE...",
                                                   help="Profile files (or stack names in ./stacks/).")],
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Check profiles; exit 2 listing every problem.
 
     One line per problem: FILE:LINE KEY.PATH: what is wrong.
     """
-    from stackctl.errors import Problem, ProfileError
+    from stackctl.profile import load_profiles
 
-    stacks: list[Stack] = []
-    problems: list[Problem] = []
-    for spec in profiles:
-        try:
-            stacks.append(load_profile(spec))
-        except ProfileError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise ProfileError(tuple(problems))
+    stacks = load_profiles(profiles)
 
     def human() -> None:
         for s in stacks:
@@ -48,12 +38,11 @@ def validate(
 
 @app.command()
 def show(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    profile: ProfileArg,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Print the effective profile after inheritance."""
-    from stackctl.review.diff import rendered_tag
+    from stackctl.review import rendered_tag
 
     s = load_profile(profile)
 
@@ -78,41 +67,30 @@ def show(
 
 @app.command()
 def export(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file or stack name.")],
+    profile: ProfileArg,
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the requirement files.")] = Path("."),
-    lock: Annotated[Path | None, typer.Option("--lock", metavar="PATH",
-                                              help="Add --hash lines from this lock.")] = None,
+    lock: GivenLockOpt = None,
     check: Annotated[bool, typer.Option("--check", help="Compare with the files in --out; exit 1 on drift.")] = False,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Write the pip requirement files the profile declares.
 
     With --check, write nothing: exit 1 with a diff when the files in --out drifted.
     """
-    from stackctl.resolve.export import drift, read_existing, render_requirements, write_requirements
-    from stackctl.resolve.lock import read_lock
+    from stackctl.resolve import export_requirements
 
     s = load_profile(profile)
-    files = render_requirements(s, read_lock(lock) if lock else None)
-    if not files:
-        raise InputError(f"{s.name}: no pin names a requirement file (pins.NAME.file)")
-    if check:
-        existing = read_existing(out, files)
-        drifts = drift(files, existing)
-
+    result = export_requirements(s, out, lock, check=check)
+    if result.checked:
         def show_drift() -> None:
-            for d in drifts:
+            for d in result.drift:
                 console.print(d.diff, markup=False)
-            if not drifts:
-                console.print(f"[green]ok[/] {', '.join(sorted(files))} match {s.name}")
+            if not result.drift:
+                console.print(f"[green]ok[/] {', '.join(sorted(result.files))} match {s.name}")
 
-        emit({"stack": s.name, "drift": drifts, "checked": sorted(files)}, as_json, show_drift)
-        if drifts:
-            raise CheckFailed(f"{count(len(drifts), 'requirement file')} in {out} drifted from {s.name}: "
-                              + ", ".join(d.file for d in drifts),
-                              hint=f"run `stackctl export {profile} --out {out}` and commit the result")
+        emit({"stack": s.name, "drift": result.drift, "checked": sorted(result.files)}, as_json, show_drift)
+        if (failure := result.failure(profile)) is not None:
+            raise failure
         return
-    write_requirements(out, files)
-    emit({"stack": s.name, "written": sorted(str(out / n) for n in files)}, as_json,
-         lambda: console.print("\n".join(f"wrote {out / n}" for n in files)))
+    emit({"stack": s.name, "written": sorted(str(out / n) for n in result.files)}, as_json,
+         lambda: console.print("\n".join(f"wrote {out / n}" for n in result.files)))

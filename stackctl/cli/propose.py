@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from stackctl.cli.app import (
-    JsonOpt,
-    MarkdownOpt,
-    VerboseOpt,
     app,
     console,
     console_err,
@@ -20,8 +16,7 @@ from stackctl.cli.app import (
     progress_bar,
     table,
 )
-from stackctl.cli.options import IndexOpt, ProfileArg, overrides
-from stackctl.errors import CheckFailed
+from stackctl.cli.options import IndexOpt, JsonOpt, MarkdownOpt, ProfileArg, overrides
 
 _COLUMNS = ["package", "before", "after", "note"]
 
@@ -46,7 +41,6 @@ def propose(
     index: IndexOpt = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Write the upgrade the indexes allow as a new profile.
 
@@ -54,20 +48,17 @@ def propose(
     move to the newest of their line (local label, series, every target); builds whose local label names
     a torch follow the torch picked. Exit 1 when a pin cannot follow (nothing is written).
     """
-    from stackctl.index.config import endpoints
-    from stackctl.profile.locate import load_profile, profile_file
-    from stackctl.resolve.propose import propose_from_indexes, write_proposal
-    from stackctl.resolve.run import make_client
+    from stackctl.profile import load_profile
+    from stackctl.resolve import make_client, propose_profile
 
     one_format(as_json, markdown)
     stack = load_profile(profile)
     client = make_client()
     with progress_bar(not as_json) as progress:
-        proposal = propose_from_indexes(stack, client, endpoints(stack, overrides(index)), window=train_window,
-                                        allow_series=allow_series, only=only or (), name=name, progress=progress)
-    written: Path | None = None
-    if not dry_run and not proposal.blocked:
-        written, _ = write_proposal(proposal, profile_file(profile), force=force)
+        proposed = propose_profile(stack, profile, client, overrides(index), window=train_window,
+                                   allow_series=allow_series, only=only or (), name=name, dry_run=dry_run,
+                                   force=force, progress=progress)
+    proposal, written = proposed.proposal, proposed.written
     rows = [[m.pin, m.before, m.after, m.note] for m in proposal.moves]
 
     def human() -> None:
@@ -90,6 +81,5 @@ def propose(
     emit({"base": proposal.base, "name": proposal.name, "moves": proposal.moves, "held": proposal.held,
           "window": proposal.window, "allow_series": proposal.allow_series,
           "written": str(written) if written else None}, as_json, human)
-    if proposal.blocked:
-        raise CheckFailed("; ".join(f"{h.subject}: {h.reason}" for h in proposal.blocked),
-                          hint="nothing was written; wait for the build, or leave the train with --only")
+    if (failure := proposed.failure()) is not None:
+        raise failure

@@ -8,9 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from stackctl.cli.app import (
-    JsonOpt,
-    MarkdownOpt,
-    VerboseOpt,
     app,
     console,
     emit,
@@ -19,10 +16,10 @@ from stackctl.cli.app import (
     one_format,
     table,
 )
-from stackctl.cli.options import LockOpt, ProfileArg
+from stackctl.cli.options import JsonOpt, LockOpt, MarkdownOpt, ProfileArg
 
 if TYPE_CHECKING:
-    from stackctl.review.report import Report, Section
+    from stackctl.review import Report, Section
 
 DETAILS_OVER = 10  # rows: a longer table folds into <details> so the body stays readable
 _MARK = {"ok": "✅", "failed": "❌", "not run": "⚪ not run", "stale": "⚠️ stale"}
@@ -99,7 +96,6 @@ def report(
                                              "records are.")] = Path("build"),
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Write the pull request body from the recorded evidence.
 
@@ -107,22 +103,11 @@ def report(
     "not run", evidence made for another lock or profile as "stale", each with the command to run.
     Nothing is run or fetched.
     """
-    from stackctl.base.times import now_iso
-    from stackctl.profile.locate import load_profile, profile_file
-    from stackctl.resolve.lock import lock_path
-    from stackctl.review.report import build_report, gather
+    from stackctl.profile import load_profile
+    from stackctl.review import report_for
 
     one_format(as_json, markdown)
-    new = load_profile(profile)
-    old_arg = since
-    if old_arg is None and new.extends:
-        bare = "/" not in profile and "@" not in profile and not profile.endswith(".toml")
-        old_arg = new.extends if bare else str(profile_file(profile).parent / f"{new.extends}.toml")
-    old = load_profile(old_arg) if old_arg else None
-    ev = gather(new, profile, lock_path(profile, lock), old=old, old_arg=old_arg,
-                old_lock_path=lock_path(old_arg, since_lock) if old_arg else None, record_dir=record_dir,
-                now=now_iso())
-    rep = build_report(ev)
+    rep = report_for(load_profile(profile), profile, lock, since=since, since_lock=since_lock, record_dir=record_dir)
 
     def human() -> None:
         if markdown:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stackctl.base import short_time
 from stackctl.cli.app import (
-    JsonOpt,
-    MarkdownOpt,
-    VerboseOpt,
     app,
     console,
     console_err,
@@ -20,12 +18,11 @@ from stackctl.cli.app import (
     progress_bar,
     table,
 )
-from stackctl.cli.options import IndexOpt, LockOpt, overrides
-from stackctl.errors import CheckFailed
-from stackctl.profile.locate import load_profile
+from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, ProfileArg, overrides
+from stackctl.profile import load_profile
 
 if TYPE_CHECKING:
-    from stackctl.resolve.lock import Lock
+    from stackctl.resolve import Lock
 
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Use the HTTP cache only; never the network.")]
 CacheDirOpt = Annotated[Path | None, typer.Option(
@@ -35,26 +32,6 @@ NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor w
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds one index request may take, retries included.")]
 RetriesOpt = Annotated[int, typer.Option("--retries", help="Retries after a 5xx answer or a connection error.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", help="Concurrent requests.")]
-
-
-def lock_json(lock: Lock, path: Path | None) -> dict[str, Any]:
-    files = [{"name": p.name, "version": p.version, "index": p.index, "target": f.target,
-              "filename": f.filename, "url": f.url, "sha256": f.sha256, "size": f.size,
-              "upload_time": f.upload_time, "upload_time_source": f.upload_time_source, "yanked": f.yanked,
-              "yanked_reason": f.yanked_reason, "requires_python": f.requires_python,
-              "requires_dist": f.requires_dist, "sha256_verified": f.sha256_verified,
-              "newest_in_line": p.newest_in_line,
-              "newest_upload_time": p.newest_upload_time, "other_lines": p.other_lines}
-             for p in lock.pins for f in p.files]
-    return {"stack": lock.stack, "lock": str(path) if path else None, "profile_digest": lock.profile_digest,
-            "files": files, "trains": lock.trains, "warnings": lock.warnings,
-            "closure": [{"target": c.target, "name": c.name, "version": c.version,
-                         "filename": c.file.filename if c.file else None, "hashes": c.hashes}
-                        for c in lock.closure]}
-
-
-def _short_time(t: str | None) -> str:
-    return t[:16].replace("T", " ") if t else "—"
 
 
 def _print_lock(lock: Lock, path: Path | None) -> None:
@@ -68,7 +45,7 @@ def _print_lock(lock: Lock, path: Path | None) -> None:
     for p in lock.pins:
         for f in p.files:
             rows.append([p.name, p.version, p.index, f.target, *([f.filename, f.sha256[:12]] if wide else []),
-                         _short_time(f.upload_time) + ("" if f.upload_time_source == "index" else
+                         short_time(f.upload_time) + ("" if f.upload_time_source == "index" else
                                                        f" ({f.upload_time_source})"),
                          *(["yanked" if f.yanked else ""] if yanked else []), p.newest_in_line or "—"])
     console.print(table(f"{lock.stack}: {len(lock.pins)} pins", columns, rows))
@@ -93,7 +70,7 @@ def _print_lock(lock: Lock, path: Path | None) -> None:
 
 @app.command("resolve")
 def resolve_cmd(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    profile: ProfileArg,
     lock: LockOpt = None,
     index: IndexOpt = None,
     no_closure: Annotated[bool, typer.Option("--no-closure", help="Skip the dependency closure (uv).")] = False,
@@ -107,53 +84,42 @@ def resolve_cmd(
     retries: RetriesOpt = 3,
     jobs: JobsOpt = 16,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Prove every pin on its own index; write the lock.
 
     For every target: the file pip would pick, its sha256, size and upload time, the newest in line, the
     release trains and the dependency closure. The lock is written atomically.
     """
-    from stackctl.resolve.lock import lock_path, write_lock
-    from stackctl.resolve.run import make_client, resolve_stack
+    from stackctl.resolve import lock_path, lock_summary, make_client, resolve_stack
 
     stack = load_profile(profile)
     path = lock_path(profile, lock)
     client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
     with progress_bar(not as_json, "resolve") as progress:
         result = resolve_stack(stack, client, overrides(index), closure=not no_closure, train_window=train_window,
-                               progress=progress, verify=verify)
-    write_lock(path, result)
-    emit(lock_json(result, path), as_json, lambda: _print_lock(result, path))
+                               progress=progress, verify=verify, write_to=path)
+    emit(lock_summary(result, path), as_json, lambda: _print_lock(result, path))
 
 
 @app.command("lock")
 def lock_cmd(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file or stack name.")],
+    profile: ProfileArg,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when the lock was made from another profile.")]
     = False,
     lock: LockOpt = None,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Say whether the lock was made from the current profile.
 
     With --check, exit 1 when the profile changed and the lock did not.
     """
-    from stackctl.resolve.lock import lock_path, read_lock
+    from stackctl.resolve import lock_path, lock_status
 
     stack = load_profile(profile)
     path = lock_path(profile, lock)
-    lk = read_lock(path)
-    current = lk.made_from(stack)
-    if check and not current:
-        raise CheckFailed(f"{path} was made from another version of {stack.name} "
-                          f"(lock {lk.profile_digest[:19]}, profile {stack.digest()[:19]})",
-                          hint=f"run `stackctl resolve {profile}` and commit the lock")
-    emit({"lock": str(path), "stack": lk.stack, "current": current, "profile_digest": lk.profile_digest,
-          "lock_digest": lk.digest(), "pins": len(lk.pins), "closure": len(lk.closure)}, as_json,
-         lambda: console.print(f"[green]ok[/] {path} matches {stack.name}" if current else
-                               f"{path}: made from another version of {stack.name}; run resolve"))
+    status = lock_status(stack, path, check=check, profile_arg=profile)
+    emit(status, as_json, lambda: console.print(f"[green]ok[/] {path} matches {stack.name}" if status.current else
+                                                f"{path}: made from another version of {stack.name}; run resolve"))
 
 
 OUTDATED_COLUMNS = ["artifact", "pinned", "published", "newest in line", "newest published", "other lines"]
@@ -161,7 +127,7 @@ OUTDATED_COLUMNS = ["artifact", "pinned", "published", "newest in line", "newest
 
 @app.command()
 def outdated(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")],
+    profile: ProfileArg,
     from_lock: Annotated[Path | None, typer.Option("--from-lock", metavar="LOCK",
                                                    help="Read the lock instead of the indexes.")]
     = None,
@@ -174,39 +140,22 @@ def outdated(
     jobs: JobsOpt = 16,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Is each pin the newest of its line?
 
     Artifact, pinned, newest in line, when that was published, and newer builds of other lines.
     """
-    from stackctl.resolve.lock import read_lock
-    from stackctl.resolve.run import make_client, resolve_stack
+    from stackctl.resolve import make_client
+    from stackctl.resolve import outdated as outdated_pins
 
     one_format(as_json, markdown)
     stack = load_profile(profile)
-    if from_lock is not None:
-        lk = read_lock(from_lock)
-        if not lk.made_from(stack):
-            raise CheckFailed(f"{from_lock} was made from another version of {stack.name}",
-                              hint=f"run `stackctl resolve {profile}`, or drop --from-lock to ask the indexes")
-    else:
-        client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
-        with progress_bar(not as_json and not markdown) as progress:
-            lk = resolve_stack(stack, client, overrides(index), closure=False, progress=progress)
-    rows = []
-    data = []
-    for p in lk.pins:
-        newest = p.newest_in_line or "—"
-        mark = "" if p.newest_in_line in (None, p.version) else " ⬆"
-        # "published" is the pinned version's own upload (its first file): the newest's has its own column.
-        published = min((f.upload_time for f in p.files if f.upload_time), default=None)
-        rows.append([p.name, p.version, _short_time(published), newest + mark, _short_time(p.newest_upload_time),
-                     "; ".join(p.other_lines)])
-        data.append({"artifact": p.name, "pinned": p.version, "published": published,
-                     "newest_in_line": p.newest_in_line, "newest_published": p.newest_upload_time,
-                     "is_newest": p.newest_in_line in (None, p.version),
-                     "other_lines": p.other_lines})
+    client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs) if from_lock is None else None
+    with progress_bar(client is not None and not as_json and not markdown) as progress:
+        pins = outdated_pins(stack, client, overrides(index), from_lock=from_lock, profile_arg=profile,
+                             progress=progress)
+    rows = [[p.artifact, p.pinned, short_time(p.published), (p.newest_in_line or "—") + ("" if p.is_newest else " ⬆"),
+             short_time(p.newest_published), "; ".join(p.other_lines)] for p in pins]
 
     def human() -> None:
         if markdown:
@@ -214,12 +163,12 @@ def outdated(
         else:
             console.print(table(f"{stack.name}: is this the newest?", OUTDATED_COLUMNS, rows))
 
-    emit({"stack": stack.name, "pins": data}, as_json, human)
+    emit({"stack": stack.name, "pins": pins}, as_json, human)
 
 
 @app.command()
 def fetch(
-    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file or stack name.")],
+    profile: ProfileArg,
     target: Annotated[str, typer.Option("--target", metavar="LABEL", help="Target label, e.g. cp310-linux_x86_64.")],
     dest: Annotated[Path, typer.Option("--dest", metavar="DIR", help="Wheelhouse directory.")],
     lock: LockOpt = None,
@@ -227,15 +176,12 @@ def fetch(
     timeout: TimeoutOpt = 30.0,
     retries: RetriesOpt = 3,
     as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Download the lock's wheels for one target, sha256-checked.
 
     Every wheel the lock lists for --target goes into --dest; a matching file already there is kept.
     """
-    from stackctl.resolve.lock import lock_path, read_lock
-    from stackctl.resolve.run import make_client
-    from stackctl.resolve.wheelhouse import fetch_wheelhouse
+    from stackctl.resolve import fetch_wheelhouse, lock_path, make_client, read_lock
 
     stack = load_profile(profile)
     lk = read_lock(lock_path(profile, lock))

@@ -1,2 +1,26 @@
-"""Stage 7, the engine edge: the Docker adapter and the registry client (the only code importing docker or
-speaking the registry API)."""
+"""Stage 7, the engine edge: the Docker adapter, the wheel server and the registry client (the only code
+importing docker or speaking the registry API), and the commands wired to them.
+
+The names below are the stage's API; each is imported from its module on first use."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stackctl.base.lazy import lazy_api
+
+if TYPE_CHECKING:
+    from stackctl.engine.docker import DockerEngine
+    from stackctl.engine.inventory import image_inventory
+    from stackctl.engine.publishing import publish_image, verify_remote
+
+__all__ = [
+    "DockerEngine", "image_inventory", "publish_image", "verify_remote",
+]
+
+if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
+    __getattr__ = lazy_api(__name__, {
+        "docker": ("DockerEngine",),
+        "inventory": ("image_inventory",),
+        "publishing": ("publish_image", "verify_remote"),
+    })

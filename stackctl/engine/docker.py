@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackctl.base.neterrors import cause_in_words
-from stackctl.base.progress import Progress
+from stackctl.base.progress import Progress, Steps
+from stackctl.base.urls import strip_userinfo
 from stackctl.errors import InputError, ServiceError
 from stackctl.image.buildlog import BuildResult, ImageFacts, parse_build_stream
-from stackctl.image.buildlog import Progress as StepProgress
 
 if TYPE_CHECKING:
     from stackctl.engine.wheelserver import WheelServer
@@ -28,7 +28,7 @@ def engine_address() -> str:
     host = os.environ.get("DOCKER_HOST")
     if not host:
         return "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
-    return f"{re.sub(r'//[^/@]*@', '//', host)} (DOCKER_HOST)"
+    return f"{strip_userinfo(host)} (DOCKER_HOST)"
 
 
 _LAYER = re.compile(r"[0-9a-f]{12}")
@@ -88,7 +88,7 @@ class DockerEngine:
         except self._lost as exc:
             raise ServiceError(f"{what}: lost the engine at {engine_address()}: {cause_in_words(exc)}") from exc
 
-    def build(self, context: Path, tag: str, on_step: StepProgress | None = None, *,
+    def build(self, context: Path, tag: str, on_step: Steps | None = None, *,
               nocache: bool = False, proxy: str | None = None) -> BuildResult:
         # `http_proxy` is one of the builder's predefined arguments: kept out of the cache key and the
         # image's history, so the wheel server's port never costs a cached step.
@@ -193,14 +193,15 @@ class DockerEngine:
 def check_local_ref(ref: str) -> None:
     """An engine reference must be NAME[:TAG][@DIGEST] (or an image id): the engine's 400 for a malformed one
     is the user's input, not a failing service."""
+    from stackctl.base.imageref import parse_image_ref
     from stackctl.profile.tag import REPOSITORY_RE, TAG_RE
 
-    name, _, digest = ref.partition("@")
-    last = name.rpartition("/")[2]
-    repository, tag = (name.rpartition(":")[0], name.rpartition(":")[2]) if ":" in last else (name, None)
+    parsed = parse_image_ref(ref)
+    repository = f"{parsed.host}/{parsed.repository}" if parsed.host else parsed.repository
+    tag, digest = parsed.tag, parsed.digest or ""
     first = repository.partition("/")[0]
     # Only a host (a dot, a port or localhost) may hold capitals; Docker reads `Upper/x` as a path.
-    host = "/" in repository and ("." in first or ":" in first or first == "localhost")
+    host = parsed.host is not None
     if (REPOSITORY_RE.fullmatch(repository) and (host or first == first.lower())
             and (tag is None or TAG_RE.fullmatch(tag))
             and (not digest or re.fullmatch(r"[a-z0-9]+:[0-9a-f]{32,}", digest))):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import posixpath
+from pathlib import Path
 from typing import Any
 
 from stackctl.abi.inventory import VERSIONED_LIBRARIES, Inventory, merge, parse_ldconfig_cache, parse_ldconfig_dirs
@@ -110,12 +111,18 @@ def _copy_out(container: Any, path: str) -> bytes:
     raise InputError(f"{path}: too many symbolic links")
 
 
-def image_inventory(image: str) -> Inventory:
-    """IMAGE's inventory from the engine of `DOCKER_HOST` (or the default socket)."""
+def image_inventory(image: str, out: Path | None = None) -> Inventory:
+    """IMAGE's inventory from the engine of `DOCKER_HOST` (or the default socket); with `out`, also written
+    there for `stackctl abi --inventory`."""
     from stackctl.engine.docker import DockerEngine
 
     engine = DockerEngine()
     try:
-        return collect(engine.client, image)
+        inv = collect(engine.client, image)
     finally:
         engine.client.close()
+    if out is not None:
+        from stackctl.abi.inventory import write_inventory
+
+        write_inventory(out, inv)
+    return inv

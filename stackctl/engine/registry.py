@@ -44,16 +44,10 @@ class RemoteImage:
 
 def parse_ref(ref: str) -> RemoteRef | None:
     """None when `ref` names no registry host (a local or default-registry image)."""
-    first, _, rest = ref.partition("/")
-    if not rest or not ("." in first or ":" in first or first == "localhost"):
-        return None
-    if "@" in rest:
-        name, _, reference = rest.partition("@")
-    else:
-        m = re.match(r"^(.*?)(?::([\w][\w.-]{0,127}))?$", rest)
-        assert m is not None
-        name, reference = m.group(1), m.group(2) or "latest"
-    return RemoteRef(first, name, reference)
+    from stackctl.base.imageref import parse_image_ref
+
+    parsed = parse_image_ref(ref)
+    return None if parsed.host is None else RemoteRef(parsed.host, parsed.repository, parsed.reference)
 
 
 def _loopback(host: str) -> bool:

@@ -1,1 +1,41 @@
-"""Stage 6, the image: gate spec and runner, render, build context, labels, build result, fingerprint, publish."""
+"""Stage 6, the image: gate spec and runner, render, build context, labels, build result, fingerprint, publish,
+verify; the Protocols of the engine, wheel server and registry it works through (`protocols`).
+
+The names below are the stage's API; each is imported from its module on first use."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stackctl.base.lazy import lazy_api
+
+if TYPE_CHECKING:
+    from stackctl.image.build import BuildRequest, Built, build_image
+    from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
+    from stackctl.image.context import WrittenContext, check_wheelhouse_arg, render_context
+    from stackctl.image.gaterun import GateRun, gate_spec_text, run_gate, verdict
+    from stackctl.image.labels import ImageRef, image_ref
+    from stackctl.image.prepare import Prepared, prepare_build
+    from stackctl.image.protocols import Engine, RegistryApi, WheelServing
+    from stackctl.image.publish import Publication, publish_stack
+    from stackctl.image.verify import Verification, raise_if_failed, verify_image
+
+__all__ = [
+    "BuildFailed", "BuildRequest", "BuildResult", "Built", "Engine", "GateRun", "ImageFacts", "ImageRef", "Prepared",
+    "Publication", "RegistryApi", "Verification", "WheelServing", "WrittenContext", "build_image",
+    "check_wheelhouse_arg", "gate_spec_text", "image_ref", "prepare_build", "publish_stack", "raise_if_failed",
+    "render_context", "run_gate", "verdict", "verify_image",
+]
+
+if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
+    __getattr__ = lazy_api(__name__, {
+        "build": ("BuildRequest", "Built", "build_image"),
+        "buildlog": ("BuildFailed", "BuildResult", "ImageFacts"),
+        "context": ("WrittenContext", "check_wheelhouse_arg", "render_context"),
+        "gaterun": ("GateRun", "gate_spec_text", "run_gate", "verdict"),
+        "labels": ("ImageRef", "image_ref"),
+        "prepare": ("Prepared", "prepare_build"),
+        "protocols": ("Engine", "RegistryApi", "WheelServing"),
+        "publish": ("Publication", "publish_stack"),
+        "verify": ("Verification", "raise_if_failed", "verify_image"),
+    })

@@ -1,8 +1,8 @@
 """What a registry holds, proved and completed through its API: the reproducible manifest, the image
 checked digest by digest against the build, and the SBOM and provenance pushed beside it.
 
-Everything here talks to a registry through `RegistryApi` (the one real adapter is
-`stackctl.engine.registry.Registry`); the documents and the comparisons are values.
+Everything here talks to a registry through `RegistryApi` (`stackctl.image.protocols`; the one real adapter
+is `stackctl.engine.registry.Registry`); the documents and the comparisons are values.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any
 
 from stackctl.errors import ServiceError
+from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import SBOM_PATH
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -24,16 +25,6 @@ SBOM_TYPE = "application/vnd.cyclonedx+json"
 STATEMENT_TYPE = "application/vnd.in-toto+json"
 INSTALLED_PATH = "/opt/stackctl/installed.json"
 SMALL_LAYER = 64 << 20  # layers read whole to find the image's own records; the stack's layers are larger
-
-
-class RegistryApi(Protocol):
-    def manifest(self, repository: str, reference: str) -> tuple[str, bytes] | None: ...
-    def blob(self, repository: str, digest: str) -> bytes: ...
-    def layer(self, repository: str, digest: str) -> tuple[str, int]: ...
-    def layer_files(self, repository: str, digest: str, wanted: tuple[str, ...]) -> dict[str, bytes]: ...
-    def put_blob(self, repository: str, data: bytes) -> str: ...
-    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> str: ...
-    def referrers(self, repository: str, digest: str) -> list[dict[str, Any]] | None: ...
 
 
 def iso(epoch: int) -> str:

@@ -13,15 +13,15 @@ from typing import Any
 
 from stackctl.base.files import write_atomic
 from stackctl.base.jsonout import dumps
-from stackctl.base.progress import Progress
+from stackctl.base.progress import Progress, Steps
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError
-from stackctl.image.buildlog import BuildFailed, BuildResult, Engine
-from stackctl.image.buildlog import Progress as StepProgress
+from stackctl.image.buildlog import BuildFailed, BuildResult
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
 from stackctl.image.labels import image_ref
 from stackctl.image.prepare import Prepared, with_sbom
+from stackctl.image.protocols import Engine
 from stackctl.index.client import IndexClient
 
 
@@ -61,7 +61,7 @@ def wheelhouse_for(prep: Prepared, wheelhouse: Path | None, default: Path, overr
 
 
 def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], None] | None = None,
-                on_step: StepProgress | None = None, on_fetch: Progress | None = None) -> Built:
+                on_step: Steps | None = None, on_fetch: Progress | None = None) -> Built:
     """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
     prep = req.prepared
     stack = prep.stack

@@ -1,18 +1,14 @@
-"""What a build gives back, and the `Engine` Protocol the image stage builds, pushes and pulls through.
-
-The one real adapter is `stackctl.engine.docker.DockerEngine`; the fold of the engine's build stream into
-a `BuildResult` is pure and lives here, beside the result it makes.
+"""What a build gives back: the fold of the engine's build stream into a `BuildResult` is pure and lives
+here, beside the result it makes (the `Engine` it comes from is in `stackctl.image.protocols`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from stackctl.base.progress import Steps
 from stackctl.base.words import count
@@ -130,34 +126,6 @@ class BuildFailed(CheckFailed):
 
 
 SUMMARY = ("gate ok: ", "gate FAILED: ")
-Progress = Steps  # step, of steps, instruction (the one shape, in base.progress)
-
-
-class WheelServing(Protocol):
-    """A running wheel server (engine.wheelserver): `proxy` goes to the build as `http_proxy` (it carries the
-    build's password: `where` is what a message may name)."""
-
-    proxy: str
-    where: str
-    requests: int
-    refused: list[str]  # wheels whose bytes were not the lock's
-
-    def __enter__(self) -> WheelServing: ...
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None: ...
-
-
-class Engine(Protocol):
-    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
-              nocache: bool = False, proxy: str | None = None) -> BuildResult: ...
-    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServing | None: ...
-    def facts(self, ref: str) -> ImageFacts | None: ...
-    def push(self, repository: str, tag: str) -> str: ...
-    def pull(self, ref: str) -> ImageFacts: ...
-    def remove(self, ref: str) -> None: ...
-    def tag(self, source: str, repository: str, tag: str) -> None: ...
-
-
 def _agree(log: list[str], result: GateResult) -> None:
     why = disagreement(log, result)
     if why is not None:
@@ -165,7 +133,7 @@ def _agree(log: list[str], result: GateResult) -> None:
                           result.fails or result.lines[-3:], tuple(log))
 
 
-def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Progress | None = None) -> BuildResult:
+def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None = None) -> BuildResult:
     """Fold the engine's JSON build stream into a result; raise BuildFailed on an error event."""
     log: list[str] = []
     image_id = ""

@@ -1,4 +1,5 @@
-"""The edge that lays a rendered build context down on disk, copying every wheel with its sha256 checked."""
+"""The edge that lays a rendered build context down on disk, copying each wheel it sends with its sha256 checked
+(a served wheel is checked by the wheel server as a stage asks for it, not here)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,66 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from stackctl.base.files import inside, sha256_file
+from stackctl.base.progress import Steps
 from stackctl.errors import CheckFailed, InputError
 from stackctl.image.render import Rendered
+from stackctl.profile.model import Stack
 
 MARKER = ".stackctl-context"
+
+
+def check_wheelhouse_arg(wheelhouse: Path | None, fetch: bool,
+                         hint: str = "check the path, or add --fetch to download the lock's wheels into it") -> None:
+    """A typo'd --wheelhouse must not turn into a new directory and a multi-gigabyte download."""
+    if wheelhouse is not None and not wheelhouse.is_dir() and not fetch:
+        raise InputError(f"--wheelhouse {wheelhouse}: " + ("not a directory" if wheelhouse.exists() else
+                                                           "no such directory"), hint=hint)
+
+
+@dataclass(frozen=True)
+class WrittenContext:
+    """`stackctl render`: the context directory, path → sha256 of each file written, the wheels the
+    Dockerfile installs (under groups/), and whether they were copied in."""
+
+    context: str
+    files: dict[str, str]
+    wheels: list[str]
+    wheels_copied: bool
+
+
+def render_context(stack: Stack, lock: Path, out: Path, *, target: str | None = None,
+                   wheelhouse: Path | None = None, revision: str | None = None, ref: str | None = None,
+                   created: str | None = None, env: Mapping[str, str] | None = None,
+                   on_wheel: Steps | None = None) -> WrittenContext:
+    """The build context written into `out`: the Dockerfile, the requirement files, the gate and its spec;
+    with `wheelhouse` also the wheels (and the SBOM's licences read from them). `on_wheel(n, of, name)`
+    follows each wheel copied."""
+    from stackctl.image.prepare import prepare_build, with_sbom
+
+    check_wheelhouse_arg(wheelhouse, False, hint="check the path, or fill it first: `stackctl fetch PROFILE "
+                         "--target LABEL --dest DIR`")
+    prep = prepare_build(stack, lock, target, revision, ref, created, None, env or {})
+    if wheelhouse is not None:
+        prep = with_sbom(prep, wheelhouse)  # licences from the wheels' own metadata
+    rendered = prep.rendered
+    if wheelhouse is None:
+        rendered = Rendered(rendered.dockerfile, tuple(f for f in rendered.files if f.wheel is None))
+    count = sum(1 for f in rendered.files if f.wheel)
+    done = [0]
+
+    def each(name: str) -> None:
+        done[0] += 1
+        if on_wheel is not None:
+            on_wheel(done[0], count, name)
+
+    digests = write_context(rendered, wheelhouse or Path("."), out, each)
+    wheels = [f.path for f in prep.rendered.files if f.wheel]
+    return WrittenContext(str(out), digests, wheels, wheelhouse is not None)
 
 
 def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,

@@ -99,7 +99,7 @@ class Prepared:
 
 def with_sbom(prep: Prepared, wheelhouse: Path | None) -> Prepared:
     """The plan with its SBOM (licences read from the wheelhouse's wheels when there) and the SBOM's digest
-    in a label, rendered again. `prepare` calls it without a wheelhouse; `build` again with one."""
+    in a label, rendered again. `prepare_build` calls it without a wheelhouse; `build` again with one."""
     import dataclasses
     import hashlib
 
@@ -120,7 +120,7 @@ def with_sbom(prep: Prepared, wheelhouse: Path | None) -> Prepared:
     return dataclasses.replace(prep, plan=plan, rendered=render(plan, load_templates()))
 
 
-def prepare(stack: Stack, lock: Path, target: str | None, revision: str | None, ref: str | None,
+def prepare_build(stack: Stack, lock: Path, target: str | None, revision: str | None, ref: str | None,
             created: str | None, allow_dirty: bool | None, env: Mapping[str, str]) -> Prepared:
     """allow_dirty None: render only, the label says -dirty; False: refuse a dirty tree. `env` holds the
     index password variables, so no label can carry one."""

@@ -16,9 +16,10 @@ from typing import Any
 from stackctl.base.files import write_atomic
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
-from stackctl.image.attest import Material, RegistryApi
-from stackctl.image.buildlog import Engine, ImageFacts
+from stackctl.image.attest import Material
+from stackctl.image.buildlog import ImageFacts
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, OCI, ImageRef
+from stackctl.image.protocols import Engine, RegistryApi
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 

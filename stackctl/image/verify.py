@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 from stackctl.errors import CheckFailed
 from stackctl.image import attest
 from stackctl.image.labels import LABEL_EPOCH, LABEL_INSTALLED, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, LABEL_TARGET, OCI
+from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import SBOM_PATH
 from stackctl.image.sbom import SbomEntry, entries
 from stackctl.resolve.lock import Lock
@@ -69,7 +70,7 @@ def _differences(what: str, have: Mapping[Any, str], want: Mapping[Any, str]) ->
     return out
 
 
-def verify_image(registry: attest.RegistryApi, repository: str, reference: str, lock: Lock | None, *,
+def verify_image(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
                  stream_layers: bool = False) -> Verification:
     digest, manifest, config = attest.remote_image(registry, repository, reference)
     labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
@@ -220,7 +221,7 @@ class Attached:
     materials: tuple[tuple[str, str], ...]  # (name, digest) of each resolved dependency
 
 
-def attached(registry: attest.RegistryApi, repository: str, digest: str) -> Attached:
+def attached(registry: RegistryApi, repository: str, digest: str) -> Attached:
     sbom = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
     att = attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE)
     components: tuple[SbomEntry, ...] = ()

@@ -40,3 +40,19 @@ def load_profile(spec: str) -> Stack:
 
     source, name = split_ref(resolve_profile_arg(spec))
     return load_stack(name, source)
+
+
+def load_profiles(specs: list[str] | tuple[str, ...]) -> tuple[Stack, ...]:
+    """`stackctl validate`: every profile loaded, or one error listing every problem of all of them."""
+    from stackctl.errors import Problem, ProfileError
+
+    stacks: list[Stack] = []
+    problems: list[Problem] = []
+    for spec in specs:
+        try:
+            stacks.append(load_profile(spec))
+        except ProfileError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ProfileError(tuple(problems))
+    return tuple(stacks)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackctl.errors import InputError, StackctlError
+from stackctl.base.words import count
+from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.profile.model import Stack
 from stackctl.resolve.export import drift, read_existing, render_requirements
 from stackctl.resolve.lock import Lock, read_lock
@@ -21,6 +22,11 @@ class CheckReport:
     stack: str
     passed: tuple[str, ...]
     failed: tuple[str, ...]
+
+    def failure(self) -> CheckFailed | None:
+        if not self.failed:
+            return None
+        return CheckFailed(f"{count(len(self.failed), 'check')} failed for {self.stack}")
 
 
 def pin_drift(stack: Stack, lock: Lock) -> list[str]:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackctl.base.files import inside, write_atomic
-from stackctl.errors import InputError
+from stackctl.base.words import count
+from stackctl.errors import CheckFailed, InputError
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
@@ -113,3 +114,35 @@ def write_requirements(out: Path, files: dict[str, str]) -> list[Path]:
             raise InputError(f"{path}: cannot write the requirement file: {exc.strerror or exc}") from None
         written.append(path)
     return written
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """`stackctl export`: the files written, or with `check` the files compared and how they drifted."""
+
+    stack: str
+    out: Path
+    files: tuple[str, ...]  # the requirement file names the profile declares
+    written: tuple[Path, ...] = ()
+    drift: tuple[Drift, ...] = ()
+    checked: bool = False
+
+    def failure(self, profile_arg: str) -> CheckFailed | None:
+        if not self.drift:
+            return None
+        return CheckFailed(f"{count(len(self.drift), 'requirement file')} in {self.out} drifted from {self.stack}: "
+                           + ", ".join(d.file for d in self.drift),
+                           hint=f"run `stackctl export {profile_arg} --out {self.out}` and commit the result")
+
+
+def export_requirements(stack: Stack, out: Path, lock: Path | None = None, *, check: bool = False) -> ExportResult:
+    """The requirement files the profile declares (with `lock`, its --hash lines) written into `out`; with
+    `check`, nothing written: compared with the files there."""
+    from stackctl.resolve.lock import read_lock
+
+    files = render_requirements(stack, read_lock(lock) if lock else None)
+    if not files:
+        raise InputError(f"{stack.name}: no pin names a requirement file (pins.NAME.file)")
+    if check:
+        return ExportResult(stack.name, out, tuple(files), drift=drift(files, read_existing(out, files)), checked=True)
+    return ExportResult(stack.name, out, tuple(files), written=tuple(write_requirements(out, files)))

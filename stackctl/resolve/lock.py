@@ -109,6 +109,44 @@ class Lock:
                               hint="run `stackctl resolve` again so the lock matches the profile")
 
 
+def lock_summary(lock: Lock, path: Path | None) -> dict[str, Any]:
+    """What `resolve --json` reports: one entry per locked file with its pin's fields beside it (the same
+    fields as the lock's own, taken from its dataclasses), the trains, warnings and the closure."""
+    files = [{"name": p.name, "version": p.version, "index": p.index, **to_jsonable(f),
+              "newest_in_line": p.newest_in_line, "newest_upload_time": p.newest_upload_time,
+              "other_lines": list(p.other_lines)}
+             for p in lock.pins for f in p.files]
+    return {"stack": lock.stack, "lock": str(path) if path else None, "profile_digest": lock.profile_digest,
+            "files": files, "trains": to_jsonable(lock.trains), "warnings": list(lock.warnings),
+            "closure": [{"target": c.target, "name": c.name, "version": c.version,
+                         "filename": c.file.filename if c.file else None, "hashes": list(c.hashes)}
+                        for c in lock.closure]}
+
+
+@dataclass(frozen=True)
+class LockStatus:
+    """`stackctl lock`: whether the lock was made from the profile as it is now."""
+
+    lock: str
+    stack: str
+    current: bool
+    profile_digest: str
+    lock_digest: str
+    pins: int
+    closure: int
+
+
+def lock_status(stack: Stack, path: Path, *, check: bool = False, profile_arg: str | None = None) -> LockStatus:
+    """The lock at `path` against `stack`; with `check`, a lock made from another profile fails."""
+    lk = read_lock(path)
+    current = lk.made_from(stack)
+    if check and not current:
+        raise CheckFailed(f"{path} was made from another version of {stack.name} "
+                          f"(lock {lk.profile_digest[:19]}, profile {stack.digest()[:19]})",
+                          hint=f"run `stackctl resolve {profile_arg or stack.name}` and commit the lock")
+    return LockStatus(str(path), lk.stack, current, lk.profile_digest, lk.digest(), len(lk.pins), len(lk.closure))
+
+
 def dumps(lock: Lock) -> str:
     return json.dumps(to_jsonable(lock), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 

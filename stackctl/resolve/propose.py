@@ -27,7 +27,7 @@ from packaging.version import Version
 
 from stackctl.base.progress import Progress
 from stackctl.base.times import utc_iso
-from stackctl.errors import InputError
+from stackctl.errors import CheckFailed, InputError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
 from stackctl.index.pages import IndexedFile, ProjectListing
@@ -415,3 +415,35 @@ def write_proposal(proposal: Proposal, old_file: Path, *, force: bool = False) -
     except OSError as exc:
         raise InputError(f"{path}: cannot write the proposal ({exc.strerror or exc})") from None
     return path, stack
+
+
+@dataclass(frozen=True)
+class Proposed:
+    """`stackctl propose`: the proposal, and where it was written (None: a dry run, or blocked)."""
+
+    proposal: Proposal
+    written: Path | None
+
+    def failure(self) -> CheckFailed | None:
+        blocked = self.proposal.blocked
+        if not blocked:
+            return None
+        return CheckFailed("; ".join(f"{h.subject}: {h.reason}" for h in blocked),
+                           hint="nothing was written; wait for the build, or leave the train with --only")
+
+
+def propose_profile(stack: Stack, profile_arg: str, client: IndexClient, overrides: Mapping[str, str] | None = None,
+                    *, window: float = 3600.0, allow_series: bool = False, only: Sequence[str] = (),
+                    name: str | None = None, dry_run: bool = False, force: bool = False,
+                    progress: Progress | None = None) -> Proposed:
+    """Ask the indexes what the stack's pins could move to; unless `dry_run` or a pin is held, write the
+    proposal as NAME.toml beside the profile."""
+    from stackctl.index.config import endpoints
+    from stackctl.profile.locate import profile_file
+
+    proposal = propose_from_indexes(stack, client, endpoints(stack, overrides), window=window,
+                                    allow_series=allow_series, only=only, name=name, progress=progress)
+    written: Path | None = None
+    if not dry_run and not proposal.blocked:
+        written, _ = write_proposal(proposal, profile_file(profile_arg), force=force)
+    return Proposed(proposal, written)

@@ -4,11 +4,12 @@ overrides, the closure through uv, and the lock."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stackctl.base.progress import Progress
-from stackctl.errors import InputError
+from stackctl.errors import CheckFailed, InputError
 from stackctl.index.client import ClientOptions, IndexClient
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
@@ -30,8 +31,9 @@ def make_client(offline: bool = False, cache_dir: Path | None = None, no_cache: 
 
 def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str] | None = None, *,
                   closure: bool = True, train_window: float = 3600.0, progress: Progress | None = None,
-                  verify: bool = False) -> Lock:
-    """The lock; with `verify`, every file it names downloaded and its sha256 checked first."""
+                  verify: bool = False, write_to: Path | None = None) -> Lock:
+    """The lock; with `verify`, every file it names downloaded and its sha256 checked first; with `write_to`,
+    also written there (atomically, and left alone when it holds these bytes already)."""
     from stackctl.index.config import endpoints
     from stackctl.resolve.resolver import ResolveOptions, resolve
 
@@ -52,4 +54,44 @@ def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str
         from stackctl.resolve.wheelhouse import verify_lock
 
         lock = verify_lock(lock, stack, client, eps, progress=progress).lock
+    if write_to is not None:
+        from stackctl.resolve.lock import write_lock
+
+        write_lock(write_to, lock)
     return lock
+
+
+@dataclass(frozen=True)
+class OutdatedPin:
+    """One row of `stackctl outdated`."""
+
+    artifact: str
+    pinned: str
+    published: str | None  # the pinned version's own upload (its first file); the newest's is newest_published
+    newest_in_line: str | None
+    newest_published: str | None
+    is_newest: bool
+    other_lines: tuple[str, ...]
+
+
+def outdated(stack: Stack, client: IndexClient | None, overrides: Mapping[str, str] | None = None, *,
+             from_lock: Path | None = None, profile_arg: str | None = None,
+             progress: Progress | None = None) -> tuple[OutdatedPin, ...]:
+    """Is each pin the newest of its line: asked of the indexes through `client`, or read from `from_lock`
+    (which must have been made from this profile)."""
+    if from_lock is not None:
+        from stackctl.resolve.lock import read_lock
+
+        lk = read_lock(from_lock)
+        if not lk.made_from(stack):
+            raise CheckFailed(f"{from_lock} was made from another version of {stack.name}",
+                              hint=f"run `stackctl resolve {profile_arg or stack.name}`, or drop --from-lock to ask "
+                              "the indexes")
+    else:
+        if client is None:
+            raise InputError("outdated: no index client and no --from-lock")
+        lk = resolve_stack(stack, client, overrides, closure=False, progress=progress)
+    return tuple(OutdatedPin(p.name, p.version, min((f.upload_time for f in p.files if f.upload_time), default=None),
+                             p.newest_in_line, p.newest_upload_time, p.newest_in_line in (None, p.version),
+                             p.other_lines)
+                 for p in lk.pins)

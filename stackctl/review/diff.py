@@ -206,3 +206,71 @@ def diff_locks(a: Lock, b: Lock, before: str | None = None, after: str | None = 
             out.append(LockChange(key[1], key[0], "closure hashes", ", ".join(x2.hashes)[:80],
                                   ", ".join(y2.hashes)[:80]))
     return LockDiff(before or a.stack, after or b.stack, tuple(out))
+
+
+# --- images, and which of the three two arguments name ----------------------------------------------
+
+@dataclass(frozen=True)
+class InstalledChange:
+    package: str
+    before: str | None
+    after: str | None
+    change: str  # "added" | "removed" | "changed" | "unchanged"
+    note: str  # the kind of move for a changed PEP 440 version, else the change
+
+
+@dataclass(frozen=True)
+class ImageDiff:
+    """What two images say they have installed."""
+
+    before: str
+    after: str
+    pins: tuple[InstalledChange, ...]
+
+    @property
+    def moved(self) -> tuple[InstalledChange, ...]:
+        return tuple(p for p in self.pins if p.change != "unchanged")
+
+
+def diff_images(before: str, after: str) -> ImageDiff:
+    from stackctl.image.labels import diff_installed
+    from stackctl.review.images import image_pins
+
+    def note(before_v: str | None, after_v: str | None, change: str) -> str:
+        if change != "changed" or before_v is None or after_v is None:
+            return change
+        try:
+            return classify(before_v, after_v)
+        except ValueError:  # an installed version that is not PEP 440: say only that it moved
+            return change
+
+    rows = diff_installed(image_pins(before), image_pins(after))
+    return ImageDiff(before, after, tuple(InstalledChange(r.package, r.before, r.after, r.change,
+                                                          note(r.before, r.after, r.change)) for r in rows))
+
+
+def kind_of(spec: str) -> str:
+    """"lock", "image" or "profile": what `stackctl diff` takes an argument for."""
+    from stackctl.base.imageref import looks_like_image
+    from stackctl.resolve.lock import is_lock_ref
+
+    return "lock" if is_lock_ref(spec) else "image" if looks_like_image(spec) else "profile"
+
+
+def compare(before: str, after: str) -> StackDiff | LockDiff | ImageDiff:
+    """`stackctl diff A B`: two profiles, two locks (either may be PATH@GITREV) or two images."""
+    from stackctl.errors import InputError
+
+    kinds = [kind_of(x) for x in (before, after)]
+    if kinds[0] != kinds[1]:
+        raise InputError(f"cannot compare a {kinds[0]} ({before}) with a {kinds[1]} ({after}): "
+                         "give two profiles, two locks or two images")
+    if kinds[0] == "lock":
+        from stackctl.resolve.lock import read_lock_ref
+
+        return diff_locks(read_lock_ref(before), read_lock_ref(after), before, after)
+    if kinds[0] == "image":
+        return diff_images(before, after)
+    from stackctl.profile.locate import load_profile
+
+    return diff_stacks(load_profile(before), load_profile(after), before, after)

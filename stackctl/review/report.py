@@ -16,6 +16,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from stackctl.base.evidence import Evidence, read_evidence
+from stackctl.base.sizes import human_size
+from stackctl.base.times import short_time
 from stackctl.image.labels import LABEL_INSTALLED, diff_installed, installed_from_labels
 from stackctl.image.publish import Publication, read_records
 from stackctl.profile.model import Stack
@@ -83,19 +85,8 @@ class Recorded:
     problems: tuple[str, ...] = field(default=())
 
 
-def _short(t: str | None) -> str:
-    return t[:16].replace("T", " ") if t else "—"
-
-
 def _size(n: int | None) -> str:
-    if n is None:
-        return "—"
-    value, unit = float(n), "B"
-    for bigger in ("KiB", "MiB", "GiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, bigger
-    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+    return "—" if n is None else human_size(n)
 
 
 def build_report(ev: Recorded) -> Report:
@@ -174,7 +165,7 @@ def _files(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
     for p in lock.pins:
         for f in p.files:
             checked = f.sha256_verified or f.target in built
-            uploaded = _short(f.upload_time) + ("" if f.upload_time_source == "index" else
+            uploaded = short_time(f.upload_time) + ("" if f.upload_time_source == "index" else
                                                 f" ({f.upload_time_source})")
             rows.append((p.name, f.target, f.filename, f.sha256[:12], _size(f.size), uploaded, p.index,
                          "verified" if checked else "index-claimed"))
@@ -190,10 +181,10 @@ def _newest(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
     title = "Is this the newest? Release trains"
     if lock is None:
         return _stale_lock(ev, title, "newest", cmd)
-    rows = tuple((p.name, p.version, p.newest_in_line or "—", _short(p.newest_upload_time),
+    rows = tuple((p.name, p.version, p.newest_in_line or "—", short_time(p.newest_upload_time),
                   "yes" if p.newest_in_line in (None, p.version) else "no", "; ".join(p.other_lines) or "—")
                  for p in lock.pins)
-    trains = tuple((t.train, ", ".join(t.members), _short(t.earliest), _short(t.latest),
+    trains = tuple((t.train, ", ".join(t.members), short_time(t.earliest), short_time(t.latest),
                     f"{t.spread_seconds / 60:.0f} min" if t.spread_seconds is not None else "unknown",
                     ", ".join(t.trailing) or "none") for t in lock.trains)
     behind = [r[0] for r in rows if r[4] == "no"]
@@ -432,3 +423,22 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
         old_build=_read_json(paths["old_build"]) if old else None, old_build_path=str(paths["old_build"]),
         publications=tuple(read_records(paths["pubs"])), publications_path=str(paths["pubs"]),
         scan=read_evidence(paths["scan"], "scan"), scan_path=str(paths["scan"]), now=now)
+
+
+def report_for(new: Stack, profile_arg: str, lock: Path | None = None, *, since: str | None = None,
+               since_lock: Path | None = None, record_dir: Path = Path("build")) -> Report:
+    """`stackctl report`: the old profile is `since`, else the one `new` extends (by stack name for a bare
+    name, else beside the profile file); every record read, nothing run."""
+    from stackctl.base.times import now_iso
+    from stackctl.profile.locate import load_profile, profile_file
+    from stackctl.resolve.lock import lock_path
+
+    old_arg = since
+    if old_arg is None and new.extends:
+        bare = "/" not in profile_arg and "@" not in profile_arg and not profile_arg.endswith(".toml")
+        old_arg = new.extends if bare else str(profile_file(profile_arg).parent / f"{new.extends}.toml")
+    old = load_profile(old_arg) if old_arg else None
+    ev = gather(new, profile_arg, lock_path(profile_arg, lock), old=old, old_arg=old_arg,
+                old_lock_path=lock_path(old_arg, since_lock) if old_arg else None, record_dir=record_dir,
+                now=now_iso())
+    return build_report(ev)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from stackctl.errors import InputError
+from stackctl.base.words import count
+from stackctl.errors import CheckFailed, InputError
 from stackctl.profile.model import Stack
 from stackctl.profile.tag import sanitize
 
@@ -157,3 +158,50 @@ def scan_tree(root: Path, found: tuple[Needle, ...], allow: tuple[AllowRule, ...
         rel = path.relative_to(base).as_posix()
         refs.extend(scan_text(rel, text, found, allow))
     return refs, read
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    superseded: tuple[Superseded, ...]
+    references: tuple[StaleRef, ...]
+    files_read: int
+
+    def failure(self, root: Path) -> CheckFailed | None:
+        if not self.references:
+            return None
+        return CheckFailed(f"{count(len(self.references), 'stale reference')} to superseded pins under {root}")
+
+
+def allow_rules(allow: Path | None, root: Path) -> tuple[AllowRule, ...]:
+    """The allow file named by --allow (it must exist), else ROOT/.stackctl-scan-allow when there is one."""
+    if allow is not None and not allow.is_file():
+        raise InputError(f"{allow}: " + ("a directory, not an allow file" if allow.is_dir() else "no such allow file"))
+    allow_file = allow or (root / ".stackctl-scan-allow" if root.is_dir() else None)
+    if allow_file is None or not allow_file.is_file():
+        return ()
+    try:
+        text = allow_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{allow_file}: cannot read the allow file: {exc}") from None
+    return parse_allow(text, str(allow_file))
+
+
+def scan_stale(root: Path, new: Stack, old: Stack, since_arg: str, allow: Path | None = None, *,
+               record: Path | None = None, command: str = "") -> ScanResult:
+    """`stackctl scan`: every reference under `root` to a pin `new` superseded in `old`; with `record`, the
+    result also written as evidence for `stackctl report`."""
+    from stackctl.profile.locate import resolve_profile_arg
+
+    items = superseded(old, new)
+    rules = allow_rules(allow, root)
+    # The old profile itself is meant to name the old versions.
+    since_path = Path(resolve_profile_arg(since_arg))
+    exclude = frozenset({since_path.resolve()}) if since_path.exists() else frozenset()
+    refs, read = scan_tree(root, needles(items), rules, exclude)
+    result = ScanResult(items, tuple(refs), read)
+    if record is not None:
+        from stackctl.base.evidence import write_evidence
+
+        write_evidence(record, "scan", new.name, result, profile_digests=(new.digest(), old.digest()),
+                       command=command)
+    return result

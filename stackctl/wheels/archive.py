@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
+from stackctl.base.sizes import human_size
 from stackctl.errors import InputError
 from stackctl.index.remote import MAX_METADATA, RangeStream
 
@@ -37,6 +38,15 @@ class Limits:
     max_member: int = DEFAULT_MAX_MEMBER
     max_total: int = DEFAULT_MAX_TOTAL
     max_ratio: int = DEFAULT_MAX_RATIO
+
+    @classmethod
+    def capped(cls, max_size: int | None) -> Limits:
+        """`--max-size BYTES`: the largest member read; the total never below it."""
+        if max_size is None:
+            return cls()
+        if max_size <= 0:
+            raise InputError(f"--max-size must be positive, not {max_size}")
+        return cls(max_member=max_size, max_total=max(max_size, cls().max_total))
 
 
 @dataclass(frozen=True)
@@ -234,14 +244,6 @@ class WheelReader:
             requires_dist=tuple(str(r) for r in msg.get_all("Requires-Dist") or ()),
             requires_python=str(msg["Requires-Python"]) if msg.get("Requires-Python") else None,
         )
-
-
-def human_size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
 
 
 class _MemberStream(RangeStream):

@@ -16,7 +16,7 @@ import pytest
 from stackctl.engine.wheelserver import WheelServer
 from stackctl.image.build import BuildRequest, build_image
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
-from stackctl.image.prepare import prepare
+from stackctl.image.prepare import prepare_build
 from stackctl.image.render import WHEEL_HOST
 from stackctl.resolve.closure import uv_binary
 from stackctl.resolve.lock import read_lock
@@ -169,7 +169,7 @@ class _Engine:
 @pytest.mark.parametrize("reach", [False, True])
 def test_a_build_whose_stages_never_reached_the_server_names_send_wheels(tmp_path: Path, reach: bool) -> None:
     repo = make_stack_repo(tmp_path, "r", "stackctl-test/served", commit=False, installer="uv")
-    prep = prepare(repo.stack, repo.lock, None, "r1", "t", None, None, {})
+    prep = prepare_build(repo.stack, repo.lock, None, "r1", "t", None, None, {})
     engine = _Engine(reach)
     req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp_path / "ctx", tmp_path / "records")
     with pytest.raises(BuildFailed) as info:

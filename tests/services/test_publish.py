@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import requests
 
+from stackctl.base.progress import Steps
 from stackctl.errors import CheckFailed
-from stackctl.image.buildlog import BuildResult, ImageFacts, Progress
+from stackctl.image.buildlog import BuildResult, ImageFacts
 from stackctl.image.labels import ImageRef, diff_installed
 from stackctl.image.publish import append_record, publish, read_records
 from stackctl.review.images import image_pins
@@ -209,7 +210,7 @@ class LyingRegistryEngine:
     def __init__(self, local: ImageFacts, pulled: ImageFacts) -> None:
         self.local, self.pulled, self.pushed = local, pulled, False
 
-    def build(self, context: Path, tag: str, on_step: Progress | None = None, *,
+    def build(self, context: Path, tag: str, on_step: Steps | None = None, *,
               nocache: bool = False, proxy: str | None = None) -> BuildResult:
         raise NotImplementedError
 

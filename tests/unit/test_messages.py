@@ -154,7 +154,9 @@ def test_terminal_bars_count_bytes_as_sizes_and_items_as_counts(monkeypatch: pyt
         progress("wheels", 3, 9)
         progress("push layer 3f2a1b4c5d6e", 5000, 10000)
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
-    assert "0.3/2.1 GB" in text and "3/9" in text and "5.0/10.0 kB" in text
+    # The same units as a CI log's lines and every message: binary, never GB beside GiB.
+    assert "300.0 MiB/2.0 GiB" in text and "3/9" in text and "4.9 KiB/9.8 KiB" in text
+    assert " GB" not in text and " kB" not in text
 
 
 def test_ci_lines_count_bytes_as_sizes(capsys: pytest.CaptureFixture[str]) -> None:
