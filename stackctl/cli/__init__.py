@@ -38,7 +38,14 @@ def register(args: list[str]) -> str | None:
     modules = [m for m, commands in COMMAND_MODULES.items() if wanted in commands] or list(COMMAND_MODULES)
     for module in modules:
         importlib.import_module(f"stackctl.cli.{module}")
+    # --help lists commands in the workflow's order, whichever module was imported first
+    order = [c for commands in COMMAND_MODULES.values() for c in commands]
+    app.registered_commands.sort(key=lambda c: order.index(n) if (n := _name(c)) in order else len(order))
     return wanted if any(wanted in commands for commands in COMMAND_MODULES.values()) else None
+
+
+def _name(command: typer.models.CommandInfo) -> str:
+    return command.name or typer.main.get_command_name(command.callback.__name__ if command.callback else "")
 
 
 @contextmanager
@@ -47,8 +54,7 @@ def only_command(wanted: str | None) -> Iterator[None]:
     (typer turns every parameter of every registered command into a click parameter first; the group, its
     options and the command's own help and errors are the same)."""
     commands = app.registered_commands
-    keep = [c for c in commands if wanted is not None and
-            (c.name or typer.main.get_command_name(c.callback.__name__ if c.callback else "")) == wanted]
+    keep = [c for c in commands if wanted is not None and _name(c) == wanted]
     saved = list(commands)
     if keep:
         commands[:] = keep

@@ -73,7 +73,9 @@ def tag(
 def gate(
     profile: ProfileArg,
     python: Annotated[str, typer.Option("--python", metavar="PY",
-                                        help="Interpreter whose environment is gated.")] = sys.executable,
+                                        help="Interpreter whose environment is gated (default: the one "
+                                        "running stackctl).",
+                                        show_default=False)] = sys.executable,
     lock: LockOpt = None,
     target: TargetOpt = None,
     spec_out: Annotated[Path | None, typer.Option("--spec-out", metavar="FILE",

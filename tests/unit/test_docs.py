@@ -1,0 +1,47 @@
+"""docs/commands.md is the command line's own help: regenerating it changes nothing, and each section is what
+`stackctl COMMAND --help` prints."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from stackctl.cli import docgen
+from tests.conftest import REPO, Result
+
+Cli = Callable[..., Result]
+
+
+def _sections(text: str) -> dict[str, str]:
+    return {m[1]: m[2] for m in re.finditer(r"^## (.+?)\n\n```text\n(.*?)\n```$", text, re.S | re.M)}
+
+
+def test_commands_md_is_what_the_generator_writes() -> None:
+    assert (REPO / "docs" / "commands.md").read_text(encoding="utf-8") == docgen.render(), \
+        "docs/commands.md drifted from the CLI's help: run `python -m stackctl.cli.docgen`"
+
+
+def test_every_section_is_the_commands_help_as_printed(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "132")  # any terminal of 80 columns or more prints the same help
+    monkeypatch.setenv("NO_COLOR", "1")
+    sections = _sections((REPO / "docs" / "commands.md").read_text(encoding="utf-8"))
+    r = cli("--help")
+    assert r.code == 0 and r.out.rstrip() == sections.pop("stackctl")
+    listed = re.findall(r"^  ([a-z-]+) {2,}", r.out.split("Commands:", 1)[1], re.M)
+    assert [f"stackctl {name}" for name in listed] == list(sections)  # every command, in --help's order
+    for title, text in sections.items():
+        r = cli(*title.split()[1:], "--help")
+        assert r.code == 0 and r.out.rstrip() == text, f"{title} --help differs from docs/commands.md"
+
+
+def test_check_mode_fails_on_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    doc = tmp_path / "commands.md"
+    monkeypatch.setattr(docgen, "DOC", doc)
+    assert docgen.main(["--check"]) == 1 and "python -m stackctl.cli.docgen" in capsys.readouterr().err
+    assert docgen.main([]) == 0 and docgen.main(["--check"]) == 0
+    doc.write_text(doc.read_text().replace("Prove every pin", "Prove some pins"))
+    assert docgen.main(["--check"]) == 1
