@@ -20,17 +20,30 @@ from tests.support.elf_fixtures import have_gcc
 from tests.support.gitrepo import git
 
 Cli = Callable[..., Result]
-NEEDS_ENGINE = {"build", "publish", "verify", "inventory"}  # the vendor's base image, an engine, a registry
+NEEDS_ENGINE = {"build", "publish", "verify"}  # the vendor's base image, an engine, a registry
+# The report's sections of steps that need the vendor's base image: the only ones a run here leaves "not run".
+ENGINE_SECTIONS = {"Build: gate log, tag, labels", "Publication", "Installed distributions, old image → new image"}
 
 pytestmark = pytest.mark.skipif(not have_gcc() or shutil.which("uv") is None, reason="needs gcc and uv")
 
 
 def walkthrough_commands() -> list[str]:
-    """Every `stackctl ...` of the README's walkthrough, in order, as written."""
+    """Every command of the README's walkthrough (its `sh` blocks), in order, as written; a line ending in a
+    backslash goes on on the next."""
     text = (REPO / "README.md").read_text()
     section = text.split("## An upgrade, command by command", 1)[1].split("\n## ", 1)[0]
-    section = re.sub(r"\s*\n\s*", " ", section)  # commands wrap across lines in the list
-    return [c.strip() for c in re.findall(r"`(stackctl [^`]+)`", section)]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    return [c.strip() for b in blocks for c in re.sub(r"\\\n\s*", "", b).splitlines() if c.strip()]
+
+
+def on_example(command: str, example: ExampleIndexes) -> str:
+    """The README serves on 8650 (musa) and 8651 (public); this test's servers are on free ports."""
+    return (command.replace("http://127.0.0.1:8650/", example.musa.base)
+            .replace("http://127.0.0.1:8651/", example.public.base))
+
+
+def index_args(example: ExampleIndexes) -> tuple[str, ...]:
+    return ("--index", f"musa={example.musa.url}", "--index", f"public={example.public.url}")
 
 
 @pytest.fixture
@@ -39,10 +52,9 @@ def example(tmp_path: Path) -> Iterator[ExampleIndexes]:
         yield ex
 
 
-@pytest.fixture
-def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example: ExampleIndexes) -> Path:
-    """A fresh checkout of the repository's tracked files (as the work tree has them), committed."""
-    repo = tmp_path / "clone"
+def fresh_clone(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh checkout of the repository's tracked files (as the work tree has them), committed; git commits
+    made in it have an author."""
     files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
     for name in filter(None, files.decode().split("\0")):
         src = REPO / name
@@ -52,28 +64,58 @@ def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example: ExampleIndex
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "clone")
-    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
-    monkeypatch.setenv("STACKCTL_INDEX_MUSA_URL", example.musa.url)
-    monkeypatch.setenv("STACKCTL_INDEX_PUBLIC_URL", example.public.url)
-    write_inventory(repo / "base.json")  # what `serve --inventory base.json` writes
+    for var in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(var, "t")
+    for var in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(var, "t@example.invalid")
     return repo
 
 
+@pytest.fixture
+def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, example: ExampleIndexes) -> Path:
+    repo = fresh_clone(tmp_path / "clone", monkeypatch)
+    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
+    # the walkthrough names its indexes on each command: nothing in the environment points at the example
+    for name in ("STACKCTL_INDEX_MUSA_URL", "STACKCTL_INDEX_PUBLIC_URL"):
+        monkeypatch.delenv(name, raising=False)
+    write_inventory(repo / "example-base.json")  # what `serve --inventory example-base.json` writes
+    return repo
+
+
+def test_the_first_blocks_commit_takes_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`build` refuses a lock that is not committed: the README's commit step must take the one `resolve`
+    wrote (the rest of the block runs on the engine, in tests/services)."""
+    text = (REPO / "README.md").read_text()
+    block = re.findall(r"```sh\n(.*?)```", text.split("## The public example", 1)[1], re.S)[0]
+    [step] = [c for c in block.splitlines() if c.startswith("git ")]
+    repo = fresh_clone(tmp_path / "clone", monkeypatch)
+    (repo / "stacks" / "public-example.lock").write_text("{}\n")  # where the first command writes it
+    done = subprocess.run(step, shell=True, cwd=repo, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    tracked = subprocess.run(["git", "ls-files", "stacks"], cwd=repo, capture_output=True, text=True, check=True)
+    assert "stacks/public-example.lock" in tracked.stdout.split()
+
+
 def test_every_walkthrough_command_runs_as_written(cli: Cli, clone: Path, example: ExampleIndexes) -> None:
-    commands = walkthrough_commands()
+    serve, *commands = walkthrough_commands()
+    # the example's servers (this test's run on free ports) and the inventory `clone` writes as serve does
+    assert serve == "python examples/vendor_index.py serve --port 8650 --inventory example-base.json"
     assert [c.split()[1] for c in commands] == [
-        "propose", "validate", "diff", "resolve", "outdated", "abi", "inventory", "wheel-diff", "export", "check",
-        "build", "publish", "verify", "scan", "report"]
+        "propose", "validate", "diff", "resolve", "resolve", "outdated", "abi", "wheel-diff", "wheel-diff",
+        "wheel-diff", "export", "check", "add", "build", "publish", "verify", "scan", "report"]
     out: dict[str, Result] = {}
     for command in commands:
-        words = shlex.split(command)
+        words = shlex.split(on_example(command, example))
+        if words[0] == "git":
+            done = subprocess.run(on_example(command, example), shell=True, cwd=clone, capture_output=True,
+                                  text=True, check=False)
+            assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+            continue
         if words[1] in NEEDS_ENGINE:
             continue
-        # the README serves on 8650 (musa) and 8651 (public); this test's servers are on free ports
-        words = [w.replace("http://127.0.0.1:8650/", example.musa.base) for w in words]
         r = cli(*words[1:], cwd=clone)
         assert r.code == 0, f"{command}\n{r.out}\n{r.err}"
-        out[words[1]] = r
+        out.setdefault(words[1], r)  # the first of each: deep_ep's wheel-diff
 
     # propose from post1 on the example index: exactly the six pins post2 moves, each to post2's version
     assert "torch-2.11-post1 → torch-2.11-post1-next: 6 pin(s) move" in out["propose"].out
@@ -81,8 +123,17 @@ def test_every_walkthrough_command_runs_as_written(cli: Cli, clone: Path, exampl
                     "0.1.90"):
         assert version in out["propose"].out
     assert not (clone / "stacks" / "torch-2.11-post1-next.toml").exists()  # a dry run writes nothing
-    assert "### Profile diff ✅" in out["report"].out
-    assert "### Build: gate log, tag, labels ⚪ not run" in out["report"].out
+    # the report shows every step that ran: only the sections of the steps that need the vendor's base
+    # image are "not run", and each of those names the command to run
+    report = out["report"].out
+    sections = dict(re.findall(r"^### (.+?) (✅|❌|⚪ not run|⚠️ stale)$", report, re.M))
+    assert {"Profile diff", "Files per pin and target", "ABI closure and unguarded pins",
+            "Wheel diffs of moved wheels that carry ELF", "Stale references"} <= set(sections), report
+    assert {t for t, status in sections.items() if status != "✅"} == ENGINE_SECTIONS, report
+    assert "not recorded" not in report.split("### Wheel diffs", 1)[1].split("\n### ", 1)[0], report
+    for title in ENGINE_SECTIONS:
+        body = report.split(f"### {title} ", 1)[1].split("\n### ", 1)[0]
+        assert "`stackctl " in body, f"{title}: no command to run\n{body}"
     assert "| deep_ep | 1.1.0+musa5.2.0torch2.11.0.post1 | 1.1.0+musa5.2.0torch2.11.0.post2 |" in out["diff"].out
     lock = json.loads((clone / "stacks" / "torch-2.11-post2.lock").read_text())
     files = {(p["name"], f["target"]): f for p in lock["pins"] for f in p["files"]}
@@ -109,8 +160,9 @@ def test_every_walkthrough_command_runs_as_written(cli: Cli, clone: Path, exampl
 
 
 @pytest.mark.parametrize("stack", ["torch-2.9-control", "torch-2.11-post1", "torch-2.11-post2"])
-def test_reference_stacks_resolve_check_and_export_for_every_target(cli: Cli, clone: Path, stack: str) -> None:
-    r = cli("resolve", stack, "--json", cwd=clone)
+def test_reference_stacks_resolve_check_and_export_for_every_target(cli: Cli, clone: Path, example: ExampleIndexes,
+                                                                    stack: str) -> None:
+    r = cli("resolve", stack, "--json", *index_args(example), cwd=clone)
     assert r.code == 0, r.err
     doc = json.loads(r.out)
     targets = {(f["name"], f["target"]) for f in doc["files"]}
@@ -118,7 +170,7 @@ def test_reference_stacks_resolve_check_and_export_for_every_target(cli: Cli, cl
         assert {(name, "cp310-linux_x86_64"), (name, "cp312-linux_x86_64")} <= targets
     assert {t for n, t in targets if n == "deep_ep"} == {"cp310-linux_x86_64"}
     assert {c["target"] for c in doc["closure"]} == {"cp310-linux_x86_64", "cp312-linux_x86_64"}
-    abi = cli("abi", stack, "--inventory", "base.json", "--json", cwd=clone)
+    abi = cli("abi", stack, "--inventory", "example-base.json", "--json", *index_args(example), cwd=clone)
     assert abi.code == 0, abi.err
     reports = {rep["target"]: rep for rep in json.loads(abi.out)["reports"]}
     assert reports["cp310-linux_x86_64"]["ok"] and reports["cp310-linux_x86_64"]["checked_files"] == 1
@@ -162,10 +214,10 @@ def test_serve_prints_the_urls_and_serves_until_stopped(tmp_path: Path) -> None:
 
 def test_abi_checks_every_target_when_one_cannot_be_read(cli: Cli, clone: Path, example: ExampleIndexes) -> None:
     """A wheel the index no longer serves stops its own target (exit 3), not the others' report."""
-    assert cli("resolve", "torch-2.11-post2", "--no-closure", cwd=clone).code == 0
+    assert cli("resolve", "torch-2.11-post2", "--no-closure", *index_args(example), cwd=clone).code == 0
     gone = next(n for n in example.musa.files if n.startswith("torch-2.11.0.post2+musa5.2.0-cp312"))
     del example.musa.files[gone]
-    r = cli("abi", "torch-2.11-post2", "--inventory", "base.json", "--json", cwd=clone)
+    r = cli("abi", "torch-2.11-post2", "--inventory", "example-base.json", "--json", *index_args(example), cwd=clone)
     assert r.code == 3
     doc = json.loads(r.out)
     assert [rep["target"] for rep in doc["reports"]] == ["cp310-linux_x86_64"] and doc["reports"][0]["ok"]
