@@ -1,6 +1,6 @@
 """An example vendor index and public index on loopback, so the README's upgrade runs without vendor access.
 
-    python examples/vendor_index.py serve --port 8650 --inventory base.json
+    python examples/vendor_index.py serve --port 8650 --inventory example-base.json
 
 builds small real wheels and serves them until Ctrl-C:
 
@@ -279,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"musa   {ex.musa.url}  ({sum(len(v) for k, v in ex.projects.items() if k.startswith('musa/'))}"
                   " wheels, HTML only)")
             print(f"public {ex.public.url}")
-            print(f"export STACKCTL_INDEX_MUSA_URL={ex.musa.url} STACKCTL_INDEX_PUBLIC_URL={ex.public.url}",
-                  flush=True)
+            # options for each command, not variables to export: an exported override would also point
+            # every other stack's resolve at this example
+            print(f"--index musa={ex.musa.url} --index public={ex.public.url}", flush=True)
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
             with contextlib.suppress(KeyboardInterrupt):
                 signal.pause()

@@ -198,7 +198,7 @@ def test_serve_prints_the_urls_and_serves_until_stopped(tmp_path: Path) -> None:
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(3)]
         musa, public = lines[0].split()[1], lines[1].split()[1]
-        assert lines[2].strip() == f"export STACKCTL_INDEX_MUSA_URL={musa} STACKCTL_INDEX_PUBLIC_URL={public}"
+        assert lines[2].strip() == f"--index musa={musa} --index public={public}"
         with urllib.request.urlopen(musa + "deep-ep/", timeout=10) as page:
             html = page.read().decode()
             assert page.headers["Content-Type"] == "text/html"
