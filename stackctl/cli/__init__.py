@@ -160,15 +160,22 @@ def _interrupted() -> None:
     console_err.print("interrupted")
 
 
+def click_group(args: list[str]) -> typer.core.TyperGroup:
+    """The command group a run of `stackctl ARGS` parses with (every command when ARGS names none): what its
+    --help prints, and what docs/commands.md is written from."""
+    with only_command(register(args)):
+        command = typer.main.get_command(app)
+    add_verbose(command)
+    return command  # type: ignore[return-value]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     output.reset(args)
     if "--version" in args and set(args) <= {"--version", "--verbose"}:
         print_version("--verbose" in args)
         sys.exit(0)
-    with only_command(register(args)):
-        command = typer.main.get_command(app)
-    add_verbose(command)
+    command = click_group(args)
     try:
         result = command.main(args=args, prog_name="stackctl", standalone_mode=False)
         code = result if isinstance(result, int) else 0

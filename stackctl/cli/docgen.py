@@ -14,9 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stackctl.base.files import write_atomic
-from stackctl.cli import register
-from stackctl.cli.app import app
+from stackctl.base import write_atomic
+from stackctl.cli import click_group
 
 WIDTH = 78  # click wraps help at min(terminal columns, 80) - 2: any terminal of 80 columns or more prints this
 DOC = Path(__file__).resolve().parents[2] / "docs" / "commands.md"
@@ -38,10 +37,7 @@ def _help(command: Any, name: str, parent: Any) -> str:
 
 def command_help() -> dict[str, str]:
     """`stackctl --help` (under "stackctl") and every command's `--help`, in the order `--help` lists them."""
-    import typer
-
-    register([])
-    group: Any = typer.main.get_command(app)
+    group: Any = click_group([])
     root = group.context_class(group, info_name="stackctl", terminal_width=WIDTH)
     out = {"stackctl": _help(group, "stackctl", None)}
     for name in group.list_commands(root):
