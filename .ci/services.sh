@@ -3,6 +3,7 @@
 #   * a Docker engine answering on /var/run/docker.sock
 #   * a plain (no auth) registry on 127.0.0.1:5000
 #   * the base image stackctl-base:bookworm (debootstrap'ed, imported, pushed)
+#   * a second engine on /run/stackctl-engine2.sock with its own bridge (.ci/engine2.sh)
 #
 # Runs as root on Debian bookworm. Idempotent: a second run only checks what
 # is already there (and re-imports the cached rootfs if the engine lost it).
@@ -292,6 +293,11 @@ fi
 digest=$(sed -n 's/.*digest: \(sha256:[0-9a-f]*\).*/\1/p' "$push_log" | tail -n 1)
 rm -f "$push_log"
 log "registry: pushed $REMOTE_BASE_IMAGE ${digest:+($digest)}"
+
+# --------------------------------------------------------------------------
+# Second engine (engine-pool tests): its own socket, data, exec root and bridge; see .ci/engine2.sh
+# --------------------------------------------------------------------------
+bash "$(dirname "$0")/engine2.sh" 9>&- || die "the second engine did not start (.ci/engine2.sh)"
 
 echo "STACKCTL_TEST_REGISTRY=$REGISTRY_ADDR"
 echo "STACKCTL_TEST_BASE_IMAGE=$BASE_IMAGE"

@@ -23,6 +23,7 @@ from stackctl.cli.app import (
     step_lines,
     table,
 )
+from stackctl.cli.matrix import EngineOpt, EnginesFileOpt
 from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
 from stackctl.errors import CheckFailed, InputError
 from stackctl.profile import load_profile
@@ -208,9 +209,20 @@ def _build_bars(show: bool) -> Iterator[_BuildBars]:
 
 @app.command()
 def build(
-    profile: ProfileArg,
+    profiles: Annotated[list[str] | None, typer.Argument(
+        metavar="PROFILE...", help="Profile file, PATH@GITREV, or stack name (with --all: any number; none: every "
+        "profile in stacks/).")] = None,
+    build_all: Annotated[bool, typer.Option("--all", help="Build every named stack for each --target (default: "
+                                            "its image's target) over the engine pool, in parallel.")] = False,
+    engine: EngineOpt = None,
+    engines_file: EnginesFileOpt = None,
+    cache_repository: Annotated[str | None, typer.Option(
+        "--cache-repository", metavar="REPO", help="With --all: the registry repository for the layer-group "
+        "stages the engines share (default: the image's repository, on its registry host).")] = None,
     lock: LockOpt = None,
-    target: TargetOpt = None,
+    target: Annotated[list[str] | None, typer.Option("--target", metavar="LABEL", help="Target label, e.g. "
+                                                     "cp311-linux_x86_64 (default: the image's python on "
+                                                     "linux_x86_64); with --all repeatable.")] = None,
     wheelhouse: WheelhouseOpt = None,
     fetch: Annotated[bool, typer.Option("--fetch", help="Download the lock's wheels into --wheelhouse DIR, "
                                         "creating it (without --fetch a missing DIR is an error).")] = False,
@@ -236,21 +248,33 @@ def build(
     """Build and gate the stack's image on the Docker engine.
 
     Renders the context, builds it on the engine (DOCKER_HOST), runs the gate as the last build step and
-    writes build/STACK.build.json with a fingerprint.
+    writes build/STACK.build.json with a fingerprint. With --all: stacks by targets over the --engine pool,
+    the registry as the engines' shared cache, one summary and build/matrix.json.
     """
     from stackctl.engine import DockerEngine
     from stackctl.image import BuildFailed, BuildRequest, build_image, check_wheelhouse_arg, image_ref, prepare_build
 
     check_wheelhouse_arg(wheelhouse, fetch)
+    if build_all:
+        from stackctl.cli.matrix import build_all as run_all
+
+        return run_all(profiles or [], target or [], engine or [], engines_file, lock=lock, wheelhouse=wheelhouse,
+                       index=overrides(index), repository=repository, cache_repository=cache_repository,
+                       allow_dirty=allow_dirty, revision=revision, ref=ref, created=created, record_dir=record_dir,
+                       no_cache=no_cache, send_wheels=send_wheels, as_json=as_json)
+    if len(profiles or []) != 1 or len(target or []) > 1 or engine or engines_file or cache_repository:
+        raise InputError("build: give one PROFILE and at most one --target; --engine, --engines and "
+                         "--cache-repository go with --all")
+    profile, one_target = (profiles or [""])[0], target[0] if target else None
     path = lock_path(profile, lock)
-    prep = prepare_build(load_profile(profile), path, target, revision, ref, created, allow_dirty, os.environ)
-    engine = DockerEngine()  # before any download: an unreachable engine fails at once
+    prep = prepare_build(load_profile(profile), path, one_target, revision, ref, created, allow_dirty, os.environ)
+    docker = DockerEngine()  # before any download: an unreachable engine fails at once
     req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index),
                        send_wheels)
     show = not as_json and console_err.is_terminal
     try:
         with _build_bars(show) as bars:
-            built = build_image(req, engine, on_wheel=bars.wheel, on_step=bars.step, on_fetch=bars.fetch)
+            built = build_image(req, docker, on_wheel=bars.wheel, on_step=bars.step, on_fetch=bars.fetch)
     except BuildFailed as exc:
         if as_json:  # stdout carries one JSON document: the lines go into the error itself
             raise CheckFailed(f"{exc}: " + " | ".join(exc.lines), hint=exc.hint) from exc
@@ -274,7 +298,12 @@ def build(
 
 @app.command()
 def publish(
-    profile: ProfileArg,
+    profile: Annotated[str | None, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack "
+                                                  "name (none with --all).")] = None,
+    publish_all: Annotated[bool, typer.Option("--all", help="Publish every cell the last `build --all` built "
+                                              "(RECORD_DIR/matrix.json), each from its engine.")] = False,
+    engine: EngineOpt = None,
+    engines_file: EnginesFileOpt = None,
     repository: RepoOpt = None,
     lock: LockOpt = None,
     record_dir: Annotated[Path, typer.Option("--record-dir", metavar="DIR",
@@ -292,6 +321,14 @@ def publish(
     by digest, and pushes the SBOM and a provenance statement beside the image. Elsewhere: pulls it back by
     digest and compares. Then appends the publication record.
     """
+    if publish_all:
+        from stackctl.cli.matrix import publish_all as run_all
+
+        if profile is not None or lock is not None or record_file is not None:
+            raise InputError("publish --all takes the cells of RECORD_DIR/matrix.json: no PROFILE, --lock or --record")
+        return run_all(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json)
+    if profile is None:
+        raise InputError("publish: give a PROFILE, or --all")
     from stackctl.engine import publish_image
 
     stack = load_profile(profile)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
 
 
-def engine_address() -> str:
-    """Where the engine was looked for, as the message should name it (userinfo in a tcp URL dropped)."""
+def engine_address(url: str | None = None) -> str:
+    """Where the engine was looked for, as the message should name it (a password in the URL dropped; an ssh
+    user, which says which account reaches the engine, kept)."""
+    if url is not None:
+        return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1@", url)
     host = os.environ.get("DOCKER_HOST")
     if not host:
         return "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
@@ -38,8 +41,12 @@ _LAYER_DONE = frozenset({"Pushed", "Layer already exists", "Pull complete", "Alr
 class DockerEngine:
     transfer: Progress | None = None  # layer bytes of push and pull: (label, bytes done, bytes in all)
 
-    def __init__(self) -> None:
+    def __init__(self, url: str | None = None) -> None:
+        """`url`: the engine at this address (unix://, tcp:// with TLS from DOCKER_CERT_PATH and
+        DOCKER_TLS_VERIFY as the SDK reads them, ssh:// through the ssh client); None: DOCKER_HOST's."""
         self._sizes: dict[str, int] = {}
+        self._url = url
+        self.address = engine_address(url)
         import docker
         import docker.errors
         import requests
@@ -49,10 +56,15 @@ class DockerEngine:
         # The SDK reads build, push and pull streams from urllib3 directly: its errors arrive unwrapped.
         self._lost = (docker.errors.DockerException, requests.RequestException, urllib3.exceptions.HTTPError)
         try:
-            self._client = docker.from_env(version="auto", timeout=600)
+            if url is None:
+                self._client = docker.from_env(version="auto", timeout=600)
+            else:  # the SDK's own reading of the TLS variables, for this engine's address
+                kwargs = docker.utils.kwargs_from_env(environment={**os.environ, "DOCKER_HOST": url})
+                self._client = docker.DockerClient(**kwargs, version="auto", timeout=600,
+                                                   use_ssh_client=url.startswith("ssh://"))
             self._client.ping()
         except self._lost as exc:
-            raise ServiceError(f"cannot reach the Docker engine at {engine_address()}: {cause_in_words(exc)}",
+            raise ServiceError(f"cannot reach the Docker engine at {self.address}: {cause_in_words(exc)}",
                                hint="start the engine (`bash .ci/services.sh`) or point DOCKER_HOST at it") from exc
 
     def _transferred(self, verb: str, ev: dict[str, Any]) -> None:
@@ -86,10 +98,10 @@ class DockerEngine:
         except self._errors.APIError as exc:
             raise ServiceError(f"{what}: {exc.explanation or exc}") from exc
         except self._lost as exc:
-            raise ServiceError(f"{what}: lost the engine at {engine_address()}: {cause_in_words(exc)}") from exc
+            raise ServiceError(f"{what}: lost the engine at {self.address}: {cause_in_words(exc)}") from exc
 
     def build(self, context: Path, tag: str, on_step: Steps | None = None, *,
-              nocache: bool = False, proxy: str | None = None) -> BuildResult:
+              nocache: bool = False, proxy: str | None = None, cache_from: Sequence[str] = ()) -> BuildResult:
         # `http_proxy` is one of the builder's predefined arguments: kept out of the cache key and the
         # image's history, so the wheel server's port never costs a cached step.
         buildargs = {"http_proxy": proxy} if proxy else None
@@ -98,7 +110,7 @@ class DockerEngine:
             # its layer): the client's 600 s read timeout would cut a healthy build's stream.
             events = self._client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
                                             pull=False, nocache=nocache, timeout=SILENT_STEP_LIMIT,
-                                            buildargs=buildargs)
+                                            buildargs=buildargs, cache_from=list(cache_from) or None)
             return parse_build_stream(events, on_step)
 
     def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServer | None:
@@ -108,12 +120,16 @@ class DockerEngine:
         elsewhere, no bridge, an address this machine does not have): the wheels then go in the context."""
         from stackctl.engine.wheelserver import WheelServer
 
-        host = os.environ.get("DOCKER_HOST", "unix://")
+        host = self._url or os.environ.get("DOCKER_HOST", "unix://")
         if not host.startswith("unix://"):
             return None
         try:
-            configs = self._client.api.inspect_network("bridge").get("IPAM", {}).get("Config") or []
+            network = self._client.api.inspect_network("bridge")
+            configs = network.get("IPAM", {}).get("Config") or []
             gateway = next((c["Gateway"] for c in configs if ":" not in c.get("Gateway", ":")), None)
+            if gateway is None:  # an engine that found its bridge already up lists no gateway: the bridge has it
+                gateway = interface_ipv4(str((network.get("Options") or {}).get("com.docker.network.bridge.name")
+                                             or "docker0"))
         except (*self._lost, AttributeError, KeyError, TypeError):
             return None
         if gateway is None:
@@ -168,6 +184,33 @@ class DockerEngine:
             raise ServiceError(f"pull of {ref} finished but the engine has no such image")
         return facts
 
+    def machine(self) -> str:
+        """The engine's architecture as `uname -m` says it there (x86_64, aarch64)."""
+        with self.talking("cannot read the engine's facts"):
+            return str(self._client.info().get("Architecture") or "")
+
+    def pull_cache(self, ref: str) -> int | None:
+        """Pull `ref` if the registry has it: the compressed bytes its new layers took (0: it had them all);
+        None when the registry has no such image (a cold cache is no error)."""
+        repo, _, tag = ref.rpartition(":")
+        sizes: dict[str, int] = {}
+        try:
+            with self.talking(f"pull of {ref} failed"):
+                for ev in self._client.api.pull(repo, tag=tag, stream=True, decode=True):
+                    if "error" in ev:
+                        msg = str(ev["error"])
+                        if "not found" in msg or "manifest unknown" in msg:
+                            return None
+                        raise ServiceError(f"pull of {ref} failed: {msg}")
+                    total = (ev.get("progressDetail") or {}).get("total")
+                    if ev.get("status") == "Downloading" and isinstance(total, int) and isinstance(ev.get("id"), str):
+                        sizes[ev["id"]] = total
+        except ServiceError as exc:
+            if isinstance(exc.__cause__, self._errors.NotFound):
+                return None
+            raise
+        return sum(sizes.values())
+
     def remove(self, ref: str) -> None:
         with self.talking(f"cannot remove {ref}"), suppress(self._errors.ImageNotFound):
             self._client.api.remove_image(ref, force=True, noprune=False)
@@ -188,6 +231,20 @@ class DockerEngine:
     def tag(self, source: str, repository: str, tag: str) -> None:
         with self.talking(f"cannot tag {source} as {repository}:{tag}"):
             self._client.api.tag(source, repository, tag=tag)
+
+
+def interface_ipv4(name: str) -> str | None:
+    """The IPv4 address of this machine's network interface `name` (SIOCGIFADDR), None when it has none."""
+    import fcntl
+    import socket
+    import struct
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            raw = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+    except (OSError, UnicodeError):
+        return None
+    return socket.inet_ntoa(raw[20:24])
 
 
 def check_local_ref(ref: str) -> None:

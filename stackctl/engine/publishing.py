@@ -5,6 +5,7 @@ the adapters it works through."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stackctl.base.progress import Progress
 from stackctl.errors import InputError
@@ -13,17 +14,21 @@ from stackctl.image.verify import Verification
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
+if TYPE_CHECKING:
+    from stackctl.engine.docker import DockerEngine
+
 
 def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
-                  transfer: Progress | None = None) -> Publication:
+                  transfer: Progress | None = None, engine: DockerEngine | None = None) -> Publication:
     """Push the stack's built image; on a registry host through its API as well (the reproducible manifest,
-    SBOM and provenance), else pulled back through the engine. `transfer` sees each layer's bytes."""
+    SBOM and provenance), else pulled back through the engine (`engine`, else DOCKER_HOST's: the one that
+    built it). `transfer` sees each layer's bytes."""
     from stackctl.engine.docker import DockerEngine
     from stackctl.engine.registry import Registry, check_registry, parse_ref
     from stackctl.image.labels import image_ref
     from stackctl.image.publish import publish_stack
 
-    engine = DockerEngine()
+    engine = engine or DockerEngine()
     target = image_ref(stack, repository)
     check_registry(str(target))  # before anything is tagged or pushed
     registry = Registry() if parse_ref(str(target)) is not None else None

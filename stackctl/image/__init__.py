@@ -15,13 +15,15 @@ if TYPE_CHECKING:
     from stackctl.image.context import WrittenContext, check_wheelhouse_arg, render_context
     from stackctl.image.gaterun import GateRun, gate_spec_text, run_gate, verdict
     from stackctl.image.labels import ImageRef, image_ref
+    from stackctl.image.matrix import CellResult, Event, Matrix
     from stackctl.image.prepare import Prepared, prepare_build
     from stackctl.image.protocols import Engine, RegistryApi, WheelServing
     from stackctl.image.publish import Publication, publish_stack
     from stackctl.image.verify import Verification, raise_if_failed, verify_image
 
 __all__ = [
-    "BuildFailed", "BuildRequest", "BuildResult", "Built", "Engine", "GateRun", "ImageFacts", "ImageRef", "Prepared",
+    "BuildFailed", "BuildRequest", "BuildResult", "Built", "CellResult", "Engine", "Event", "GateRun", "ImageFacts",
+    "ImageRef", "Matrix", "Prepared",
     "Publication", "RegistryApi", "Verification", "WheelServing", "WrittenContext", "build_image",
     "check_wheelhouse_arg", "gate_spec_text", "image_ref", "prepare_build", "publish_stack", "raise_if_failed",
     "render_context", "run_gate", "verdict", "verify_image",
@@ -34,6 +36,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
         "context": ("WrittenContext", "check_wheelhouse_arg", "render_context"),
         "gaterun": ("GateRun", "gate_spec_text", "run_gate", "verdict"),
         "labels": ("ImageRef", "image_ref"),
+        "matrix": ("CellResult", "Event", "Matrix"),
         "prepare": ("Prepared", "prepare_build"),
         "protocols": ("Engine", "RegistryApi", "WheelServing"),
         "publish": ("Publication", "publish_stack"),

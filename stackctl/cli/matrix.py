@@ -1,0 +1,156 @@
+"""`build --all` and `publish --all`: stacks by targets over an engine pool, one progress view, one summary."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from stackctl.cli.app import console, console_err, emit, err_is_terminal, progress_display, table
+from stackctl.errors import CheckFailed, Problems, ServiceError, StackctlError
+
+if TYPE_CHECKING:
+    from stackctl.base import Steps
+    from stackctl.engine import Pool, Published, Unreachable
+    from stackctl.image import CellResult, Event, Matrix
+
+EngineOpt = Annotated[list[str] | None, typer.Option(
+    "--engine", metavar="NAME=URL", help="An engine of the pool for --all (repeatable): unix://PATH, "
+    "tcp://HOST:PORT (TLS from DOCKER_CERT_PATH/DOCKER_TLS_VERIFY) or ssh://[USER@]HOST; default: DOCKER_HOST's.")]
+EnginesFileOpt = Annotated[Path | None, typer.Option(
+    "--engines", metavar="FILE", help="A TOML file whose [engines] table names the pool (NAME = \"URL\").")]
+
+
+def _say(where: str, cell: str, what: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} [{where}] {cell}: {what}", file=sys.stderr, flush=True)
+
+
+def _left_out(u: Unreachable) -> None:
+    console_err.print(f"engine {u.name} ({u.address}) left out: {u.reason}", style="yellow", markup=False)
+
+
+def build_all(profiles: Sequence[str], targets: Sequence[str], engine: Sequence[str], engines_file: Path | None, *,
+              lock: Path | None, wheelhouse: Path | None, index: Mapping[str, str], repository: str | None,
+              cache_repository: str | None, allow_dirty: bool, revision: str | None, ref: str | None,
+              created: str | None, record_dir: Path, no_cache: bool, send_wheels: bool, as_json: bool) -> None:
+    from stackctl.engine import PoolBuild, build_over_pool, engine_specs
+
+    order = PoolBuild(tuple(profiles), tuple(targets), engine_specs(engine, engines_file), lock, wheelhouse, index,
+                      repository, cache_repository, allow_dirty, revision, ref, created, record_dir, no_cache,
+                      send_wheels)
+    with _view(not as_json) as (event, steps):
+        matrix, pool = build_over_pool(order, os.environ, _left_out, event, steps)
+    _report(matrix, as_json, pool)
+
+
+@contextmanager
+def _view(show: bool) -> Iterator[tuple[Event, Callable[[str, str], Steps]]]:
+    """One view of every cell: on a terminal a row per cell (its engine, its step, its latest news); in a CI
+    log one timestamped line per event, `12:03:04 [engine] stack target: what`, whichever thread says it."""
+    lock = threading.Lock()
+    if not err_is_terminal() or not show:
+        def event(where: str, cell: str, what: str) -> None:
+            with lock:
+                _say(where, cell, what)
+
+        def steps(where: str, cell: str) -> Steps:
+            def step(n: int, of: int, what: str) -> None:
+                event(where, cell, f"step {n}/{of}: {what[:100]}")
+            return step
+
+        yield event, steps
+        return
+    with progress_display("build --all") as bar:
+        tasks: dict[tuple[str, str], Any] = {}
+
+        def task(where: str, cell: str) -> Any:
+            with lock:
+                if (where, cell) not in tasks:
+                    tasks[(where, cell)] = bar.add_task(f"{where} {cell}", total=None)
+                return tasks[(where, cell)]
+
+        def show_event(where: str, cell: str, what: str) -> None:
+            bar.update(task(where, cell), description=f"{where} {cell}: {what[:70]}")
+
+        def show_steps(where: str, cell: str) -> Steps:
+            def step(n: int, of: int, what: str) -> None:
+                bar.update(task(where, cell), completed=n - 1, total=of, description=f"{where} {cell}: {what[:70]}")
+            return step
+
+        yield show_event, show_steps
+
+
+def _seconds(c: CellResult) -> str:
+    return f"{c.seconds:.1f}" if c.engine else "-"
+
+
+def _report(matrix: Matrix, as_json: bool, pool: Pool) -> None:
+    def human() -> None:
+        rows = [(c.stack, c.target, c.engine or "-", c.result, c.image.rpartition(":")[2],
+                 (c.image_id or "")[7:19] or "-", f"{c.steps_cached}/{c.steps}" if c.steps else "-", _seconds(c),
+                 f"{c.cache_pulled} ({c.cache_bytes} B)" if c.cache_pulled else "-") for c in matrix.cells]
+        console.print(table("build --all", ["stack", "target", "engine", "result", "tag", "image id", "cached",
+                                            "seconds", "cache pulled"], rows))
+        for c in matrix.cells:
+            if c.error:
+                console.print(f"{c.stack} {c.target}: {c.result}: {c.error}", markup=False, style="red")
+        console.print(f"record {matrix.record}", markup=False, style="dim")
+
+    emit({"cells": [_cell_json(c) for c in matrix.cells], "record": str(matrix.record),
+          "unreachable": [{"engine": u.name, "address": u.address, "reason": u.reason} for u in pool.unreachable]},
+         as_json, human)
+    failed = [c for c in matrix.cells if c.exit_code]
+    if failed:
+        what = "; ".join(f"{c.stack} {c.target} on {c.engine or 'no engine'}: {c.result}" for c in failed)
+        message = f"{len(failed)} of {len(matrix.cells)} cells failed: {what}"
+        raise ServiceError(message) if matrix.exit_code == 3 else CheckFailed(message)
+
+
+def _cell_json(c: CellResult) -> dict[str, Any]:
+    return {"stack": c.stack, "target": c.target, "engine": c.engine, "image_id": c.image_id,
+            "tag": c.image, "steps": c.steps, "steps_cached": c.steps_cached, "seconds": c.seconds,
+            "result": c.result, "error": c.error, "cache_pulled": c.cache_pulled, "cache_bytes": c.cache_bytes,
+            "cache_pushed": c.cache_pushed, "record": c.record}
+
+
+def publish_all(engine: Sequence[str], engines_file: Path | None, *, repository: str | None, record_dir: Path,
+                as_json: bool) -> None:
+    """Publish every cell the last `build --all` built, from the engine that built it."""
+    from stackctl.engine import engine_specs, publish_over_pool
+
+    given = engine_specs(engine, engines_file) if (engine or engines_file) else ()
+    lock = threading.Lock()
+
+    def event(where: str, cell: str, what: str) -> None:
+        with lock:
+            _say(where, cell, what)
+
+    out = publish_over_pool(record_dir, given, repository, event)
+
+    def human() -> None:
+        console.print(table("publish --all", ["stack", "target", "engine", "result", "digest"],
+                            [(r.stack, r.target, r.engine or "-", r.result, r.digest or "-") for r in out]))
+        for r in out:
+            if r.error:
+                console.print(f"{r.stack} {r.target}: {r.error}", markup=False, style="red")
+
+    emit({"cells": list(out)}, as_json, human)
+    failed = [r for r in out if r.exit_code]
+    if failed:
+        raise Problems.of([_failure(r) for r in failed])
+
+
+def _failure(r: Published) -> StackctlError:
+    error = StackctlError(f"{r.stack} {r.target}: {r.error}")
+    error.exit_code = r.exit_code
+    return error
+
+
+__all__ = ["EngineOpt", "EnginesFileOpt", "build_all", "publish_all"]

@@ -1,0 +1,334 @@
+"""`stackctl build --all` as one call: stacks by targets over a pool of engines, the registry as their cache.
+
+Each engine builds its queue of cells one after another (`schedule` decides the queues), all engines at
+once. Before a cell builds, the engine pulls the stage images the registry holds for the cell's layer
+groups (`cachekeys`) and builds with them as `cache_from`; after it built, the cell's own stage images go
+to the registry for the next engine. A failing cell is recorded and the engine goes on with its queue; the
+matrix record (RECORD_DIR/matrix.json) says which cell was built where, for `publish --all`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from stackctl.base.concurrency import parallel
+from stackctl.base.files import write_atomic
+from stackctl.base.jsonout import dumps
+from stackctl.base.progress import Steps
+from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
+from stackctl.image.build import BuildRequest, build_image
+from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
+from stackctl.image.cachekeys import StageCache, stage_caches, stage_images
+from stackctl.image.labels import image_ref
+from stackctl.image.prepare import Prepared
+from stackctl.image.protocols import Engine, WheelServing
+from stackctl.image.schedule import Assignment, Cell, Slot, schedule
+
+MATRIX_RECORD = "matrix.json"
+
+
+class PoolEngine(Engine, Protocol):
+    def build(self, context: Path, tag: str, on_step: Steps | None = None, *, nocache: bool = False,
+              proxy: str | None = None, cache_from: Sequence[str] = ()) -> BuildResult: ...
+    def pull_cache(self, ref: str) -> int | None: ...
+
+
+Event = Callable[[str, str, str], None]  # (engine, cell name, what happened)
+
+
+@dataclass(frozen=True)
+class CellInput:
+    prepared: Prepared
+    lock: Path
+    record_dir: Path  # RECORD_DIR, or RECORD_DIR/TARGET when the stack has more than one cell
+
+
+@dataclass(frozen=True)
+class MatrixRequest:
+    cells: tuple[CellInput, ...]
+    machines: Mapping[str, str]  # engine name → its architecture
+    addresses: Mapping[str, str] = field(default_factory=dict)  # engine name → URL (credentials left out)
+    repository: str | None = None
+    cache_repository: str | None = None  # default: the image's own repository, when on a registry host
+    wheelhouse: Path | None = None
+    record_dir: Path = Path("build")
+    no_cache: bool = False
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    send_wheels: bool = False
+    push_cache: bool = True
+
+
+@dataclass(frozen=True)
+class CellResult:
+    stack: str
+    target: str
+    engine: str | None
+    result: str  # built | gate failed | build failed | engine failed | failed | not built
+    image: str  # repository:tag
+    image_id: str | None = None
+    steps: int = 0
+    steps_cached: int = 0
+    seconds: float = 0.0
+    cache_pulled: int = 0  # stage images found in the registry and pulled
+    cache_bytes: int = 0  # compressed bytes those pulls brought
+    cache_pushed: int = 0
+    error: str | None = None
+    exit_code: int = 0
+    record: str | None = None
+    profile: str | None = None
+    lock: str | None = None
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class Matrix:
+    cells: tuple[CellResult, ...]
+    record: Path
+
+    @property
+    def exit_code(self) -> int:
+        """0, else 3 when an engine failed a cell, else the worst other failure (1 for a gate)."""
+        codes = {c.exit_code for c in self.cells if c.exit_code}
+        return 3 if 3 in codes else max(codes, default=0)
+
+
+def matrix_cells(profiles: Sequence[str], targets: Sequence[str], *, lock: Path | None, record_dir: Path,
+                 revision: str | None, ref: str | None, created: str | None, allow_dirty: bool,
+                 env: Mapping[str, str]) -> tuple[CellInput, ...]:
+    """Every named profile (none: every profile in ./stacks/) for each of `targets` it has (none: the target of
+    its image's python), prepared for its build; every bad input reported at once, before any engine builds."""
+    from stackctl.image.prepare import pick_target, prepare_build
+    from stackctl.profile.locate import load_profile
+    from stackctl.resolve.lock import lock_path
+
+    names = list(profiles) or sorted(str(p) for p in Path("stacks").glob("*.toml"))
+    if not names:
+        raise InputError("--all: no profile named and none in ./stacks/")
+    if lock is not None and len(names) > 1:
+        raise InputError("--lock names one stack's lock: with --all each profile's lock is the one beside it")
+    cells: list[CellInput] = []
+    problems: list[StackctlError] = []
+    wanted, loaded = set(targets), []
+    for name in names:
+        try:
+            stack = load_profile(name)
+            labels = [t.label for t in stack.targets if t.label in wanted] if targets else [pick_target(stack, None)]
+            loaded.append((name, stack, labels))
+            wanted -= set(labels)
+        except StackctlError as exc:
+            problems.append(exc)
+    if wanted and not problems:
+        raise InputError(f"--target {', '.join(sorted(wanted))}: no named stack has it")
+    for name, stack, labels in loaded:
+        for label in labels:
+            try:
+                path = lock_path(name, lock)
+                prep = prepare_build(stack, path, label, revision, ref, created, allow_dirty, env)
+                cells.append(CellInput(prep, path, record_dir if len(labels) == 1 else record_dir / label))
+            except StackctlError as exc:
+                problems.append(exc)
+    if problems:
+        raise Problems.of(problems)
+    return tuple(cells)
+
+
+def registry_hosted(repository: str) -> bool:
+    first, _, rest = repository.partition("/")
+    return bool(rest) and ("." in first or ":" in first or first == "localhost")
+
+
+class _CachedBuild:
+    """The pool engine, building with the cell's `cache_from` images: `build_image` stays unaware of them."""
+
+    def __init__(self, inner: PoolEngine, cache_from: Sequence[str]) -> None:
+        self._inner, self._cache_from = inner, tuple(cache_from)
+
+    def build(self, context: Path, tag: str, on_step: Steps | None = None, *,
+              nocache: bool = False, proxy: str | None = None) -> BuildResult:
+        return self._inner.build(context, tag, on_step, nocache=nocache, proxy=proxy, cache_from=self._cache_from)
+
+    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServing | None:
+        return self._inner.wheel_server(root, sha256)
+
+    def facts(self, ref: str) -> ImageFacts | None:
+        return self._inner.facts(ref)
+
+    def push(self, repository: str, tag: str) -> str:
+        return self._inner.push(repository, tag)
+
+    def pull(self, ref: str) -> ImageFacts:
+        return self._inner.pull(ref)
+
+    def remove(self, ref: str) -> None:
+        self._inner.remove(ref)
+
+    def tag(self, source: str, repository: str, tag: str) -> None:
+        self._inner.tag(source, repository, tag)
+
+
+def cache_repository(req: MatrixRequest, prep: Prepared) -> str | None:
+    repo = req.cache_repository or image_ref(prep.stack, req.repository).repository
+    return repo if registry_hosted(repo) else None
+
+
+def _absolute(source: str) -> str:
+    """A profile source as `publish --all` finds it from any directory (PATH@GITREV kept as given)."""
+    return source if "@" in source else str(Path(source).absolute())
+
+
+def _caches(prep: Prepared) -> tuple[StageCache, ...]:
+    return stage_caches(prep.plan) if prep.plan is not None else ()
+
+
+def plan_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine]) -> Assignment:
+    """Which engine builds which cell: warm where an engine already holds a cell's stage images."""
+    seen: dict[str, str] = {}
+    for c in req.cells:
+        ref = str(image_ref(c.prepared.stack, req.repository))
+        if ref in seen:
+            raise InputError(f"{c.prepared.stack.name} {c.prepared.target} and {seen[ref]} would both be tagged "
+                             f"{ref}", hint="build one target at a time, or give the profile's tag a "
+                             "per-target part")
+        seen[ref] = f"{c.prepared.stack.name} {c.prepared.target}"
+    cells, slots = [], []
+    for c in req.cells:
+        target = c.prepared.stack.target(c.prepared.target)
+        machine = target.machine if target is not None else "x86_64"
+        cells.append(Cell(c.prepared.stack.name, c.prepared.target, machine, tuple(s.key for s in _caches(c.prepared))))
+    for name, engine in engines.items():
+        warm = set()
+        for c in req.cells:
+            repo = cache_repository(req, c.prepared)
+            for s in _caches(c.prepared) if repo else ():
+                if engine.facts(f"{repo}:{s.tag()}") is not None:
+                    warm.add(s.key)
+        slots.append(Slot(name, req.machines.get(name, "x86_64"), frozenset(warm)))
+    return schedule(cells, slots)
+
+
+def _failure(exc: StackctlError) -> tuple[str, int]:
+    if isinstance(exc, BuildFailed):
+        return ("gate failed" if any(ln.startswith("FAIL ") for ln in exc.lines) else "build failed"), 1
+    if isinstance(exc, ServiceError):
+        return "engine failed", 3
+    if isinstance(exc, CheckFailed):
+        return "failed", 1
+    return "failed", exc.exit_code
+
+
+def _push_stages(engine: PoolEngine, repo: str, caches: Sequence[StageCache], had: set[str],
+                 log: Sequence[str]) -> int:
+    """The stages the registry lacks, tagged and pushed; how many. A stage whose image the builder took from a
+    pulled cache image has no local id of its own, and the registry has it under its key already."""
+    ids, pushed = stage_images(log), 0
+    for s in caches:
+        ref = f"{repo}:{s.tag()}"
+        if s.stage not in ids or ref in had:
+            continue
+        engine.tag(ids[s.stage], repo, s.tag())
+        engine.push(repo, s.tag())
+        pushed += 1
+    return pushed
+
+
+def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngine, on_event: Event,
+               on_step: Callable[[str, str], Steps] | None = None) -> CellResult:
+    """One cell on one engine: pull its cached stages, build, push its stages. Never raises a StackctlError:
+    a failure is the cell's result."""
+    prep = cell.prepared
+    label = f"{prep.stack.name} {prep.target}"
+    image = str(image_ref(prep.stack, req.repository))
+    base = CellResult(prep.stack.name, prep.target, name, "not built", image,
+                      profile=_absolute(prep.stack.sources[0]) if prep.stack.sources else None,
+                      lock=str(cell.lock.absolute()),
+                      address=req.addresses.get(name))
+    started = time.monotonic()
+    pulled = nbytes = pushed = 0
+    try:
+        repo = cache_repository(req, prep)
+        caches = _caches(prep) if repo and not req.no_cache else ()
+        found = []
+        for s in caches:
+            ref = f"{repo}:{s.tag()}"
+            if engine.facts(ref) is not None:
+                found.append(ref)
+                continue
+            got = engine.pull_cache(ref)
+            if got is not None:
+                found.append(ref)
+                pulled, nbytes = pulled + 1, nbytes + got
+        # With cache_from the classic builder takes a local step only from those images' chains: the cell's
+        # own earlier image keeps an unchanged rebuild cached to the last step.
+        own = [image] if found and engine.facts(image) is not None else []
+        if caches:
+            on_event(name, label, f"cache: {len(found)} of {len(caches)} stages from the registry"
+                                  + (f" ({pulled} pulled, {nbytes} bytes)" if pulled else ""))
+        on_event(name, label, "build started")
+        breq = BuildRequest(prep, cell.lock, req.repository, req.wheelhouse, None, cell.record_dir, req.no_cache,
+                            req.overrides, req.send_wheels)
+        built = build_image(breq, _CachedBuild(engine, found + own), on_step=on_step(name, label) if on_step else None)
+        if repo and req.push_cache:
+            pushed = _push_stages(engine, repo, _caches(prep), set(found), built.result.log)
+            on_event(name, label, f"cache: pushed {pushed} stage images to {repo}")
+    except StackctlError as exc:
+        result, code = _failure(exc)
+        on_event(name, label, f"{result}: {exc}")
+        return replace(base, result=result, error=str(exc), exit_code=code, cache_pulled=pulled, cache_bytes=nbytes,
+                       seconds=round(time.monotonic() - started, 1))
+    seconds = round(time.monotonic() - started, 1)
+    on_event(name, label, f"built {image} in {seconds} s, {built.result.cached_steps} of {built.result.steps} "
+                          "steps cached")
+    return replace(base, result="built", image_id=built.result.image_id, steps=built.result.steps,
+                   steps_cached=built.result.cached_steps, seconds=seconds, cache_pulled=pulled,
+                   cache_bytes=nbytes, cache_pushed=pushed, record=str(built.record_path))
+
+
+def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine], on_event: Event,
+                 on_step: Callable[[str, str], Steps] | None = None) -> Matrix:
+    """Every cell built (or its failure recorded) and the matrix record written; raises only for bad input."""
+    if not engines:
+        raise ServiceError("no engine of the pool answers", hint="start one, or name others with --engine")
+    assignment = plan_matrix(req, engines)
+    by_cell = {(c.prepared.stack.name, c.prepared.target): c for c in req.cells}
+    for p in assignment.placements:
+        on_event(p.engine, p.cell.name, "queued" + (f" (warm: {p.warm} stages here)" if p.warm else ""))
+
+    def run_queue(name: str) -> list[CellResult]:
+        return [build_cell(req, by_cell[(p.cell.stack, p.cell.target)], name, engines[name], on_event, on_step)
+                for p in assignment.queue(name)]
+
+    done: dict[tuple[str, str], CellResult] = {}
+    for results in parallel(len(engines), run_queue, list(engines)):
+        if isinstance(results, StackctlError):  # cannot happen: each cell keeps its own failure
+            raise results
+        done.update({(r.stack, r.target): r for r in results})
+    for cell, why in assignment.unplaced:
+        prep = by_cell[(cell.stack, cell.target)].prepared
+        done[(cell.stack, cell.target)] = CellResult(cell.stack, cell.target, None, "not built",
+                                                     str(image_ref(prep.stack, req.repository)), error=why,
+                                                     exit_code=3)
+    cells = tuple(done[(c.prepared.stack.name, c.prepared.target)] for c in req.cells)
+    record = req.record_dir / MATRIX_RECORD
+    try:
+        write_atomic(record, dumps({"cells": list(cells)}) + "\n")
+    except OSError as exc:
+        raise InputError(f"{record}: cannot write the matrix record: {exc.strerror or exc}") from None
+    return Matrix(cells, record)
+
+
+def read_matrix(path: Path) -> tuple[CellResult, ...]:
+    import json
+
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        return tuple(CellResult(**c) for c in data["cells"])
+    except FileNotFoundError:
+        raise InputError(f"{path}: no matrix record", hint="run `stackctl build --all` first") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the matrix record: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path}: not a matrix record ({exc})") from None
