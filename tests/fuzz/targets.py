@@ -29,7 +29,7 @@ from typing import Any
 from stackctl.errors import InputError, StackctlError
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("profile", "lock", "html", "json", "wheel", "elf")
+KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines")
 
 # --- mutations -------------------------------------------------------------------------------------
 # ("flip", pos, value) | ("insert", pos, bytes) | ("delete", pos, length) | ("dup", pos, length)
@@ -54,6 +54,9 @@ TOKENS: dict[str, tuple[bytes, ...]] = {
              b"<meta name=\"pypi:repository-version\" content=\"99.0\">",
              b"torch-" + b"9" * 5000 + b"-py3-none-any.whl", b"<![CDATA[", b"<!", b"<a href=", b"#sha256=",
              b"&#99999999;", b"\x00", b"<base href=\"file:///\">", b"data-yanked", b"\xff\xfe"),
+    "engines": (b"[engines]\n", b'x = "unix://"\n', b'"tcp://u:p@[::1/"', b'"ssh://"',
+                b'"unix:///' + b"x" * 5000 + b'"', b"\x00", b"[[engines]]\n", b"engines = 3\n",
+                b'"a=b"', b"= [[[[[[[[", b"\xff\xfe", b"9" * 5000),
     "json": (b'"upload-time": "9999-12-31T23:59:59-23:59"', b'"upload-time": "0001-01-01T00:00:00+23:59"',
              b'"api-version": "x"', b'"api-version": "99.0"', b'"url": "http://[::1/x"', b'"url": "http://h:99999/"',
              b"9" * 5000, b"null", b"[]", b"{}", b"1e999", b'"size": -1', b'"yanked": 3', b"[" * 3000),
@@ -113,8 +116,9 @@ def apply(seed: bytes, mutations: Sequence[Mutation], kind: str) -> bytes:
             data[pos:pos] = tokens[m[2] % len(tokens)]
         elif op == "replace_token":
             # a token in place of the value on the line at `pos`: type confusion in a profile or lock
-            start = data.rfind(b"=", 0, pos) + 1 if kind == "profile" else data.rfind(b":", 0, pos) + 1
-            end = data.find(b"\n" if kind == "profile" else b",", pos)
+            toml = kind in ("profile", "engines")
+            start = data.rfind(b"=", 0, pos) + 1 if toml else data.rfind(b":", 0, pos) + 1
+            end = data.find(b"\n" if toml else b",", pos)
             end = n if end < 0 else end
             data[start:end] = b" " + tokens[m[2] % len(tokens)]
         elif op == "int" and n:
@@ -178,6 +182,10 @@ def mutation_strategy(kind: str) -> Any:
 
 
 # --- seeds -----------------------------------------------------------------------------------------
+ENGINES = (b'[engines]\nlocal = "unix:///var/run/docker.sock"\ngpu2 = "ssh://builder@build2.example.internal"\n'
+           b'ci3 = "tcp://build3.example.internal:2376"\n')
+
+
 @dataclass
 class Corpus:
     """Valid inputs of every kind, made once per process."""
@@ -188,10 +196,11 @@ class Corpus:
     json: bytes
     wheels: tuple[bytes, ...]
     elves: tuple[bytes, ...]
+    engines: bytes = ENGINES
 
     def seeds(self, kind: str) -> tuple[bytes, ...]:
         return {"profile": tuple(self.profiles.values()), "lock": (self.lock,), "html": (self.html,),
-                "json": (self.json,), "wheel": self.wheels, "elf": self.elves}[kind]
+                "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "engines": (self.engines,)}[kind]
 
 
 PROJECT = "torch"
@@ -396,9 +405,21 @@ def target_elf(corpus: Corpus, data: bytes) -> None:
     check_abi([StackWheel(scan, True)], allow=["libc.so.6"])
 
 
+def target_engines(corpus: Corpus, data: bytes) -> None:
+    """An engine list (`--engines FILE`), then each engine's address as messages name it."""
+    from stackctl.engine.pool import parse_engines
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"engines.toml: not UTF-8 text: {exc.reason}") from None
+    for spec in parse_engines(text, "engines.toml"):
+        assert spec.url is not None and spec.address
+
+
 TARGETS: dict[str, Callable[[Corpus, bytes], None]] = {
     "profile": target_profile, "lock": target_lock, "html": target_html, "json": target_json,
-    "wheel": target_wheel, "elf": target_elf,
+    "wheel": target_wheel, "elf": target_elf, "engines": target_engines,
 }
 
 
