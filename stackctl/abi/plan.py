@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackctl.abi.check import AbiReport, StackWheel, check_abi
+from stackctl.abi.check import AbiReport, Severity, StackWheel, check_abi
 from stackctl.abi.inventory import Inventory
+from stackctl.base.annotations import Annotation, Level
 from stackctl.base.progress import Progress
 from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
 from stackctl.index.client import IndexClient
@@ -169,6 +170,7 @@ class AbiOutcome:
     origins: tuple[WheelOrigin, ...]
     problems: tuple[StackctlError, ...]
     warnings: tuple[str, ...]
+    annotations: tuple[Annotation, ...] = ()  # each finding where CI shows it (cli --annotations)
 
     def as_json(self) -> dict[str, object]:
         return {"reports": [{"target": label, **report_json(rep)} for label, rep in self.reports],
@@ -185,6 +187,29 @@ def report_json(rep: AbiReport) -> dict[str, object]:
     return d
 
 
+def finding_annotations(stack: Stack | None, reports: tuple[tuple[str, AbiReport], ...]) -> tuple[Annotation, ...]:
+    """Each error and warning at the line of the pin whose wheel has it (the profile is what a fix changes);
+    wheel files checked on their own name no file of the repository, so their findings have none."""
+    from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
+
+    from stackctl.profile.locate import key_position
+
+    pins = {p.key: p.name for p in stack.pins} if stack is not None else {}
+    out: list[Annotation] = []
+    for label, rep in reports:
+        for f in rep.findings:
+            try:
+                key: NormalizedName | None = canonicalize_name(parse_wheel_filename(f.wheel.rsplit("/", 1)[-1])[0])
+            except InvalidWheelFilename:
+                key = None
+            where: tuple[str | None, int | None] = (None, None)
+            if stack is not None:
+                where = key_position(stack, ("pins", pins[key]) if key in pins else ("pins",))
+            level = Level.ERROR if f.severity is Severity.ERROR else Level.WARNING
+            out.append(Annotation(level, f"{label}: {f.wheel}: {f.message}", where[0], where[1]))
+    return tuple(out)
+
+
 def check_targets(targets: list[str], *, lock: Path | None = None, target: str | None = None,
                   inventory: str | None = None, allow: tuple[str, ...] = (), arch: str | None = None,
                   limits: Limits | None = None, overrides: Mapping[str, str] | None = None,
@@ -197,6 +222,7 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
     if not wheel_mode and len(targets) != 1:
         raise InputError("give one profile, or only wheel files (*.whl)")
     client = None
+    stack: Stack | None = None
     recorded: tuple[str, str | None, tuple[str, ...]] | None = None  # stack, lock digest, profile digest
     if wheel_mode:
         if lock is not None or target is not None or overrides or record is not None:
@@ -217,7 +243,7 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
     inv = read_inventory(inv_file) if inv_file else None
     run = run_abi(plan, inv, plan.allow + allow, limits or Limits(), client, progress)
     problems = (*run.errors, *(CheckFailed(f) for f in run.failures()))
-    outcome = AbiOutcome(run.reports, run.origins, problems, plan.warnings)
+    outcome = AbiOutcome(run.reports, run.origins, problems, plan.warnings, finding_annotations(stack, run.reports))
     if record is not None and recorded is not None:
         from stackctl.base.evidence import write_evidence
 

@@ -10,6 +10,16 @@ from typing import TYPE_CHECKING
 from stackctl.base.lazy import lazy_api
 
 if TYPE_CHECKING:
+    from stackctl.base.annotations import (
+        Annotation,
+        Level,
+        from_problem,
+        github_command,
+        github_endgroup,
+        github_group,
+        gitlab_report,
+        rebased,
+    )
     from stackctl.base.concurrency import end_children, workers_alive
     from stackctl.base.evidence import Evidence, add_to_evidence, read_evidence, write_evidence
     from stackctl.base.files import sha256_file, write_atomic
@@ -22,13 +32,16 @@ if TYPE_CHECKING:
     from stackctl.base.words import count
 
 __all__ = [
-    "Evidence", "ImageName", "Progress", "Steps", "add_to_evidence", "count", "dumps", "end_children", "human_size",
-    "looks_like_image", "now_iso", "parse_image_ref", "read_evidence", "sha256_file", "short_time", "strip_userinfo",
-    "to_jsonable", "workers_alive", "write_atomic", "write_evidence",
+    "Annotation", "Evidence", "ImageName", "Level", "Progress", "Steps", "add_to_evidence", "count", "dumps",
+    "end_children", "from_problem", "github_command", "github_endgroup", "github_group", "gitlab_report",
+    "human_size", "looks_like_image", "now_iso", "parse_image_ref", "read_evidence", "rebased", "sha256_file",
+    "short_time", "strip_userinfo", "to_jsonable", "workers_alive", "write_atomic", "write_evidence",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
     __getattr__ = lazy_api(__name__, {
+        "annotations": ("Annotation", "Level", "from_problem", "github_command", "github_endgroup", "github_group",
+                        "gitlab_report", "rebased"),
         "concurrency": ("end_children", "workers_alive"),
         "evidence": ("Evidence", "add_to_evidence", "read_evidence", "write_evidence"),
         "files": ("sha256_file", "write_atomic"),

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 import typer
 
+from stackctl.cli import annotate
 from stackctl.cli.app import app, console_err, markdown_text, output
 from stackctl.cli.options import add_verbose
 from stackctl.errors import EXIT_INPUT, Problems, ProfileError, StackctlError
@@ -19,7 +20,7 @@ from stackctl.errors import EXIT_INPUT, Problems, ProfileError, StackctlError
 # command it runs (start-up is a visible share of a quick command), `--help` imports them all. The
 # order is the upgrade's workflow, which `stackctl --help` follows.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "profiles": ("validate", "show", "export"),
+    "profiles": ("validate", "show", "export", "schema"),
     "propose": ("propose",),
     "review": ("diff", "scan"),
     "resolve": ("resolve", "lock", "outdated", "fetch"),
@@ -176,12 +177,15 @@ def main(argv: list[str] | None = None) -> None:
         print_version("--verbose" in args)
         sys.exit(0)
     command = click_group(args)
+    annotate.reset()
+    failure: StackctlError | None = None
     try:
         result = command.main(args=args, prog_name="stackctl", standalone_mode=False)
         code = result if isinstance(result, int) else 0
         if code == EXIT_INTERRUPTED:  # typer turns KeyboardInterrupt into Exit(130) before click sees it
             _interrupted()
     except StackctlError as exc:
+        failure = exc
         if output.verbose:
             traceback.print_exc()
         _report(exc, output.as_json, output.markdown)
@@ -189,9 +193,11 @@ def main(argv: list[str] | None = None) -> None:
     except _USAGE_ERRORS as exc:
         # The arguments did not parse, so no option was read: --json is looked for as it was typed.
         code = _report_usage(exc, output.as_json or "--json" in args)
+        annotate.reset()  # the command never ran: there is nothing to report where CI looks
     except _ABORTS:  # click turns Ctrl-C (SIGINT) into Abort
         _interrupted()
         code = EXIT_INTERRUPTED
+    code = max(code, annotate.finish(failure))
     from stackctl.base import workers_alive
 
     if workers_alive():

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stackctl.cli.annotate import AnnotationsOpt, annotate, group
 from stackctl.cli.app import (
     app,
     console,
@@ -83,6 +84,7 @@ def abi(
                                                 help="Also write the result, with the lock's digest and the "
                                                 "time, for `stackctl report` (build/STACK.abi.json).")] = None,
     markdown: MarkdownOpt = False,
+    annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check that every DT_NEEDED of the wheels resolves.
@@ -94,7 +96,7 @@ def abi(
     from stackctl.wheels import Limits
 
     one_format(as_json, markdown)
-    with progress_bar(not as_json, "abi") as progress:
+    with group("abi: read the wheels' ELF files"), progress_bar(not as_json, "abi") as progress:
         outcome = check_targets(targets, lock=lock, target=target, inventory=inventory, allow=tuple(allow or ()),
                                 arch=arch, limits=Limits.capped(max_size), overrides=overrides(index),
                                 record=record, command=invoked(), progress=progress)
@@ -137,6 +139,7 @@ def abi(
         _print_sources(sources)
 
     emit(outcome.as_json(), as_json, human)
+    annotate(outcome.annotations)
     if outcome.problems:
         raise Problems.of(list(outcome.problems))
 

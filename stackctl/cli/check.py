@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from stackctl.cli.annotate import AnnotationsOpt, annotate
 from stackctl.cli.app import app, console, emit
 from stackctl.cli.options import JsonOpt, LockOpt, ProfileArg
 from stackctl.profile import load_profile
@@ -22,6 +23,7 @@ def check(
         "with --hashes).")] = None,
     hashes: Annotated[bool, typer.Option("--hashes", help="The requirement files carry the lock's --hash lines.")]
     = False,
+    annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """For CI: exit 1 when the lock or requirement files are stale.
@@ -30,6 +32,7 @@ def check(
     --requirements matches what `stackctl export` writes; a file that drifted fails once per pin
     pinned twice, at another version, missing, in the wrong file, or not in the profile.
     """
+    from stackctl.base import Annotation, Level
     from stackctl.resolve import check_stack, lock_path
 
     stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
@@ -42,5 +45,6 @@ def check(
             console.print(f"FAIL {line}", markup=False)
 
     emit({"stack": stack.name, "passed": report.passed, "failed": report.failed}, as_json, human)
+    annotate(Annotation(Level.ERROR, f.text, f.file, f.line) for f in report.failures)
     if (failure := report.failure()) is not None:
         raise failure

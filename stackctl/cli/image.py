@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from stackctl.cli.annotate import AnnotationsOpt, annotate, group
 from stackctl.cli.app import (
     app,
     console,
@@ -243,6 +244,7 @@ def build(
         "--send-wheels", help="Send the wheels to the engine in the build context instead of serving them to the "
         "install stages (for an engine whose containers cannot reach this machine; automatic for a remote "
         "engine).")] = False,
+    annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build and gate the stack's image on the Docker engine.
@@ -273,9 +275,10 @@ def build(
                        send_wheels)
     show = not as_json and console_err.is_terminal
     try:
-        with _build_bars(show) as bars:
+        with group(f"build {image_ref(prep.stack, repository)}"), _build_bars(show) as bars:
             built = build_image(req, docker, on_wheel=bars.wheel, on_step=bars.step, on_fetch=bars.fetch)
     except BuildFailed as exc:
+        annotate(exc.annotations(prep.stack.sources[0] if prep.stack.sources else None))
         if as_json:  # stdout carries one JSON document: the lines go into the error itself
             raise CheckFailed(f"{exc}: " + " | ".join(exc.lines), hint=exc.hint) from exc
         console_err.print(f"[bold red]build of {image_ref(prep.stack, repository)} failed[/]")

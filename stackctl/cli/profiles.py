@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from stackctl.base import count
-from stackctl.cli.app import app, console, emit, table
+from stackctl.cli.annotate import AnnotationsOpt
+from stackctl.cli.app import app, console, emit, output, table
 from stackctl.cli.options import GivenLockOpt, JsonOpt, ProfileArg
 from stackctl.profile import load_profile
 
@@ -17,6 +18,7 @@ from stackctl.profile import load_profile
 def validate(
     profiles: Annotated[list[str], typer.Argument(metavar="PROFILE...",
                                                   help="Profile files (or stack names in ./stacks/).")],
+    annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check profiles; exit 2 listing every problem.
@@ -94,3 +96,22 @@ def export(
         return
     emit({"stack": s.name, "written": sorted(str(out / n) for n in result.files)}, as_json,
          lambda: console.print("\n".join(f"wrote {out / n}" for n in result.files)))
+
+
+@app.command()
+def schema(
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the profile format's JSON Schema, for editors.
+
+    The JSON Schema (draft 2020-12) of one profile file, with or without --json, made from the same table
+    `validate` checks keys with. Point a TOML editor at it (a `#:schema PATH` comment, taplo, Even Better
+    TOML) to complete keys and flag typos as a profile is typed; rules that span keys or files (gate order,
+    declared indexes, extends) are `validate`'s alone.
+    """
+    import json
+
+    from stackctl.profile import profile_schema
+
+    print(json.dumps(profile_schema(), indent=2))
+    output.json_emitted = True

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from stackctl.base import short_time
+from stackctl.cli.annotate import AnnotationsOpt, annotate
 from stackctl.cli.app import (
     app,
     console,
@@ -19,6 +20,7 @@ from stackctl.cli.app import (
     table,
 )
 from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, ProfileArg, overrides
+from stackctl.errors import CheckFailed
 from stackctl.profile import load_profile
 
 if TYPE_CHECKING:
@@ -107,6 +109,7 @@ def lock_cmd(
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when the lock was made from another profile.")]
     = False,
     lock: LockOpt = None,
+    annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Say whether the lock was made from the current profile.
@@ -117,7 +120,13 @@ def lock_cmd(
 
     stack = load_profile(profile)
     path = lock_path(profile, lock)
-    status = lock_status(stack, path, check=check, profile_arg=profile)
+    try:
+        status = lock_status(stack, path, check=check, profile_arg=profile)
+    except CheckFailed as exc:
+        from stackctl.base import Annotation, Level
+
+        annotate([Annotation(Level.ERROR, f"{exc}; {exc.hint}" if exc.hint else str(exc), str(path))])
+        raise
     emit(status, as_json, lambda: console.print(f"[green]ok[/] {path} matches {stack.name}" if status.current else
                                                 f"{path}: made from another version of {stack.name}; run resolve"))
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from stackctl.base import count
+from stackctl.cli.annotate import AnnotationsOpt, annotate
 from stackctl.cli.app import (
     app,
     console,
@@ -106,6 +107,7 @@ def scan(
                                                 help="Also write the result, with both profiles' digests and "
                                                 "the time, for `stackctl report` (build/NEW.scan.json).")] = None,
     markdown: MarkdownOpt = False,
+    annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Find references to superseded pins; exit 1 when any remain."""
@@ -128,6 +130,7 @@ def scan(
         console.print(f"{count(len(refs), 'stale reference')} in {count(read, 'text file')}; superseded: {sup}")
 
     emit(result, as_json, human)
+    annotate(result.annotations(path))
     if (failure := result.failure(path)) is not None:
         raise failure
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from stackctl.base.annotations import Annotation, Level
 from stackctl.base.progress import Steps
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ServiceError
@@ -123,6 +124,12 @@ class BuildFailed(CheckFailed):
         super().__init__(message)
         self.lines = lines
         self.log = log
+
+    def annotations(self, profile: str | None) -> tuple[Annotation, ...]:
+        """For CI: the gate's verdict at the profile that declares the gate, one annotation per FAIL line it
+        printed (the failure itself when the build failed before the gate)."""
+        fails = [line for line in self.lines if line.startswith("FAIL ")] or [str(self)]
+        return tuple(Annotation(Level.ERROR, line, profile) for line in fails)
 
 
 SUMMARY = ("gate ok: ", "gate FAILED: ")

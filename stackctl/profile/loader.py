@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,10 +44,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-# The schema: a dict is a table with known keys, "*" stands for any key, [T] is an array of T.
-_GATE: dict[str, Any] = {"order": int, "module": str, "check": str, "mode": str, "prefix": str,
+# The schema: a dict is a table with known keys, "*" stands for any key, [T] is an array of T, an Enum is a
+# string naming one of its values (checked in _build, which suggests the nearest). `stackctl schema` turns this
+# table into the JSON Schema editors read, so a key added here appears there too.
+_GATE: dict[str, Any] = {"order": int, "module": str, "check": GateCheck, "mode": GateMode, "prefix": str,
                          "expect": str, "skip_import_if": str, "before": [str], "remove": bool}
-_PIN: dict[str, Any] = {"version": str, "index": str, "file": str, "train": str, "note": str, "abi": str,
+_PIN: dict[str, Any] = {"version": str, "index": str, "file": str, "train": str, "note": str, "abi": AbiRole,
                         "python": [str], "platforms": [str], "marker": str,
                         "gate": {k: v for k, v in _GATE.items() if k not in ("expect", "remove")},
                         "remove": bool}
@@ -178,6 +181,11 @@ def _too_deep(data: dict[str, Any]) -> tuple[str, ...] | None:
     return None
 
 
+def _scalar(t: Any) -> Any:
+    """The Python type(s) a leaf of the table takes: an Enum's values are strings."""
+    return str if isinstance(t, type) and issubclass(t, Enum) else t
+
+
 def _typename(t: Any) -> str:
     if isinstance(t, dict):
         return "a table"
@@ -185,7 +193,7 @@ def _typename(t: Any) -> str:
         return "an array of " + ("tables" if isinstance(t[0], dict) else {str: "strings", int: "integers"}[t[0]])
     if isinstance(t, tuple):  # only [image] bytecode takes one of two types
         return 'true, false or "pins"'
-    return {str: "a string", int: "an integer", bool: "true or false"}[t]
+    return {str: "a string", int: "an integer", bool: "true or false"}[_scalar(t)]
 
 
 def _check_schema(value: Any, schema: Any, path: tuple[str, ...], doc: _Doc, out: _Collector) -> None:
@@ -207,7 +215,7 @@ def _check_schema(value: Any, schema: Any, path: tuple[str, ...], doc: _Doc, out
             return
         for i, item in enumerate(value):
             _check_schema(item, schema[0], (*path, str(i)), doc, out)
-    elif not isinstance(value, schema) or (schema is int and isinstance(value, bool)):
+    elif not isinstance(value, _scalar(schema)) or (schema is int and isinstance(value, bool)):
         out.add(doc, path, f"must be {_typename(schema)}, not {type(value).__name__} {value!r}")
 
 

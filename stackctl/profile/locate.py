@@ -56,3 +56,23 @@ def load_profiles(specs: list[str] | tuple[str, ...]) -> tuple[Stack, ...]:
     if problems:
         raise ProfileError(tuple(problems))
     return tuple(stacks)
+
+
+def key_position(stack: Stack, path: tuple[str, ...]) -> tuple[str, int | None]:
+    """Where a profile writes `path` (`("pins", "torch")`): the file of the stack's chain, child first, that
+    writes the deepest part of it, and that line; the stack's own file, no line, when none can be read (a
+    profile at another git revision is not in the working tree)."""
+    from stackctl.profile.tomlpos import key_lines
+
+    best: tuple[str, int | None] = (stack.sources[0] if stack.sources else stack.name, None)
+    depth = 0
+    for display in stack.sources:
+        try:
+            lines = key_lines(Path(display).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            continue
+        for d in range(len(path), depth, -1):
+            if path[:d] in lines:
+                best, depth = (display, lines[path[:d]]), d
+                break
+    return best

@@ -18,10 +18,23 @@ from stackctl.resolve.reqcheck import pin_findings
 
 
 @dataclass(frozen=True)
+class Failure:
+    """One failed check and the file it is about (the lock, a requirement file), with a line where known."""
+
+    text: str
+    file: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class CheckReport:
     stack: str
     passed: tuple[str, ...]
-    failed: tuple[str, ...]
+    failures: tuple[Failure, ...]
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        return tuple(f.text for f in self.failures)
 
     def failure(self) -> CheckFailed | None:
         if not self.failed:
@@ -68,23 +81,23 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
     """`profile_arg` is the profile as the user named it, for the commands the failures suggest."""
     if requirements is not None and requirements.exists() and not requirements.is_dir():
         raise InputError(f"--requirements {requirements}: not a directory (the one `stackctl export --out` wrote)")
-    failures: list[str] = []
+    failures: list[Failure] = []
     passes: list[str] = []
     locked: Lock | None = None
     try:
         locked = read_lock(lock_path)
     except StackctlError as exc:
-        failures.append(str(exc))
+        failures.append(Failure(str(exc), str(lock_path)))
     if locked is not None:
         if not locked.made_from(stack):
-            failures.append(f"{lock_path}: made from another version of {stack.name}; "
-                            f"run `stackctl resolve {profile_arg}`")
+            failures.append(Failure(f"{lock_path}: made from another version of {stack.name}; "
+                                    f"run `stackctl resolve {profile_arg}`", str(lock_path)))
             locked = None
         else:
             hand_edits = pin_drift(stack, locked)
             if hand_edits:
-                failures += [f"{lock_path}: {d}; the lock was edited by hand, run `stackctl resolve {profile_arg}`"
-                             for d in hand_edits]
+                failures += [Failure(f"{lock_path}: {d}; the lock was edited by hand, run "
+                                     f"`stackctl resolve {profile_arg}`", str(lock_path)) for d in hand_edits]
                 locked = None
             else:
                 passes.append(f"{lock_path} matches {stack.name}")
@@ -98,8 +111,9 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
             if name not in drifted:
                 passes.append(f"{requirements / name} matches {stack.name}")
             elif existing[name] is None:
-                failures.append(f"{requirements / name}: missing; {fix}")
+                failures.append(Failure(f"{requirements / name}: missing; {fix}", str(requirements / name)))
             else:
-                mine = [f.what for f in findings if f.file == name] or ["order, header or hashes"]
-                failures += [f"{requirements / name}: differs from {stack.name}: {what}; {fix}" for what in mine]
+                mine = [(f.what, f.line) for f in findings if f.file == name] or [("order, header or hashes", None)]
+                failures += [Failure(f"{requirements / name}: differs from {stack.name}: {what}; {fix}",
+                                     str(requirements / name), line) for what, line in mine]
     return CheckReport(stack.name, tuple(passes), tuple(failures))

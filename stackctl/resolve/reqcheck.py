@@ -31,6 +31,7 @@ class PinLine:
 class Finding:
     file: str
     what: str
+    line: int | None = None  # the requirement's first line, where the finding is about one
 
 
 def parse_lines(file: str, text: str) -> tuple[PinLine, ...]:
@@ -84,14 +85,14 @@ def pin_findings(stack: Stack, files: Mapping[str, str | None]) -> tuple[Finding
     out: list[Finding] = []
     for pl in lines:
         if pl.name is None:
-            out.append(Finding(pl.file, f"line {pl.line}: {pl.text!r} is not a requirement"))
+            out.append(Finding(pl.file, f"line {pl.line}: {pl.text!r} is not a requirement", pl.line))
         else:
             by_name.setdefault(pl.name, []).append(pl)
     for name, found in by_name.items():
         if len(found) > 1:
             where = ", ".join(f"{pl.text} ({pl.file}:{pl.line})" for pl in found)
             out.append(Finding(found[1].file, f"{len(found)} pins for {name}: {where}; a stack pins each "
-                                              "distribution once"))
+                                              "distribution once", found[1].line))
     for pin in stack.pins:
         if pin.file is None or files.get(pin.file) is None:
             continue
@@ -101,19 +102,21 @@ def pin_findings(stack: Stack, files: Mapping[str, str | None]) -> tuple[Finding
         for pl in found:
             if pl.file != pin.file:
                 out.append(Finding(pl.file, f"line {pl.line} pins {pl.text}, which {stack.name} exports to "
-                                            f"{pin.file}"))
+                                            f"{pin.file}", pl.line))
         if not home:
             out.append(Finding(pin.file, f"no pin for {pin.name} ({stack.name} pins {want})"))
         marker = pin.requirement_marker()
         for pl in home:
             if pl.version != pin.version:
-                out.append(Finding(pin.file, f"line {pl.line} pins {pl.text}, {stack.name} pins {want}"))
+                out.append(Finding(pin.file, f"line {pl.line} pins {pl.text}, {stack.name} pins {want}", pl.line))
             elif _marker(pl.marker) != _marker(marker):
                 where = f"only where {marker}" if marker else "for every target"
-                out.append(Finding(pin.file, f"line {pl.line} pins {pl.text}; {stack.name} pins {pin.name} {where}"))
+                out.append(Finding(pin.file, f"line {pl.line} pins {pl.text}; {stack.name} pins {pin.name} {where}",
+                                   pl.line))
     pinned = {p.key for p in stack.pins}
     for pl in lines:
         if pl.name is not None and pl.name not in pinned:
             kind = "pin" if pl.version is not None else "requirement"
-            out.append(Finding(pl.file, f"line {pl.line}: {pl.text} is a {kind} {stack.name} does not declare"))
+            out.append(Finding(pl.file, f"line {pl.line}: {pl.text} is a {kind} {stack.name} does not declare",
+                               pl.line))
     return tuple(out)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from stackctl.base.annotations import Annotation, Level
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError
 from stackctl.profile.model import Stack
@@ -165,6 +166,12 @@ class ScanResult:
     superseded: tuple[Superseded, ...]
     references: tuple[StaleRef, ...]
     files_read: int
+
+    def annotations(self, root: Path) -> tuple[Annotation, ...]:
+        """Each reference at its file (under the tree `root` scanned) and line, for CI to show on the diff."""
+        base = root if root.is_dir() else root.parent
+        return tuple(Annotation(Level.ERROR, f"names superseded {', '.join(r.old)} ({', '.join(r.packages)}): "
+                                f"{r.text}", str(base / r.path), r.line) for r in self.references)
 
     def failure(self, root: Path) -> CheckFailed | None:
         if not self.references:

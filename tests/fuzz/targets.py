@@ -17,6 +17,7 @@ shrinks a failure to the fewest, smallest mutations of the smallest seed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import random
@@ -316,12 +317,31 @@ def target_profile(corpus: Corpus, data: bytes, seed_index: int = 0) -> None:
     name = names[seed_index % len(names)]
     source = _MemSource({**corpus.profiles, name: data})
     stack = load_stack(name, source)
+    _schema_accepts(data)
     stack.digest()
     rendered_tag(stack)
     gate_spec(stack)
     render_requirements(stack)
     for other in names:
         diff_stacks(load_stack(other, _MemSource(corpus.profiles)), stack)
+
+
+@functools.cache
+def _schema_validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    from stackctl.profile import profile_schema
+
+    return Draft202012Validator(profile_schema())
+
+
+def _schema_accepts(data: bytes) -> None:
+    """A file the loader accepts, the editors' schema (`stackctl schema`) accepts too: it never flags a good
+    profile. (The converse does not hold: rules across keys and files are the loader's alone.)"""
+    from stackctl.profile.loader import tomllib
+
+    errors = [e.message for e in _schema_validator().iter_errors(tomllib.loads(data.decode()))]
+    assert not errors, f"the schema refuses a profile the loader accepts: {errors}"
 
 
 def target_lock(corpus: Corpus, data: bytes) -> None:

@@ -279,6 +279,16 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
         assert r.code == 1, r.err
         assert "libkern.so (needed by deep_ext-1.0.post2" in r.err
         assert not server.requests_to("kernlib")
+        # For CI: the failure at the pin whose wheel needs the library; the wheels' reading folded in a group.
+        annotated = cli("abi", "mini", "--annotations", "github", cwd=tmp_path)
+        assert annotated.code == 1 and annotated.err.splitlines()[-1] == r.err.splitlines()[-1]
+        lines = annotated.out.splitlines()
+        assert lines[0] == "::group::abi: read the wheels' ELF files" and lines.count("::endgroup::") == 1
+        pin_line = next(n for n, ln in enumerate(profile.read_text().splitlines(), 1) if "deep_ext" in ln)
+        errors = [ln for ln in lines if ln.startswith("::error")]
+        assert errors and all(ln.startswith(f"::error file=stacks/mini.toml,line={pin_line},title=stackctl abi::")
+                              for ln in errors)
+        assert any("libkern.so" in ln for ln in errors)
         big_reqs = server.requests_to("bigdata")
         assert big_reqs and all(h.get("Range") for _, _, h in big_reqs)
 

@@ -230,6 +230,24 @@ def test_scan_finds_stale_references(cli: Cli, git_repo: Path) -> None:
     assert "stale reference" in r.err
 
 
+def test_scan_annotates_each_stale_line_for_ci(cli: Cli, git_repo: Path, tmp_path: Path) -> None:
+    _tree(git_repo)
+    report = tmp_path / "codequality.json"
+    r = cli("scan", str(git_repo / "requirements"), "--stack", POST2, "--since", POST1, "--annotations", "github",
+            "--annotations", f"gitlab={report}", cwd=git_repo)
+    assert r.code == 1
+    assert [ln for ln in r.out.splitlines() if ln.startswith("::")] == [
+        "::error file=requirements/common.txt,line=1,title=stackctl scan::names superseded 0.1.83 (torchada): "
+        "torchada==0.1.83",
+        "::error file=requirements/musa_private.txt,line=1,title=stackctl scan::names superseded "
+        "2.11.0.post1+musa5.2.0 (torch, torch_musa): torch==2.11.0.post1+musa5.2.0",
+        "::error file=requirements/musa_private.txt,line=2,title=stackctl scan::names superseded "
+        "1.1.0+musa5.2.0torch2.11.0.post1 (deep_ep): deep_ep==1.1.0+musa5.2.0torch2.11.0.post1"]
+    issues = json.loads(report.read_text())
+    assert [(i["location"]["path"], i["location"]["lines"]["begin"]) for i in issues] == [
+        ("requirements/common.txt", 1), ("requirements/musa_private.txt", 1), ("requirements/musa_private.txt", 2)]
+
+
 def test_scan_allow_file_and_json(cli: Cli, git_repo: Path) -> None:
     _tree(git_repo)
     (git_repo / ".stackctl-scan-allow").write_text("# intentional\ndocker/*\nrequirements/*.txt:2\n")

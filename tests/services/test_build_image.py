@@ -117,6 +117,18 @@ def test_wrong_pin_and_wrong_order_fail_the_build_with_fail_lines(
         error = json.loads(r.out)
         assert r.code == 1 and error["exit_code"] == 1
         assert "FAIL import corelib: ImportError: corelib needs patcher imported first" in error["error"]
+        # For CI: the build folded in a group, and the gate's verdict at the profile, one annotation per FAIL.
+        report = tmp_path / "codequality.json"
+        r = build(cli, repo, tmp_path, "--annotations", "github", "--annotations", f"gitlab={report}")
+        assert r.code == 1
+        commands = [ln for ln in r.out.splitlines() if ln.startswith("::")]
+        assert commands[0].startswith(f"::group::build {repository}:") and commands[1] == "::endgroup::"
+        assert commands[2:] == [
+            "::error file=stacks/e2e.toml,title=stackctl build::FAIL import corelib: ImportError: corelib needs "
+            "patcher imported first",
+            "::error file=stacks/e2e.toml,title=stackctl build::FAIL import helperdep version=1.4 expected=1.5"]
+        issues = json.loads(report.read_text())
+        assert [(i["location"]["path"], i["check_name"]) for i in issues] == [("stacks/e2e.toml", "stackctl build")] * 2
     finally:
         remove_images(docker_client, repository)
 

@@ -30,4 +30,6 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         mp.setenv("DOCKER_CONFIG", str(home / "docker"))  # no auths, no credential helpers
         mp.setenv("GIT_CONFIG_GLOBAL", str(home / "gitconfig"))  # absent: an empty global configuration
         mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        for var in ("GITHUB_ACTIONS", "GITHUB_WORKSPACE", "CI_PROJECT_DIR"):  # a CI runner's own: no annotations
+            mp.delenv(var, raising=False)
         yield

@@ -178,3 +178,39 @@ def test_a_hand_edited_lock_fails(cli: Cli, tmp_path: Path) -> None:
     assert any("the lock's cp312-linux_x86_64 file is torch-2.11.0.post1+musa5.2.0-cp312" in f for f in failed)
     assert any("pin click 8.2.0 is in the profile, not in the lock" in f for f in failed)
     assert all("edited by hand" in f for f in failed)
+
+
+def test_check_annotates_each_failure_at_its_file_and_line(cli: Cli, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = _setup(tmp_path)
+    out = tmp_path / "requirements"
+    assert cli("export", str(profile), "--out", str(out)).code == 0
+    _edit(out / "common.txt", "click==8.2.0\n", "click==8.2.0\nmthreads-ml-py>=2.4.1\n")
+    profile.write_text(profile.read_text().replace('version = "0.1.90"', 'version = "0.1.91"'))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(tmp_path))
+    r = cli("check", str(profile), "--requirements", str(out))
+    assert r.code == 1
+    commands = [ln for ln in r.out.splitlines() if ln.startswith("::")]
+    assert [ln.split("::")[1] for ln in commands] == [
+        "error file=torch-2.11-post2.lock,title=stackctl check",
+        "error file=requirements/common.txt,line=3,title=stackctl check",  # torchada moved
+        "error file=requirements/common.txt,line=7,title=stackctl check"]
+    assert commands[2].endswith("::" + f"{out / 'common.txt'}: differs from torch-2.11-post2: line 7: "
+                                "mthreads-ml-py>=2.4.1 is a requirement torch-2.11-post2 does not declare; "
+                                f"run `stackctl export {profile} --out {out}`")
+    # the PASS/FAIL lines a person reads are the same as without annotations
+    assert [ln.split()[0] for ln in r.out.splitlines() if not ln.startswith("::")] == ["PASS", "FAIL", "FAIL",
+                                                                                       "FAIL"]
+
+
+def test_lock_check_annotates_the_stale_lock(cli: Cli, tmp_path: Path) -> None:
+    profile = _setup(tmp_path)
+    profile.write_text(profile.read_text().replace('version = "0.1.90"', 'version = "0.1.91"'))
+    r = cli("lock", str(profile), "--check", "--annotations", "github", cwd=tmp_path)
+    assert r.code == 1
+    [line] = r.out.splitlines()
+    assert line.startswith("::error file=torch-2.11-post2.lock,title=stackctl lock::")
+    assert "was made from another version of torch-2.11-post2" in line
+    assert line.endswith(f"; run `stackctl resolve {profile}` and commit the lock")
+    assert "was made from another version of torch-2.11-post2" in r.err
