@@ -32,7 +32,7 @@ def _seen(ctx: typer.Context, value: list[str] | None) -> list[str] | None:
 
 
 AnnotationsOpt = Annotated[list[str] | None, typer.Option(
-    "--annotations", metavar="github|gitlab=PATH|none", callback=_seen,
+    "--annotations", metavar="KIND", callback=_seen,
     help="Also report problems where CI shows them: `github` prints workflow commands (the default under "
     "GITHUB_ACTIONS=true), `gitlab=PATH` writes a Code Quality report, `none` turns both off.")]
 
