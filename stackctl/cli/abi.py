@@ -53,6 +53,45 @@ def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None
                           markup=False)
 
 
+def _ceiling_rows(rep: AbiReport) -> list[list[str]]:
+    return [[c.family, c.required or "—", c.required_by or "", c.provided or "—"] for c in rep.ceilings
+            if c.required or c.provided]
+
+
+_CEILING_COLUMNS = ["family", "highest required", "by", "image provides"]
+
+
+def _print_report_markdown(label: str, rep: AbiReport) -> None:
+    problems = [[f.severity.value, f.kind, f.message] for f in rep.findings if f.kind != "unresolved"]
+    ceil = _ceiling_rows(rep)
+    print(f"### ABI: {label}\n")
+    print(markdown_table(_RESOLUTION_COLUMNS, _resolution_rows(rep)))
+    if ceil:
+        print()
+        print(markdown_table(_CEILING_COLUMNS, ceil))
+    if problems:
+        print()
+        print(markdown_table(["severity", "kind", "problem"], problems))
+    print()
+
+
+def _print_report(label: str, rep: AbiReport) -> None:
+    title = f"ABI {label}" + (f" against {rep.inventory}" if rep.inventory else " (no image inventory)")
+    console.print(table(title, _RESOLUTION_COLUMNS, _resolution_rows(rep)))
+    if ceil := _ceiling_rows(rep):
+        console.print(table("symbol-version ceilings", _CEILING_COLUMNS, ceil))
+    if rep.inventory is None:
+        console.print("[yellow]note:[/] no image inventory (--inventory or the profile's \\[abi] "
+                      "inventory): symbol versions were not compared with the image's")
+    for f in rep.findings:
+        if f.kind != "unresolved":
+            colour = "red" if f.severity.value == "error" else "yellow"
+            console.print(f"[{colour}]{f.severity.value}:[/] {f.message}", markup=True)
+    unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
+    console.print(f"{label}: {rep.checked_files} files checked in {len(rep.wheels)} wheels, "
+                  f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
+
+
 def _resolution_rows(report: AbiReport) -> list[list[str]]:
     rows = []
     for r in report.resolutions:
@@ -102,41 +141,11 @@ def abi(
                                 record=record, command=invoked(), progress=progress)
     for w in outcome.warnings:
         console_err.print(f"[yellow]warning:[/] {w}")
-    reports, sources = outcome.reports, outcome.origins
 
     def human() -> None:
-        for label, rep in reports:
-            rows = _resolution_rows(rep)
-            problems = [[f.severity.value, f.kind, f.message] for f in rep.findings if f.kind != "unresolved"]
-            ceil = [[c.family, c.required or "—", c.required_by or "", c.provided or "—"] for c in rep.ceilings
-                    if c.required or c.provided]
-            if markdown:
-                print(f"### ABI: {label}\n")
-                print(markdown_table(_RESOLUTION_COLUMNS, rows))
-                if ceil:
-                    print()
-                    print(markdown_table(["family", "highest required", "by", "image provides"], ceil))
-                if problems:
-                    print()
-                    print(markdown_table(["severity", "kind", "problem"], problems))
-                print()
-                continue
-            title = f"ABI {label}" + (f" against {rep.inventory}" if rep.inventory else " (no image inventory)")
-            console.print(table(title, _RESOLUTION_COLUMNS, rows))
-            if ceil:
-                console.print(table("symbol-version ceilings", ["family", "highest required", "by",
-                                                                "image provides"], ceil))
-            if rep.inventory is None:
-                console.print("[yellow]note:[/] no image inventory (--inventory or the profile's \\[abi] "
-                              "inventory): symbol versions were not compared with the image's")
-            for f in rep.findings:
-                if f.kind != "unresolved":
-                    colour = "red" if f.severity.value == "error" else "yellow"
-                    console.print(f"[{colour}]{f.severity.value}:[/] {f.message}", markup=True)
-            unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
-            console.print(f"{label}: {rep.checked_files} files checked in {len(rep.wheels)} wheels, "
-                          f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
-        _print_sources(sources)
+        for label, rep in outcome.reports:
+            (_print_report_markdown if markdown else _print_report)(label, rep)
+        _print_sources(outcome.origins)
 
     emit(outcome.as_json(), as_json, human)
     annotate(outcome.annotations)

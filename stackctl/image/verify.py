@@ -70,137 +70,180 @@ def _differences(what: str, have: Mapping[Any, str], want: Mapping[Any, str]) ->
     return out
 
 
-def verify_image(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
-                 stream_layers: bool = False) -> Verification:
-    digest, manifest, config = attest.remote_image(registry, repository, reference)
-    labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
-    findings: list[Finding] = []
+def _json_object(raw: bytes | str | None) -> dict[str, Any] | None:
+    """A JSON object read from an image or a registry; None for anything else (absent, not JSON, a list)."""
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
-    def check(kind: str, problems: list[str], ok_text: str) -> None:
-        findings.extend(Finding(kind, False, p) for p in problems)
-        if not problems:
-            findings.append(Finding(kind, True, ok_text))
 
-    # Labels: stackctl's own, and against the lock.
+def _sbom_entries(raw: bytes | str | None) -> tuple[SbomEntry, ...] | None:
+    """The components of an SBOM; None when it is not a CycloneDX JSON document."""
+    if raw is None:
+        return None
+    try:
+        return entries(json.loads(raw))
+    except (ValueError, AttributeError):
+        return None
+
+
+def _findings(kind: str, problems: list[str], ok_text: str) -> list[Finding]:
+    """One failed finding per problem, or one that passed."""
+    return [Finding(kind, False, p) for p in problems] or [Finding(kind, True, ok_text)]
+
+
+def _label_problems(labels: Mapping[str, str], lock: Lock | None,
+                    want: dict[str, tuple[str, str]] | None) -> list[str]:
+    """stackctl's own labels are there, and with a lock they name it and its distributions."""
     needed = (LABEL_STACK, LABEL_LOCK, LABEL_TARGET, LABEL_SBOM, LABEL_INSTALLED, f"{OCI}.revision")
     problems = [f"label {k} is missing" for k in needed if not labels.get(k)]
-    target = labels.get(LABEL_TARGET, "")
-    want: dict[str, tuple[str, str]] | None = None
-    if lock is not None:
-        want = lock_distributions(lock, target)
-        if labels.get(LABEL_LOCK) != lock.digest():
-            problems.append(f"label {LABEL_LOCK} is {labels.get(LABEL_LOCK)}, the lock's digest is {lock.digest()}")
-        if labels.get(LABEL_STACK) not in (None, lock.stack):
-            problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)!r}, the lock is of {lock.stack!r}")
-        if not want:
-            problems.append(f"the lock has no wheels for the image's target {target!r}")
-        try:
-            label_installed = {canonicalize_name(k): str(v) for k, v in
-                               json.loads(labels.get(LABEL_INSTALLED) or "{}").items()}
-        except (ValueError, AttributeError):
-            label_installed = {}
-            problems.append(f"label {LABEL_INSTALLED} is not a JSON object")
-        problems += [f"label {LABEL_INSTALLED}: {d}" for d in
-                     _differences("the label", label_installed, {k: v for k, (v, _) in want.items()})]
-    check("labels", problems, "stackctl's labels are present" + (", and agree with the lock" if lock else ""))
+    if lock is None or want is None:
+        return problems
+    if labels.get(LABEL_LOCK) != lock.digest():
+        problems.append(f"label {LABEL_LOCK} is {labels.get(LABEL_LOCK)}, the lock's digest is {lock.digest()}")
+    if labels.get(LABEL_STACK) not in (None, lock.stack):
+        problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)!r}, the lock is of {lock.stack!r}")
+    if not want:
+        problems.append(f"the lock has no wheels for the image's target {labels.get(LABEL_TARGET, '')!r}")
+    try:
+        label_installed = {canonicalize_name(k): str(v) for k, v in
+                           json.loads(labels.get(LABEL_INSTALLED) or "{}").items()}
+    except (ValueError, AttributeError):
+        label_installed = {}
+        problems.append(f"label {LABEL_INSTALLED} is not a JSON object")
+    return problems + [f"label {LABEL_INSTALLED}: {d}" for d in
+                       _differences("the label", label_installed, {k: v for k, (v, _) in want.items()})]
 
-    # The image's own records, from its layers.
-    files = attest.image_files(registry, repository, manifest)
-    in_image = files.get(SBOM_PATH)
+
+@dataclass(frozen=True)
+class _Sbom:
+    in_image: bytes | None
+    beside: bytes | None
+    components: tuple[SbomEntry, ...]
+
+    @property
+    def document(self) -> bytes | None:
+        return self.in_image if self.in_image is not None else self.beside
+
+
+def _sbom_problems(sbom: _Sbom, labels: Mapping[str, str], digest: str,
+                   want: dict[str, tuple[str, str]] | None) -> list[str]:
+    """The SBOM in the image is the one its label hashes and the one beside it, and lists the lock's wheels."""
     problems = []
-    if in_image is None:
+    if sbom.in_image is None:
         problems.append(f"{SBOM_PATH} is not in the image's top layers")
-    elif attest.sha256(in_image) != labels.get(LABEL_SBOM):
-        problems.append(f"{SBOM_PATH} hashes to {attest.sha256(in_image)}, label {LABEL_SBOM} says "
+    elif attest.sha256(sbom.in_image) != labels.get(LABEL_SBOM):
+        problems.append(f"{SBOM_PATH} hashes to {attest.sha256(sbom.in_image)}, label {LABEL_SBOM} says "
                         f"{labels.get(LABEL_SBOM)}")
-    beside = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
-    if beside is None:
+    if sbom.beside is None:
         problems.append(f"no SBOM beside the image (tag {attest.artifact_tag(digest, 'sbom')})")
-    elif in_image is not None and beside != in_image:
+    elif sbom.in_image is not None and sbom.beside != sbom.in_image:
         problems.append("the SBOM beside the image is not the one inside it")
-    components: tuple[SbomEntry, ...] = ()
-    sbom_doc = in_image if in_image is not None else beside
-    if sbom_doc is not None:
-        try:
-            components = entries(json.loads(sbom_doc))
-        except (ValueError, AttributeError):
-            problems.append("the SBOM is not JSON")
-    if want is not None and sbom_doc is not None:
-        have = {canonicalize_name(c.name): f"{c.version} sha256:{c.sha256}" for c in components}
+    if sbom.document is not None and _sbom_entries(sbom.document) is None:
+        problems.append("the SBOM is not JSON")
+    if want is not None and sbom.document is not None:
+        have = {canonicalize_name(c.name): f"{c.version} sha256:{c.sha256}" for c in sbom.components}
         problems += [f"SBOM: {d}" for d in _differences("the SBOM", have, {k: f"{v} sha256:{h}"
                                                                              for k, (v, h) in want.items()})]
-    check("sbom", problems, f"{len(components)} components; in the image, beside it and under its label alike"
-          + (", as the lock has them" if lock else ""))
+    return problems
 
-    # Installed distributions, as the gate recorded them in the image.
-    problems = []
-    raw = files.get(attest.INSTALLED_PATH)
+
+def _installed_problems(raw: bytes | None, components: tuple[SbomEntry, ...],
+                        want: dict[str, tuple[str, str]] | None) -> list[str]:
+    """The distributions the gate recorded in the image are the lock's (without a lock: the SBOM's)."""
     if raw is None:
-        problems.append(f"{attest.INSTALLED_PATH} is not in the image's top layers")
-    else:
-        try:
-            installed = {canonicalize_name(k): str(v) for k, v in json.loads(raw).items()}
-        except (ValueError, AttributeError):
-            installed = {}
-            problems.append(f"{attest.INSTALLED_PATH} is not a JSON object")
-        expected = ({k: v for k, (v, _) in want.items()} if want is not None else
-                    {canonicalize_name(c.name): c.version for c in components})
-        problems += _differences("the image", installed, expected)
-    check("installed", problems, "the distributions installed in the image are "
-          + ("the lock's" if lock else "the SBOM's"))
-
-    # Provenance beside the image.
+        return [f"{attest.INSTALLED_PATH} is not in the image's top layers"]
     problems = []
-    materials: list[dict[str, Any]] = []
-    doc_raw = attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE)
-    if doc_raw is None:
-        problems.append(f"no provenance statement beside the image (tag {attest.artifact_tag(digest, 'att')})")
-    else:
-        try:
-            doc = json.loads(doc_raw)
-        except ValueError:
-            doc = {}
-            problems.append("the provenance statement is not JSON")
-        subjects = [s.get("digest", {}).get("sha256") for s in doc.get("subject") or []]
-        if digest.removeprefix("sha256:") not in subjects:
-            problems.append(f"the provenance statement is about {subjects}, not {digest}")
-        if doc.get("predicateType") != "https://slsa.dev/provenance/v1":
-            problems.append(f"the provenance predicate is {doc.get('predicateType')!r}, not SLSA provenance v1")
-        materials = attest.statement_materials(doc)
-        by_name = {m.get("name"): m for m in materials}
-        lock_hex = ((by_name.get("lock") or {}).get("digest") or {}).get("sha256")
-        if f"sha256:{lock_hex}" != labels.get(LABEL_LOCK):
-            problems.append(f"provenance names lock sha256:{lock_hex}, label {LABEL_LOCK} says "
-                            f"{labels.get(LABEL_LOCK)}")
-        commit = ((by_name.get("source") or {}).get("digest") or {}).get("gitCommit")
-        if commit != (labels.get(f"{OCI}.revision") or "").removesuffix("-dirty"):
-            problems.append(f"provenance names revision {commit}, the label {labels.get(f'{OCI}.revision')}")
-        wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in materials
-                  if str(m.get("name", "")).endswith(".whl")}
-        sbom_wheels = {c.filename: c.sha256 for c in components}
-        if sbom_doc is not None and wheels != sbom_wheels:
-            missing = sorted(set(sbom_wheels) ^ set(wheels)) or sorted(k for k in wheels
-                                                                       if wheels[k] != sbom_wheels[k])
-            problems.append(f"provenance and SBOM name different wheels: {', '.join(missing[:5])}")
-    check("provenance", problems, f"in-toto statement about {digest[:19]}; {len(materials)} materials agree "
-          "with the labels and the SBOM")
+    try:
+        installed = {canonicalize_name(k): str(v) for k, v in json.loads(raw).items()}
+    except (ValueError, AttributeError):
+        installed = {}
+        problems.append(f"{attest.INSTALLED_PATH} is not a JSON object")
+    expected = ({k: v for k, (v, _) in want.items()} if want is not None else
+                {canonicalize_name(c.name): c.version for c in components})
+    return problems + _differences("the image", installed, expected)
 
-    # The published config carries SOURCE_DATE_EPOCH: the digest anyone rebuilding gets again.
-    epoch = labels.get(LABEL_EPOCH, "")
+
+def _provenance_problems(raw: bytes | None, digest: str, labels: Mapping[str, str], sbom: _Sbom,
+                         ) -> tuple[list[str], list[dict[str, Any]]]:
+    """The provenance statement beside the image is about it, is SLSA provenance v1, and names the lock,
+    revision and wheels the labels and the SBOM name; and its materials."""
+    if raw is None:
+        return [f"no provenance statement beside the image (tag {attest.artifact_tag(digest, 'att')})"], []
     problems = []
+    doc = _json_object(raw)
+    if doc is None:
+        doc = {}
+        problems.append("the provenance statement is not JSON")
+    subjects = [s.get("digest", {}).get("sha256") for s in doc.get("subject") or []]
+    if digest.removeprefix("sha256:") not in subjects:
+        problems.append(f"the provenance statement is about {subjects}, not {digest}")
+    if doc.get("predicateType") != "https://slsa.dev/provenance/v1":
+        problems.append(f"the provenance predicate is {doc.get('predicateType')!r}, not SLSA provenance v1")
+    materials = attest.statement_materials(doc)
+    by_name = {m.get("name"): m for m in materials}
+    lock_hex = ((by_name.get("lock") or {}).get("digest") or {}).get("sha256")
+    if f"sha256:{lock_hex}" != labels.get(LABEL_LOCK):
+        problems.append(f"provenance names lock sha256:{lock_hex}, label {LABEL_LOCK} says "
+                        f"{labels.get(LABEL_LOCK)}")
+    commit = ((by_name.get("source") or {}).get("digest") or {}).get("gitCommit")
+    if commit != (labels.get(f"{OCI}.revision") or "").removesuffix("-dirty"):
+        problems.append(f"provenance names revision {commit}, the label {labels.get(f'{OCI}.revision')}")
+    wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in materials
+              if str(m.get("name", "")).endswith(".whl")}
+    sbom_wheels = {c.filename: c.sha256 for c in sbom.components}
+    if sbom.document is not None and wheels != sbom_wheels:
+        missing = sorted(set(sbom_wheels) ^ set(wheels)) or sorted(k for k in wheels if wheels[k] != sbom_wheels[k])
+        problems.append(f"provenance and SBOM name different wheels: {', '.join(missing[:5])}")
+    return problems, materials
+
+
+def _epoch_problems(config: Mapping[str, Any], epoch: str) -> list[str]:
+    """The published config carries SOURCE_DATE_EPOCH: the digest anyone rebuilding gets again."""
     if not epoch.isdigit():
-        problems.append(f"label {LABEL_EPOCH} is missing")
-    elif config.get("created") != attest.iso(int(epoch)):
-        problems.append(f"config created {config.get('created')} is not SOURCE_DATE_EPOCH {epoch} "
-                        f"({attest.iso(int(epoch))}): not the reproducible manifest `stackctl publish` writes")
-    check("reproducible", problems, f"config times are SOURCE_DATE_EPOCH {epoch}")
+        return [f"label {LABEL_EPOCH} is missing"]
+    if config.get("created") != attest.iso(int(epoch)):
+        return [f"config created {config.get('created')} is not SOURCE_DATE_EPOCH {epoch} "
+                f"({attest.iso(int(epoch))}): not the reproducible manifest `stackctl publish` writes"]
+    return []
 
+
+def verify_image(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
+                 stream_layers: bool = False) -> Verification:
+    """Each check of `stackctl verify`, read from the registry alone: labels, SBOM, installed distributions,
+    provenance, the reproducible config, and with `stream_layers` every layer's bytes."""
+    digest, manifest, config = attest.remote_image(registry, repository, reference)
+    labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
+    want = lock_distributions(lock, labels.get(LABEL_TARGET, "")) if lock is not None else None
+    files = attest.image_files(registry, repository, manifest)
+    in_image = files.get(SBOM_PATH)
+    beside = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
+    sbom = _Sbom(in_image, beside, _sbom_entries(in_image if in_image is not None else beside) or ())
+    provenance, materials = _provenance_problems(
+        attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE), digest, labels, sbom)
+    epoch = labels.get(LABEL_EPOCH, "")
+    findings = [
+        *_findings("labels", _label_problems(labels, lock, want),
+                   "stackctl's labels are present" + (", and agree with the lock" if lock else "")),
+        *_findings("sbom", _sbom_problems(sbom, labels, digest, want),
+                   f"{len(sbom.components)} components; in the image, beside it and under its label alike"
+                   + (", as the lock has them" if lock else "")),
+        *_findings("installed", _installed_problems(files.get(attest.INSTALLED_PATH), sbom.components, want),
+                   "the distributions installed in the image are " + ("the lock's" if lock else "the SBOM's")),
+        *_findings("provenance", provenance, f"in-toto statement about {digest[:19]}; {len(materials)} materials "
+                   "agree with the labels and the SBOM"),
+        *_findings("reproducible", _epoch_problems(config, epoch), f"config times are SOURCE_DATE_EPOCH {epoch}"),
+    ]
     if stream_layers:
         ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
-        problems = attest.compare_with_build(registry, repository, digest, ids, labels)
-        check("layers", problems, f"{len(ids)} layers hash to their digests and unpack to their diff_ids")
+        findings += _findings("layers", attest.compare_with_build(registry, repository, digest, ids, labels),
+                              f"{len(ids)} layers hash to their digests and unpack to their diff_ids")
     return Verification(f"{repository}@{digest}", digest, manifest["config"]["digest"],
-                        lock.digest() if lock else None, tuple(findings), len(components), len(materials))
+                        lock.digest() if lock else None, tuple(findings), len(sbom.components), len(materials))
 
 
 def raise_if_failed(v: Verification) -> None:
@@ -224,18 +267,8 @@ class Attached:
 def attached(registry: RegistryApi, repository: str, digest: str) -> Attached:
     sbom = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
     att = attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE)
-    components: tuple[SbomEntry, ...] = ()
-    if sbom is not None:
-        try:
-            components = entries(json.loads(sbom))
-        except (ValueError, AttributeError):
-            components = ()
-    doc: dict[str, Any] = {}
-    if att is not None:
-        try:
-            doc = json.loads(att)
-        except ValueError:
-            doc = {}
+    components = _sbom_entries(sbom) or ()
+    doc = _json_object(att) or {}
     materials = tuple((str(m.get("name")), ",".join(f"{k}:{v}" for k, v in (m.get("digest") or {}).items()))
                       for m in attest.statement_materials(doc))
     builder = ((doc.get("predicate") or {}).get("runDetails") or {}).get("builder") if doc else None

@@ -331,11 +331,8 @@ def _exact_version(value: str, path: tuple[str, ...], out: _Collector) -> None:
         out.add(None, path, f"{value!r} is not in canonical form; write {str(parsed)!r}")
 
 
-def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
-    stack_t = m.get("stack", {})
-    name = stack_t.get("name")
-    if not name:
-        out.add(None, ("stack", "name"), "missing: every profile names its stack")
+def _targets(m: dict[str, Any], out: _Collector) -> tuple[tuple[str, ...], tuple[Target, ...]]:
+    """[targets]: the Python versions and the product of them with the platforms."""
     targets_t = m.get("targets", {})
     pythons, platforms = targets_t.get("python", []), targets_t.get("platforms", [])
     if not pythons or not platforms:
@@ -347,8 +344,11 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
         if not _PLATFORM_RE.fullmatch(plat):
             out.add(None, ("targets", "platforms", str(i)),
                     f"{plat!r} is not a wheel platform tag like \"linux_x86_64\"")
-    targets = tuple(Target(py, plat) for py in pythons for plat in platforms)
+    return tuple(pythons), tuple(Target(py, plat) for py in pythons for plat in platforms)
 
+
+def _indexes(m: dict[str, Any], out: _Collector) -> list[Index]:
+    """[indexes.NAME]: a URL (never with credentials in it) or pip's configuration."""
     indexes: list[Index] = []
     for iname, t in m.get("indexes", {}).items():
         path = ("indexes", iname)
@@ -369,8 +369,11 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
                         "name environment variables with username_env / password_env, or use netrc")
         indexes.append(Index(iname, url or None, bool(from_pip), t.get("username_env"), t.get("password_env"),
                              t.get("netrc", True)))
-    index_names = [i.name for i in indexes]
+    return indexes
 
+
+def _pins(m: dict[str, Any], targets: tuple[Target, ...], index_names: list[str], out: _Collector) -> list[Pin]:
+    """[pins.NAME]: an exact version on a declared index, its gate role and the targets it is for."""
     pins: list[Pin] = []
     for pname, t in m.get("pins", {}).items():
         path = ("pins", pname)
@@ -392,10 +395,14 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
                   t.get("marker"))
         _pin_targets(pin, targets, path, out)
         pins.append(pin)
+    return pins
 
-    gate_t = m.get("gate", {})
+
+def _gate(m: dict[str, Any], pins: list[Pin], out: _Collector) -> list[tuple[str, GateRole]]:
+    """[gate.extra.NAME]: gate roles for what is not pinned; then the order, `before` and `skip_import_if`
+    of every role, pinned or not, checked together."""
     extra: list[tuple[str, GateRole]] = []
-    for ename, t in gate_t.get("extra", {}).items():
+    for ename, t in m.get("gate", {}).get("extra", {}).items():
         role = _gate_role(ename, t, ("gate", "extra", ename), out, pinned=False)
         if any(p.key == canonicalize_name(ename) for p in pins):
             out.add(None, ("gate", "extra", ename), "is also a pin: put its gate role under the pin")
@@ -407,9 +414,20 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
         skip = p.gate.skip_import_if if p.gate else None
         if skip and not any(q.key == _requirement_key(skip) for q in pins):
             out.add(None, ("pins", p.name, "gate", "skip_import_if"), "must name another pin of this stack")
+    return extra
 
-    probes = tuple(_probe(t, i, out) for i, t in enumerate(gate_t.get("probe", [])))
-    image = _image(m.get("image"), name or "", pythons, pins, out)
+
+def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
+    stack_t = m.get("stack", {})
+    name = stack_t.get("name")
+    if not name:
+        out.add(None, ("stack", "name"), "missing: every profile names its stack")
+    pythons, targets = _targets(m, out)
+    indexes = _indexes(m, out)
+    pins = _pins(m, targets, [i.name for i in indexes], out)
+    extra = _gate(m, pins, out)
+    probes = tuple(_probe(t, i, out) for i, t in enumerate(m.get("gate", {}).get("probe", [])))
+    image = _image(m.get("image"), name or "", list(pythons), pins, out)
     abi_t = m.get("abi", {})
     if out.problems:
         return None

@@ -130,19 +130,121 @@ class _Load:
     filesz: int
 
 
-def _read(stream: IO[bytes]) -> ElfInfo:
+class _Dynamic:
+    """The dynamic segment of one ELF file, read on demand: its entries, the strings they point at (each
+    read once), and the symbol-version tables, every count and offset bounded."""
+
+    def __init__(self, stream: IO[bytes], structs: Any, loads: list[_Load], offset: int, size: int) -> None:
+        from elftools.common.utils import struct_parse
+
+        self._parse = struct_parse
+        self.stream, self.structs, self.loads = stream, structs, loads
+        self.entries: list[tuple[str, int]] = []
+        entsize = structs.Elf_Dyn.sizeof()
+        for i in range(min(size // entsize, _MAX_DYN_ENTRIES)):
+            d: Any = struct_parse(structs.Elf_Dyn, stream, offset + i * entsize)
+            tag = str(d["d_tag"])
+            if tag == "DT_NULL":
+                break
+            self.entries.append((tag, int(d["d_val"])))
+        self.values = dict(self.entries)
+        if "DT_STRTAB" not in self.values:
+            raise NotElf("corrupt ELF (dynamic segment without a string table)")
+        self.strtab = self.offset_of(self.values["DT_STRTAB"])
+        self.strsz = self.values.get("DT_STRSZ", _MAX_STRING)
+        self.strings: dict[int, str] = {}
+        self.budget = _MAX_VERSION_ENTRIES
+
+    def offset_of(self, vaddr: int) -> int:
+        for seg in self.loads:
+            if seg.vaddr <= vaddr < seg.vaddr + seg.filesz:
+                return seg.offset + (vaddr - seg.vaddr)
+        if not self.loads:  # no PT_LOAD: addresses are file offsets (seen in hand-made files)
+            return vaddr
+        raise NotElf(f"corrupt ELF (address {vaddr:#x} is in no loaded segment)")
+
+    def string(self, off: int) -> str:
+        if off in self.strings:
+            return self.strings[off]
+        if off >= self.strsz:
+            raise NotElf("corrupt ELF (string offset beyond the string table)")
+        limit, want, raw = min(_MAX_STRING, self.strsz - off), 256, b""
+        while True:  # names are short: read a little, more only when the end is not in sight
+            self.stream.seek(self.strtab + off)
+            raw = self.stream.read(min(want, limit))
+            end = raw.find(b"\0")
+            if end >= 0:
+                break
+            if want >= limit or len(raw) < min(want, limit):
+                raise NotElf("truncated ELF (unterminated string in the dynamic string table)")
+            want *= 16
+        self.strings[off] = raw[:end].decode("utf-8", "replace")
+        return self.strings[off]
+
+    def strings_of(self, tag: str) -> list[str]:
+        return [self.string(o) for t, o in self.entries if t == tag]
+
+    def paths(self, tag: str) -> tuple[str, ...]:
+        return tuple(p for v in self.strings_of(tag) for p in v.split(":") if p)
+
+    def _spend(self) -> None:
+        self.budget -= 1
+        if self.budget < 0:
+            raise NotElf(f"corrupt ELF (more than {_MAX_VERSION_ENTRIES} symbol version entries)")
+
+    def _struct(self, kind: str, pos: int) -> Any:
+        return self._parse(getattr(self.structs, kind), self.stream, pos)
+
+    def version_needs(self) -> tuple[VersionNeed, ...]:
+        """DT_VERNEED: each library and the symbol versions wanted from it."""
+        if "DT_VERNEED" not in self.values:
+            return ()
+        needs: list[VersionNeed] = []
+        pos = self.offset_of(self.values["DT_VERNEED"])
+        for _ in range(min(self.values.get("DT_VERNEEDNUM", 0), _MAX_VERSION_ENTRIES)):
+            self._spend()
+            vn = self._struct("Elf_Verneed", pos)
+            versions: list[str] = []
+            apos = pos + int(vn["vn_aux"])
+            for _ in range(min(int(vn["vn_cnt"]), _MAX_VERSION_ENTRIES)):
+                self._spend()
+                aux = self._struct("Elf_Vernaux", apos)
+                versions.append(self.string(int(aux["vna_name"])))
+                if not aux["vna_next"]:
+                    break
+                apos += int(aux["vna_next"])
+            needs.append(VersionNeed(self.string(int(vn["vn_file"])), tuple(versions)))
+            if not vn["vn_next"]:
+                break
+            pos += int(vn["vn_next"])
+        return tuple(needs)
+
+    def version_defs(self) -> tuple[str, ...]:
+        """DT_VERDEF: the symbol versions the file defines (not the one naming the file itself)."""
+        if "DT_VERDEF" not in self.values:
+            return ()
+        defs: list[str] = []
+        pos = self.offset_of(self.values["DT_VERDEF"])
+        for _ in range(min(self.values.get("DT_VERDEFNUM", 0), _MAX_VERSION_ENTRIES)):
+            self._spend()
+            vd = self._struct("Elf_Verdef", pos)
+            # The first auxiliary entry names the version; later ones name its parents.
+            if int(vd["vd_cnt"]) and not int(vd["vd_flags"]) & 0x1:  # VER_FLG_BASE names the file itself
+                da = self._struct("Elf_Verdaux", pos + int(vd["vd_aux"]))
+                defs.append(self.string(int(da["vda_name"])))
+            if not vd["vd_next"]:
+                break
+            pos += int(vd["vd_next"])
+        return tuple(defs)
+
+
+def _segments(stream: IO[bytes], elf: Any) -> tuple[list[_Load], tuple[int, int] | None]:
+    """The PT_LOAD segments and the PT_DYNAMIC one (offset, size). Sizes are checked against the file length
+    without reading: a cut-off file is caught even where the part that is missing is never read."""
     from elftools.common.utils import struct_parse
 
-    elf = _open(stream)
-    structs: Any = elf.structs
     header: Any = elf.header
     size = elf.stream_len
-    machine = _machine(elf)
-    bits = int(elf.elfclass)
-    elf_type = str(header["e_type"])
-
-    # Sizes are checked against the file length without reading: a cut-off file is caught even where
-    # the part that is missing is never read.
     shoff, shnum, shentsize = int(header["e_shoff"]), int(header["e_shnum"]), int(header["e_shentsize"])
     if shoff and shoff + shnum * shentsize > size:
         raise NotElf("truncated ELF (section headers beyond the end of the file)")
@@ -152,7 +254,7 @@ def _read(stream: IO[bytes]) -> ElfInfo:
     if phnum and phoff + phnum * phentsize > size:
         raise NotElf("truncated ELF (program headers beyond the end of the file)")
     for i in range(phnum):
-        ph: Any = struct_parse(structs.Elf_Phdr, stream, phoff + i * phentsize)
+        ph: Any = struct_parse(elf.structs.Elf_Phdr, stream, phoff + i * phentsize)
         if ph["p_type"] == "PT_LOAD":
             seg = _Load(int(ph["p_vaddr"]), int(ph["p_offset"]), int(ph["p_filesz"]))
             if seg.offset + seg.filesz > size:
@@ -160,109 +262,29 @@ def _read(stream: IO[bytes]) -> ElfInfo:
             loads.append(seg)
         elif ph["p_type"] == "PT_DYNAMIC":
             dynamic = (int(ph["p_offset"]), int(ph["p_filesz"]))
+    if dynamic is not None and dynamic[0] + dynamic[1] > size:
+        raise NotElf("truncated ELF (dynamic segment beyond the end of the file)")
+    return loads, dynamic
+
+
+def _read(stream: IO[bytes]) -> ElfInfo:
+    elf = _open(stream)
+    machine, bits, elf_type = _machine(elf), int(elf.elfclass), str(elf.header["e_type"])
+    loads, dynamic = _segments(stream, elf)
     if dynamic is None:
         # A static executable or an object file: it needs nothing from the loader.
         return ElfInfo(machine, bits, elf_type, None, (), (), (), (), ())
-    dyn_off, dyn_size = dynamic
-    if dyn_off + dyn_size > size:
-        raise NotElf("truncated ELF (dynamic segment beyond the end of the file)")
-
-    entries: list[tuple[str, int]] = []
-    entsize = structs.Elf_Dyn.sizeof()
-    for i in range(min(dyn_size // entsize, _MAX_DYN_ENTRIES)):
-        d: Any = struct_parse(structs.Elf_Dyn, stream, dyn_off + i * entsize)
-        tag = str(d["d_tag"])
-        if tag == "DT_NULL":
-            break
-        entries.append((tag, int(d["d_val"])))
-
-    def offset_of(vaddr: int) -> int:
-        for seg in loads:
-            if seg.vaddr <= vaddr < seg.vaddr + seg.filesz:
-                return seg.offset + (vaddr - seg.vaddr)
-        if not loads:  # no PT_LOAD: addresses are file offsets (seen in hand-made files)
-            return vaddr
-        raise NotElf(f"corrupt ELF (address {vaddr:#x} is in no loaded segment)")
-
-    values = dict(entries)
-    if "DT_STRTAB" not in values:
-        raise NotElf("corrupt ELF (dynamic segment without a string table)")
-    strtab = offset_of(values["DT_STRTAB"])
-    strsz = values.get("DT_STRSZ", _MAX_STRING)
-
-    strings: dict[int, str] = {}
-
-    def string(off: int) -> str:
-        if off in strings:
-            return strings[off]
-        if off >= strsz:
-            raise NotElf("corrupt ELF (string offset beyond the string table)")
-        limit, want, raw = min(_MAX_STRING, strsz - off), 256, b""
-        while True:  # names are short: read a little, more only when the end is not in sight
-            stream.seek(strtab + off)
-            raw = stream.read(min(want, limit))
-            end = raw.find(b"\0")
-            if end >= 0:
-                break
-            if want >= limit or len(raw) < min(want, limit):
-                raise NotElf("truncated ELF (unterminated string in the dynamic string table)")
-            want *= 16
-        strings[off] = raw[:end].decode("utf-8", "replace")
-        return strings[off]
-
-    budget = [_MAX_VERSION_ENTRIES]
-
-    def spend() -> None:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise NotElf(f"corrupt ELF (more than {_MAX_VERSION_ENTRIES} symbol version entries)")
-
-    def paths(tag: str) -> tuple[str, ...]:
-        return tuple(p for v in (string(o) for t, o in entries if t == tag) for p in v.split(":") if p)
-
-    needs: list[VersionNeed] = []
-    if "DT_VERNEED" in values:
-        pos = offset_of(values["DT_VERNEED"])
-        for _ in range(min(values.get("DT_VERNEEDNUM", 0), _MAX_VERSION_ENTRIES)):
-            spend()
-            vn: Any = struct_parse(structs.Elf_Verneed, stream, pos)
-            versions: list[str] = []
-            apos = pos + int(vn["vn_aux"])
-            for _ in range(min(int(vn["vn_cnt"]), _MAX_VERSION_ENTRIES)):
-                spend()
-                aux: Any = struct_parse(structs.Elf_Vernaux, stream, apos)
-                versions.append(string(int(aux["vna_name"])))
-                if not aux["vna_next"]:
-                    break
-                apos += int(aux["vna_next"])
-            needs.append(VersionNeed(string(int(vn["vn_file"])), tuple(versions)))
-            if not vn["vn_next"]:
-                break
-            pos += int(vn["vn_next"])
-
-    defs: list[str] = []
-    if "DT_VERDEF" in values:
-        pos = offset_of(values["DT_VERDEF"])
-        for _ in range(min(values.get("DT_VERDEFNUM", 0), _MAX_VERSION_ENTRIES)):
-            spend()
-            vd: Any = struct_parse(structs.Elf_Verdef, stream, pos)
-            # The first auxiliary entry names the version; later ones name its parents.
-            if int(vd["vd_cnt"]) and not int(vd["vd_flags"]) & 0x1:  # VER_FLG_BASE names the file itself
-                da: Any = struct_parse(structs.Elf_Verdaux, stream, pos + int(vd["vd_aux"]))
-                defs.append(string(int(da["vda_name"])))
-            if not vd["vd_next"]:
-                break
-            pos += int(vd["vd_next"])
-
-    sonames = [string(o) for t, o in entries if t == "DT_SONAME"]
+    dyn = _Dynamic(stream, elf.structs, loads, *dynamic)
+    needs, defs = dyn.version_needs(), dyn.version_defs()
+    sonames = dyn.strings_of("DT_SONAME")
     return ElfInfo(
         machine=machine,
         bits=bits,
         elf_type=elf_type,
         soname=sonames[0] if sonames else None,
-        needed=tuple(string(o) for t, o in entries if t == "DT_NEEDED"),
-        rpath=paths("DT_RPATH"),
-        runpath=paths("DT_RUNPATH"),
-        version_needs=tuple(needs),
-        version_defs=tuple(defs),
+        needed=tuple(dyn.strings_of("DT_NEEDED")),
+        rpath=dyn.paths("DT_RPATH"),
+        runpath=dyn.paths("DT_RUNPATH"),
+        version_needs=needs,
+        version_defs=defs,
     )
