@@ -1,4 +1,5 @@
-"""The one shape of a progress callback the core reports through; the CLI decides how it looks."""
+"""The two shapes of progress callback the core reports through (counted work, and a build's steps as they
+start); the CLI decides how each looks."""
 
 from __future__ import annotations
 

@@ -69,7 +69,8 @@ __all__ = ["app", "main"]
 
 # Recent typer releases carry their own copy of click, whose exceptions are not click's own classes; older
 # ones use click itself. Either way typer's BadParameter derives from the ClickException that typer raises,
-# so it is found there, and the click package (10 ms of every start-up) is not imported only to name it.
+# so it is found there, and the click package (a visible share of every start-up) is not imported only to
+# name it.
 _CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 _USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
     {_CLICK_EXCEPTION, getattr(typer, "TyperException", _CLICK_EXCEPTION)})
@@ -208,9 +209,10 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(code)
     if argv is None:
         # The process is about to end and every object still alive goes with it; the interpreter's exit
-        # would first search them all for reference cycles, more than once: 10-20 ms of a 0.2 s warm
-        # resolve. Frozen objects are left out of that search (exit handlers, flushes and the modules'
-        # own teardown still run). Not for a caller in this process (tests): its objects live on.
+        # would first search them all for reference cycles, more than once: a visible share of a warm
+        # resolve (benchmarks/README.md). Frozen objects are left out of that search (exit handlers, flushes
+        # and the modules' own teardown still run). Not for a caller in this process (tests): its objects
+        # live on.
         import gc
 
         gc.freeze()

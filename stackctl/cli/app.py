@@ -45,7 +45,7 @@ def _root(
 
 class _LazyConsole:
     """A rich Console made on first use: a run that prints only JSON (and its progress lines) never imports rich,
-    which costs more than a warm resolve's whole round of revalidations."""
+    whose import is a large share of a warm resolve (benchmarks/README.md)."""
 
     def __init__(self, **options: Any) -> None:
         self._options = options

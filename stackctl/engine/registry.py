@@ -1,4 +1,5 @@
-"""Read an image's manifest and config from a registry (distribution v2 API) without pulling its layers."""
+"""The registry client (distribution v2 API): an image's manifest, config and chosen layer files read without
+pulling the image, and the blobs and manifests `publish` pushes beside it."""
 
 from __future__ import annotations
 

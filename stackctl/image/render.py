@@ -1,7 +1,7 @@
 """The build context, as values: layer groups planned from a stack and its lock, and the Dockerfile text.
 
-Pure: `plan_layers` and `render` take values and return values. `buildctx` writes the result to disk;
-`load_templates` is the one reader of Dockerfile.in, templates/ and gates/.
+Pure: `plan_layers` and `render` take values and return values. `image.context` writes the result to
+disk; `load_templates` is the one reader of Dockerfile.in, templates/ and gates/.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class BuildPlan:
 class ContextFile:
     path: str  # relative to the context root
     text: str | None = None
-    wheel: str | None = None  # a wheelhouse file name, copied (and hash-checked) by buildctx
+    wheel: str | None = None  # a wheelhouse file name, copied and hash-checked (or served) by image.context
     sha256: str | None = None
     epoch: int = EPOCH_FLOOR  # its mtime in the context (COPY keeps it in the layer)
 
@@ -185,7 +185,7 @@ def install_command(group: str, installer: InstallItem | None, bytecode: bool, s
     """The RUN line that installs one group from its wheels: hermetic, hash-checked, no dependency lookup.
 
     With uv the stages need no pip (no ensurepip, no pip start per group). Byte-code is off unless asked
-    for: each layer is then about 8% smaller, seconds quicker to write and carries no build-time stamps;
+    for: each layer is then smaller, quicker to write and carries no build-time stamps;
     the price is paid on import (a gate that imports torch compiles its modules on every build).
     `served`: the wheels come from the build's wheel server (no other index, and every file hash-checked
     against requirements.txt, as from the context).

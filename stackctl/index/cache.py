@@ -58,7 +58,8 @@ class Entry:
 
 def _write(path: Path, data: bytes) -> None:
     """Replace atomically but without fsync: a cache entry lost in a crash is only a miss (and a torn
-    one fails its body hash), while an fsync per entry costs more than the request it saves."""
+    one fails its body hash), while an fsync per entry would make a warm run wait on the disk for every
+    page it revalidates."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

@@ -238,8 +238,8 @@ def listing(index: str, project: str, data: bytes, content_type: str, page_url: 
 
 
 # --- parsed pages, kept beside the HTTP cache -------------------------------------------------------------
-# A warm run revalidates every page (304) and would parse it again: pypi-simple's pydantic model and
-# BeautifulSoup cost more to import than the whole round of revalidations. A listing parsed once is
+# A warm run revalidates every page (304) and would parse it again: importing pypi-simple's pydantic model
+# and BeautifulSoup would be most of a warm run (benchmarks/README.md). A listing parsed once is
 # stored as plain JSON; name, version, build and tags come back from the file name (`packaging` is
 # imported anyway), so reading it imports neither parser.
 

@@ -1,11 +1,16 @@
 """A stored page revalidated without requests: one conditional GET over a socket of the standard library.
 
 A warm run asks for every page again with `If-None-Match`, and the answer is nearly always a bodiless
-304. Importing requests (urllib3, charset_normalizer, idna) for that costs more than the whole round
-of 304s, and so, on a warm run, does http.client with the email package it parses headers with. A 304
-is the one answer taken here: its status line and headers, and no body by definition. Anything else —
-a changed page, a redirect, an error status, a malformed or unusual answer, a refused connection, a
-non-ASCII host, a proxy in the environment — gives None, and the caller asks again through requests,
+304. requests (urllib3, charset_normalizer, idna) is not imported for that. Nor is http.client, measured
+against this module by benchmarks/revalidate.py (figures in benchmarks/README.md): a round of 304s takes
+about as long through either, but importing http.client and the email package it parses headers with
+costs several times this module's import, in every warm run; and it takes what this reader refuses (a
+folded header line, a line without a colon, a head cut off before its blank line), so those checks would
+be written again around it.
+
+A 304 is the one answer taken here: its status line and headers, and no body by definition. Anything
+else — a changed page, a redirect, an error status, a malformed or unusual answer, a refused connection,
+a non-ASCII host, a proxy in the environment — gives None, and the caller asks again through requests,
 which follows redirects by hand, retries and names every failure.
 """
 
@@ -143,7 +148,7 @@ _contexts_lock = threading.Lock()
 
 def _connect(scheme: str, host: str, port: int, verify: str | bool, timeout: float) -> socket.socket:
     # The host name as ASCII bytes: a str would be encoded with the idna codec, whose import (unicodedata,
-    # stringprep) costs about as much as a round of 304s (a non-ASCII name never gets here).
+    # stringprep) a warm run would otherwise pay for (a non-ASCII name never gets here).
     sock = socket.create_connection((host.encode("ascii"), port), timeout)  # type: ignore[arg-type]
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -156,8 +161,8 @@ def _connect(scheme: str, host: str, port: int, verify: str | bool, timeout: flo
 
 
 def _context(verify: str | bool) -> ssl.SSLContext:
-    """One TLS context per CA setting for the whole run: loading a CA bundle costs more than a 304, and
-    every worker thread opens a connection of its own."""
+    """One TLS context per CA setting for the whole run: a CA bundle is read and parsed once, not for each of
+    the connections the worker threads open."""
     import ssl
 
     with _contexts_lock:
