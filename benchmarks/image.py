@@ -38,9 +38,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from stackctl.base.files import sha256_file  # noqa: E402
 from tests.support.engine import dangling_stage_images, remove_new_stage_images  # noqa: E402
 from tests.support.imagestack import StackRepo, make_stack_repo  # noqa: E402
-from tests.support.wheels import build_wheel, sha256_file  # noqa: E402
+from tests.support.wheels import build_wheel  # noqa: E402
 
 BASE = "stackctl-base:bookworm"
 STACKCTL = [sys.executable, "-m", "stackctl"]

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from stackctl.cli import main
+from tests.support.cli import Cli, Result
 from tests.support.gitrepo import git
 
 pytest_plugins = ["tests.support.engine", "tests.support.isolation"]
@@ -16,15 +15,8 @@ STACKS = REPO / "stacks"
 DATA = Path(__file__).resolve().parent / "data"
 
 
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-
-
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
     """Run `stackctl ARGS...` in this process; returns exit code, stdout, stderr."""
     monkeypatch.setenv("COLUMNS", "200")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,20 +11,20 @@ import pytest
 
 from stackctl.abi.check import Severity, StackWheel, Where, check_abi, expand_origin
 from stackctl.abi.inventory import Inventory, Library, write_inventory
+from stackctl.base.files import sha256_file
 from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
 from stackctl.wheels.archive import WheelReader
 from stackctl.wheels.elf import ElfInfo, VersionNeed
 from stackctl.wheels.scan import ElfMember, WheelScan, read_machines, scan_wheel
-from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels, image_inventory
 from tests.support.index_server import IndexServer
 from tests.support.profiles import SYSTEM_LIBS, write_profile
-from tests.support.wheels import build_wheel, sha256_file
+from tests.support.wheels import build_wheel
 
 # The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
 pytest_plugins = ("tests.support.elf_plugin",)
 
-Cli = Callable[..., Result]
 SYSTEM = ["libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6", "libdl.so.2", "librt.so.1"]
 
 

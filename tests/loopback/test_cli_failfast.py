@@ -4,16 +4,13 @@ refused before any work, and every connection failure names what was tried and w
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.imagestack import make_stack_repo
 from tests.support.index_server import free_port
-
-Cli = Callable[..., Result]
 
 
 def test_build_with_an_unreachable_engine_downloads_nothing(cli: Cli, monkeypatch: pytest.MonkeyPatch,

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +15,8 @@ from stackctl.errors import InputError
 from stackctl.image.gatespec import gate_spec, installed_pins
 from stackctl.profile.loader import load_stack
 from stackctl.resolve.lock import Lock, LockedFile, LockedPin, read_lock
-from tests.conftest import STACKS, Result
+from tests.conftest import STACKS
+from tests.support.cli import Cli
 from tests.support.imagestack import TARGET, VERSIONS, build_wheels, make_stack_repo, unpack
 
 
@@ -109,7 +109,7 @@ def venv(tmp_path: Path) -> Path:
     return v / "bin" / "python"
 
 
-def test_cli_gate_passes_a_virtualenv(tmp_path: Path, venv: Path, cli: Callable[..., Result]) -> None:
+def test_cli_gate_passes_a_virtualenv(tmp_path: Path, venv: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "g", "127.0.0.1:5000/t/g", commit=False)
     r = cli("gate", str(repo.profile), "--python", str(venv), "--lock", str(repo.lock))
     assert r.code == 0, r.out + r.err
@@ -121,7 +121,7 @@ def test_cli_gate_passes_a_virtualenv(tmp_path: Path, venv: Path, cli: Callable[
     assert r.code == 0 and data["failed"] == 0 and data["passed"] == 10
 
 
-def test_cli_gate_fails_on_wrong_order_and_wrong_pin(tmp_path: Path, venv: Path, cli: Callable[..., Result]) -> None:
+def test_cli_gate_fails_on_wrong_order_and_wrong_pin(tmp_path: Path, venv: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "g", "127.0.0.1:5000/t/g", {"toplib": "0.3.1"}, commit=False,
                            orders={"patcher": 2, "corelib": 1})
     r = cli("gate", str(repo.profile), "--python", str(venv))
@@ -131,13 +131,13 @@ def test_cli_gate_fails_on_wrong_order_and_wrong_pin(tmp_path: Path, venv: Path,
     assert "error: gate of g under" in r.err and "checks failed" in r.err
 
 
-def test_cli_gate_bad_interpreter_is_input_error(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_cli_gate_bad_interpreter_is_input_error(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "g", "127.0.0.1:5000/t/g", commit=False)
     r = cli("gate", str(repo.profile), "--python", str(tmp_path / "nope"))
     assert r.code == 2 and "no such interpreter" in r.err
 
 
-def test_cli_gate_that_never_ran_is_not_a_pass(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_cli_gate_that_never_ran_is_not_a_pass(tmp_path: Path, cli: Cli) -> None:
     # An "interpreter" that exits 0 without running the script printed no summary: that is no gate at all.
     repo = make_stack_repo(tmp_path, "g", "127.0.0.1:5000/t/g", commit=False)
     r = cli("gate", str(repo.profile), "--python", "/bin/true")
@@ -147,7 +147,7 @@ def test_cli_gate_that_never_ran_is_not_a_pass(tmp_path: Path, cli: Callable[...
     assert r.code == 2 and json.loads(r.out)["finished"] is False
 
 
-def test_cli_gate_names_a_crashing_import(tmp_path: Path, venv: Path, cli: Callable[..., Result]) -> None:
+def test_cli_gate_names_a_crashing_import(tmp_path: Path, venv: Path, cli: Cli) -> None:
     # corelib's import kills the interpreter (as a GPU library can without its device): exit 1, the signal
     # named, the PASS lines before it kept, and faulthandler's dump naming the module on stderr.
     site = next(venv.parent.parent.glob("lib/python*/site-packages"))
@@ -161,7 +161,7 @@ def test_cli_gate_names_a_crashing_import(tmp_path: Path, venv: Path, cli: Calla
 
 
 def test_cli_gate_spec_only_renders_a_real_stack_without_running(
-        tmp_path: Path, cli: Callable[..., Result]) -> None:
+        tmp_path: Path, cli: Cli) -> None:
     r = cli("gate", str(STACKS / "torch-2.11-post2.toml"), "--spec-only", "--python", "/nonexistent/python")
     assert r.code == 0, r.err
     spec = json.loads(r.out)
@@ -185,6 +185,6 @@ def test_prefix_forms(tmp_path: Path, written: str, rendered: str | None) -> Non
         assert gate_spec(stack)["entries"][0]["expected"] == rendered
 
 
-def test_spec_out_that_cannot_be_written(cli: Callable[..., Result]) -> None:
+def test_spec_out_that_cannot_be_written(cli: Cli) -> None:
     r = cli("gate", str(STACKS / "torch-2.11-post2.toml"), "--spec-only", "--spec-out", "/proc/stackctl-nope/s.json")
     assert r.code == 2 and "cannot write the gate spec" in r.err

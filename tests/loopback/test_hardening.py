@@ -10,16 +10,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.index_server import IndexServer, hang, musa_profile
 from tests.support.resolve_fixtures import isolated, musa_index, profile_path, public_index  # noqa: F401
-
-Cli = Callable[..., Result]
 
 HEAD = '[stack]\nname = "s"\n[targets]\npython = ["3.10"]\nplatforms = ["linux_x86_64"]\n' \
        '[indexes.pub]\nfrom_pip = true\n'

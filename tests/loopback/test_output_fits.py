@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from stackctl.abi.inventory import write_inventory
-from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.elf_fixtures import Wheels, image_inventory
 from tests.support.fit import check_fits
 from tests.support.index_server import IndexServer
@@ -18,7 +17,6 @@ from tests.support.resolve_fixtures import isolated, musa_index, profile_path, p
 
 pytest_plugins = ("tests.support.elf_plugin",)
 
-Cli = Callable[..., Result]
 
 
 def test_resolve_and_outdated_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, profile: Path,

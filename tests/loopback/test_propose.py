@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,10 +14,10 @@ import pytest
 from examples.vendor_index import build_indexes, write_inventory
 from stackctl.profile.loader import load_stack
 from stackctl.review.diff import diff_stacks
-from tests.conftest import STACKS, Result
+from tests.conftest import STACKS
+from tests.support.cli import Cli
 from tests.support.index_server import IndexServer, musa_profile, populate_musa, populate_public
 
-Cli = Callable[..., Result]
 POST2_MOVES = {"torch", "torch_musa", "torchvision", "torchaudio", "deep_ep", "torchada"}
 
 

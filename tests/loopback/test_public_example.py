@@ -8,16 +8,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import STACKS, Result
+from tests.conftest import STACKS
+from tests.support.cli import Cli
 
 pytestmark = pytest.mark.network
 
-Cli = Callable[..., Result]
 
 
 def test_public_example_resolves_for_real(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,13 +6,13 @@ import base64
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result
+from tests.support.cli import Cli
 
 
 class Fake:
@@ -76,7 +76,7 @@ def digest(body: bytes) -> str:
     return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
-def test_labels_read_and_every_blob_hash_checked(fake: Fake, cli: Callable[..., Result]) -> None:
+def test_labels_read_and_every_blob_hash_checked(fake: Fake, cli: Cli) -> None:
     config = json.dumps({"config": {"Labels": {"org.opencontainers.image.revision": "abc"}}}).encode()
     manifest = json.dumps({"schemaVersion": 2, "config": {"digest": digest(config)}}).encode()
     fake.routes["/v2/t/x/manifests/1"] = (200, manifest, {})
@@ -111,7 +111,7 @@ def test_labels_read_and_every_blob_hash_checked(fake: Fake, cli: Callable[..., 
     (401, b"{}", 3, "refused /v2/t/x/manifests/1 (401)"),
     (500, b"oops", 3, "answered 500"),
 ])
-def test_a_broken_registry_is_one_error_line(fake: Fake, cli: Callable[..., Result], status: int, body: bytes,
+def test_a_broken_registry_is_one_error_line(fake: Fake, cli: Cli, status: int, body: bytes,
                                              code: int, message: str) -> None:
     fake.routes["/v2/t/x/manifests/1"] = (status, body, {})
     r = cli("inspect", f"{fake.host}/t/x:1")
@@ -121,7 +121,7 @@ def test_a_broken_registry_is_one_error_line(fake: Fake, cli: Callable[..., Resu
 
 @pytest.mark.parametrize("scheme", ["basic", "bearer"])
 def test_registry_login_comes_from_the_docker_config_and_is_never_shown(
-        fake: Fake, cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str) -> None:
+        fake: Fake, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str) -> None:
     fake.login, fake.scheme = ("robot", "p4ss-w0rd"), scheme
     config = json.dumps({"config": {"Labels": {"org.opencontainers.image.revision": "abc"}}}).encode()
     manifest = json.dumps({"schemaVersion": 2, "config": {"digest": digest(config)}}).encode()
@@ -155,7 +155,7 @@ def test_registry_login_comes_from_the_docker_config_and_is_never_shown(
 
 @pytest.mark.parametrize("where", ["credHelpers", "credsStore"])
 def test_registry_login_from_a_credential_helper_is_never_shown(
-        fake: Fake, cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+        fake: Fake, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     fake.login = ("robot", "h3lper-s3cret")
     config = json.dumps({"config": {"Labels": {"org.opencontainers.image.revision": "abc"}}}).encode()
     manifest = json.dumps({"schemaVersion": 2, "config": {"digest": digest(config)}}).encode()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,14 @@ from stackctl.errors import CheckFailed
 from stackctl.image.render import plan_layers
 from stackctl.resolve.lock import read_lock
 from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.gitrepo import git
 from tests.support.imagestack import TARGET, make_stack_repo, refresh_lock
 
 REPO_NAME = "127.0.0.1:5000/t/r"
 
 
-def render(cli: Callable[..., Result], repo: Path, out: Path, *args: str) -> Result:
+def render(cli: Cli, repo: Path, out: Path, *args: str) -> Result:
     r = cli("render", "r", "--out", str(out), *args, cwd=repo)
     assert r.code == 0, r.out + r.err
     return r
@@ -40,7 +40,7 @@ def test_layer_groups_most_stable_first(tmp_path: Path) -> None:
     ]
 
 
-def test_dockerfile_is_hermetic_and_carries_no_pins(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_dockerfile_is_hermetic_and_carries_no_pins(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "r", REPO_NAME)
     out = tmp_path / "ctx"
     render(cli, repo.root, out, "--wheelhouse", str(repo.wheelhouse))
@@ -68,7 +68,7 @@ def test_dockerfile_is_hermetic_and_carries_no_pins(tmp_path: Path, cli: Callabl
     assert [e["dist"] for e in spec["entries"]] == ["patcher", "corelib", "corelib-ext", "toplib"]
 
 
-def test_labels_name_the_revision_and_escape(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_labels_name_the_revision_and_escape(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "r", REPO_NAME)
     head = git(repo.root, "rev-parse", "HEAD").strip()
     render(cli, repo.root, tmp_path / "ctx")
@@ -98,7 +98,7 @@ def test_labels_name_the_revision_and_escape(tmp_path: Path, cli: Callable[..., 
     assert '"org.opencontainers.image.revision"="abc123"' in (tmp_path / "ctx4" / "Dockerfile").read_text()
 
 
-def test_untracked_profile_and_lock_make_the_tree_dirty(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_untracked_profile_and_lock_make_the_tree_dirty(tmp_path: Path, cli: Cli) -> None:
     # git status without untracked files is clean, but HEAD holds neither the profile nor the lock: a
     # label naming HEAD would claim a revision that cannot rebuild this image.
     repo = make_stack_repo(tmp_path, "r", REPO_NAME, commit=False)
@@ -118,7 +118,7 @@ def test_untracked_profile_and_lock_make_the_tree_dirty(tmp_path: Path, cli: Cal
     assert r.code == 2 and "r.lock not committed" in r.err and "r.toml" not in r.err
 
 
-def test_top_pin_change_touches_only_its_own_group(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_top_pin_change_touches_only_its_own_group(tmp_path: Path, cli: Cli) -> None:
     a = make_stack_repo(tmp_path / "a", "r", REPO_NAME)
     b = make_stack_repo(tmp_path / "b", "r", REPO_NAME, {"toplib": "0.4.0"})
     render(cli, a.root, tmp_path / "ca", "--wheelhouse", str(a.wheelhouse), "--revision", "x", "--ref", "y")
@@ -137,7 +137,7 @@ def test_top_pin_change_touches_only_its_own_group(tmp_path: Path, cli: Callable
     assert strip.sub("", fa["Dockerfile"].decode()) == strip.sub("", fb["Dockerfile"].decode())
 
 
-def test_no_credential_reaches_the_context(tmp_path: Path, cli: Callable[..., Result],
+def test_no_credential_reaches_the_context(tmp_path: Path, cli: Cli,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "s3cr3t-token-value"
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_USER", "robot")
@@ -151,7 +151,7 @@ def test_no_credential_reaches_the_context(tmp_path: Path, cli: Callable[..., Re
         assert b"STACKCTL_TEST_VENDOR_PASSWORD" not in p.read_bytes(), p
 
 
-def test_missing_wheel_and_stale_lock_are_refused(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_missing_wheel_and_stale_lock_are_refused(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "r", REPO_NAME)
     r = cli("render", "r", "--out", str(tmp_path / "c"), "--target", "cp310-linux_x86_64", cwd=repo.root)
     assert r.code == 2 and "target cp310-linux_x86_64 is not one of cp311-linux_x86_64" in r.err
@@ -182,7 +182,7 @@ def test_lock_without_a_wheel_for_the_target(tmp_path: Path) -> None:
         plan_layers(repo.stack, read_lock(repo.lock), "cp312-linux_x86_64")
 
 
-def test_render_refuses_a_foreign_directory(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_render_refuses_a_foreign_directory(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "r", REPO_NAME)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "keep.txt").write_text("x")
@@ -202,7 +202,7 @@ def test_remote_url_loses_its_credentials() -> None:
     assert strip_userinfo("git@git.example.invalid:org/repo.git") == "git@git.example.invalid:org/repo.git"
 
 
-def test_source_label_from_origin_without_credentials(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_source_label_from_origin_without_credentials(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "r", REPO_NAME)
     repo.profile.write_text(repo.profile.read_text().replace(
         '"org.opencontainers.image.source" = "https://example.invalid/stackctl-e2e"\n', ""))
@@ -215,7 +215,7 @@ def test_source_label_from_origin_without_credentials(tmp_path: Path, cli: Calla
     assert "tok3n" not in text
 
 
-def test_a_label_carrying_a_credential_is_refused(tmp_path: Path, cli: Callable[..., Result],
+def test_a_label_carrying_a_credential_is_refused(tmp_path: Path, cli: Cli,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "s3cr3t-in-a-label"
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_PASSWORD", secret)
@@ -233,7 +233,7 @@ def test_a_label_carrying_a_credential_is_refused(tmp_path: Path, cli: Callable[
         assert not (tmp_path / "ctx").exists()
 
 
-def test_uv_installs_every_group_and_never_reaches_the_image(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_uv_installs_every_group_and_never_reaches_the_image(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "r", REPO_NAME, installer="uv")
     out = tmp_path / "ctx"
     render(cli, repo.root, out, "--wheelhouse", str(repo.wheelhouse))
@@ -263,7 +263,7 @@ def test_uv_installs_every_group_and_never_reaches_the_image(tmp_path: Path, cli
     assert "uv" not in {p["dist"] for p in spec["preserve"]}  # the image does not ship it: nothing to preserve
 
 
-def test_bytecode_is_an_explicit_choice(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_bytecode_is_an_explicit_choice(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "r", REPO_NAME, commit=False)
     render(cli, repo.root, tmp_path / "off", "--wheelhouse", str(repo.wheelhouse), "--revision", "r", "--ref", "r")
     assert (tmp_path / "off" / "Dockerfile").read_text().count("--no-compile ") == 4
@@ -295,7 +295,7 @@ def test_bytecode_is_an_explicit_choice(tmp_path: Path, cli: Callable[..., Resul
     assert r.code == 2 and 'image.bytecode: must be true, false or "pins", not int 1' in r.err
 
 
-def test_installer_must_be_pinned(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_installer_must_be_pinned(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "r", REPO_NAME, commit=False)
     repo.profile.write_text(repo.profile.read_text().replace('vars = {}\n', 'vars = {}\ninstaller = "uv"\n'))
     r = cli("validate", str(repo.profile))

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result
+from stackctl.base.files import sha256_file
+from tests.support.cli import Cli
 from tests.support.index_server import DEEP_EP, TORCH, IndexServer, musa_profile, populate_musa, populate_public
 from tests.support.resolve_fixtures import isolated, musa_index, profile_path, public_index  # noqa: F401
-from tests.support.wheels import sha256_file
-
-Cli = Callable[..., Result]
 
 
 def idx(musa: IndexServer, public: IndexServer) -> list[str]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.index_server import (
     TORCH,
     IndexServer,
@@ -25,7 +25,6 @@ from tests.support.index_server import (
 )
 from tests.support.resolve_fixtures import isolated, musa_index, profile_path, public_index  # noqa: F401
 
-Cli = Callable[..., Result]
 TORCH_PAGE = "/simple/torch/"
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import DATA, STACKS, Result
+from tests.conftest import DATA, STACKS
+from tests.support.cli import Cli
 from tests.support.gitrepo import git
 
-Cli = Callable[..., Result]
 POST1 = str(STACKS / "torch-2.11-post1.toml")
 POST2 = str(STACKS / "torch-2.11-post2.toml")
 MOVED = {"torch", "torch_musa", "torchvision", "torchaudio", "torchada", "deep_ep"}

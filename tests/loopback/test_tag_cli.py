@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.imagestack import make_stack_repo
 
 
-def test_too_long_tag_is_an_input_error(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_too_long_tag_is_an_input_error(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "t", "127.0.0.1:5000/t/t", commit=False)
     text = repo.profile.read_text().replace('tag = "py{python}', 'tag = "' + "x" * 130 + 'py{python}')
     repo.profile.write_text(text)
@@ -17,7 +16,7 @@ def test_too_long_tag_is_an_input_error(tmp_path: Path, cli: Callable[..., Resul
     assert r.code == 2 and "longer than 128 characters" in r.err
 
 
-def test_no_image_section(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_no_image_section(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "t", "127.0.0.1:5000/t/t", commit=False)
     repo.profile.write_text(repo.profile.read_text().split("[image]")[0])
     r = cli("tag", str(repo.profile))

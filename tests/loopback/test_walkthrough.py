@@ -9,17 +9,17 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from examples.vendor_index import ExampleIndexes, build_indexes, write_inventory
 from tests.conftest import REPO, Result
+from tests.support.cli import Cli
 from tests.support.elf_fixtures import have_gcc
 from tests.support.gitrepo import git
 
-Cli = Callable[..., Result]
 NEEDS_ENGINE = {"build", "publish", "verify"}  # the vendor's base image, an engine, a registry
 # The report's sections of steps that need the vendor's base image: the only ones a run here leaves "not run".
 ENGINE_SECTIONS = {"Build: gate log, tag, labels", "Publication", "Installed distributions, old image → new image"}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from stackctl.abi.wheeldiff import diff_wheels
 from stackctl.cli.app import markdown_text
 from stackctl.wheels.archive import WheelReader
 from stackctl.wheels.scan import scan_wheel
-from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.elf_fixtures import EXT, TAG, Libs, Wheels
 from tests.support.index_server import Fault, IndexServer, partial, status
 from tests.support.wheels import build_wheel
@@ -54,7 +53,7 @@ def test_python_change_added_member_and_soname(tmp_path: Path, elf_libs: Libs) -
     assert d.summary.endswith("Requires-Python >=3.9\u2192>=3.10")
 
 
-def test_cli_wheel_diff_local_and_remote(cli: Callable[..., Result], stack_wheels: Wheels) -> None:
+def test_cli_wheel_diff_local_and_remote(cli: Cli, stack_wheels: Wheels) -> None:
     r = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2))
     assert r.code == 0, r.err
     assert SUMMARY in r.out.replace("\n", "")
@@ -78,7 +77,7 @@ def test_cli_wheel_diff_local_and_remote(cli: Callable[..., Result], stack_wheel
     assert h.code == 0 and h.out.count("NOT hash-checked (range reads never see the whole file)") == 2
 
 
-def test_cli_wheel_diff_bad_input(cli: Callable[..., Result], stack_wheels: Wheels, tmp_path: Path) -> None:
+def test_cli_wheel_diff_bad_input(cli: Cli, stack_wheels: Wheels, tmp_path: Path) -> None:
     bad = tmp_path / "bad-1-py3-none-any.whl"
     bad.write_bytes(b"PK\x03\x04 not really")
     r = cli("wheel-diff", str(bad), str(stack_wheels.ext_v2))
@@ -89,7 +88,7 @@ def test_cli_wheel_diff_bad_input(cli: Callable[..., Result], stack_wheels: Whee
                                    partial("bytes 0-99/4000"), status(416)],
                          ids=["no-content-range", "malformed", "not-the-tail", "short-body", "416-suffix"])
 def test_a_range_reply_that_cannot_be_trusted_falls_back_to_a_whole_download(
-        cli: Callable[..., Result], stack_wheels: Wheels, fault: Fault) -> None:
+        cli: Cli, stack_wheels: Wheels, fault: Fault) -> None:
     """Not exit 3: the wheel is read whole instead (what a lock's sha256 then checks)."""
     with IndexServer() as server:
         server.add(stack_wheels.ext_v1)

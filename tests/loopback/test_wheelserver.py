@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from stackctl.base.files import sha256_file
 from stackctl.engine.wheelserver import WheelServer
 from stackctl.image.build import BuildRequest, build_image
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
@@ -21,7 +22,7 @@ from stackctl.image.render import WHEEL_HOST
 from stackctl.resolve.closure import uv_binary
 from stackctl.resolve.lock import read_lock
 from tests.support.imagestack import make_stack_repo
-from tests.support.wheels import build_wheel, sha256_file
+from tests.support.wheels import build_wheel
 
 
 @pytest.fixture

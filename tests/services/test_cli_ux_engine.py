@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Result
+from tests.support.cli import Cli
 
 pytestmark = pytest.mark.integration
 
 
-def test_inventory_into_a_directory_is_one_line(cli: Callable[..., Result], docker_client: Any, base_image: Any,
+def test_inventory_into_a_directory_is_one_line(cli: Cli, docker_client: Any, base_image: Any,
                                                 tmp_path: Path) -> None:
     image = base_image if isinstance(base_image, str) else str(base_image.tags[0] if base_image.tags else base_image.id)
     (tmp_path / "inv").mkdir()
@@ -26,7 +25,7 @@ def test_inventory_into_a_directory_is_one_line(cli: Callable[..., Result], dock
 @pytest.mark.parametrize("command", [["inventory", "stackctl-base:bookworm", "--out", "inv.json"],
                                      ["inspect", "stackctl-base:bookworm"],
                                      ["publish", "public-example"]])
-def test_an_unreachable_engine_reads_the_same_everywhere(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+def test_an_unreachable_engine_reads_the_same_everywhere(cli: Cli, monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path, command: list[str]) -> None:
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "public-example.toml").write_text(
@@ -48,7 +47,7 @@ def test_an_unreachable_engine_reads_the_same_everywhere(cli: Callable[..., Resu
     assert not (tmp_path / "inv.json").exists()
 
 
-def test_version_verbose_names_the_engine_api_and_uv(cli: Callable[..., Result], docker_client: Any) -> None:
+def test_version_verbose_names_the_engine_api_and_uv(cli: Cli, docker_client: Any) -> None:
     import re
 
     r = cli("--version", "--verbose")
@@ -59,7 +58,7 @@ def test_version_verbose_names_the_engine_api_and_uv(cli: Callable[..., Result],
     assert re.match(r"uv \d+\.\d+\.\d+", lines[2])
 
 
-def test_inspect_and_inventory_fit_80_columns_piped(cli: Callable[..., Result], docker_client: Any, base_image: Any,
+def test_inspect_and_inventory_fit_80_columns_piped(cli: Cli, docker_client: Any, base_image: Any,
                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from tests.support.fit import check_fits
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.elf_fixtures import EXT, Libs, Wheels
 from tests.support.engine import unique_tag
 
@@ -19,7 +18,7 @@ pytest_plugins = ("tests.support.elf_plugin",)
 pytestmark = pytest.mark.integration
 
 
-def test_inventory_of_the_base_image_then_abi(cli: Callable[..., Result], docker_client: Any, base_image: str,
+def test_inventory_of_the_base_image_then_abi(cli: Cli, docker_client: Any, base_image: str,
                                               stack_wheels: Wheels, tmp_path: Path) -> None:
     image = base_image
     out = tmp_path / "base.inventory.json"
@@ -56,14 +55,14 @@ def test_inventory_of_the_base_image_then_abi(cli: Callable[..., Result], docker
     assert r.code == 1 and "libfakepython.so.1.0 (needed by" in r.err and EXT in r.err
 
 
-def test_inventory_of_a_missing_image(cli: Callable[..., Result], docker_client: Any, tmp_path: Path) -> None:
+def test_inventory_of_a_missing_image(cli: Cli, docker_client: Any, tmp_path: Path) -> None:
     out = tmp_path / "x.json"
     r = cli("inventory", "stackctl-no-such-image:never", "--out", str(out))
     assert r.code == 2 and "is not on the engine" in r.err
     assert not out.exists()
 
 
-def test_inventory_sees_ld_library_path_and_ld_so_conf(cli: Callable[..., Result], docker_client: Any,
+def test_inventory_sees_ld_library_path_and_ld_so_conf(cli: Cli, docker_client: Any,
                                                        base_image: str, elf_libs: Libs, stack_wheels: Wheels,
                                                        tmp_path: Path) -> None:
     """A vendor runtime outside the default directories: one on LD_LIBRARY_PATH, one in ld.so.conf.d."""

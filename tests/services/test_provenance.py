@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import requests
 
 from stackctl.engine.registry import Registry
 from stackctl.image.attest import OCI_MANIFEST, SBOM_TYPE, artifact_tag, canonical
-from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.engine import unique_tag
 from tests.support.imagestack import StackRepo, make_stack_repo
 from tests.support.imagetest import delete_from_registry, remove_images
@@ -22,7 +21,7 @@ from tests.support.imagetest import delete_from_registry, remove_images
 pytestmark = pytest.mark.integration
 
 
-def build(cli: Callable[..., Result], repo: StackRepo, out: Path, *args: str) -> dict[str, Any]:
+def build(cli: Cli, repo: StackRepo, out: Path, *args: str) -> dict[str, Any]:
     r = cli("build", "e2e", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(out), "--json", *args,
             cwd=repo.root)
     assert r.code == 0, r.out + r.err
@@ -33,7 +32,7 @@ def layers(client: Any, image_id: str) -> list[str]:
     return list(client.api.inspect_image(image_id)["RootFS"]["Layers"])
 
 
-def publish(cli: Callable[..., Result], repo: StackRepo, record: Path) -> dict[str, Any]:
+def publish(cli: Cli, repo: StackRepo, record: Path) -> dict[str, Any]:
     r = cli("publish", "e2e", "--record", str(record), "--json", cwd=repo.root)
     assert r.code == 0, r.out + r.err
     return dict(json.loads(r.out))
@@ -49,7 +48,7 @@ def drop(registry: str, repository: str, digests: list[str]) -> None:
 
 
 def test_two_clean_builds_publish_one_digest_and_verify_from_the_registry(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+        tmp_path: Path, cli: Cli, docker_client: Any, base_image: str, registry: str) -> None:
     repository = f"{registry}/stackctl-test/{unique_tag('repro')}"
     repo = make_stack_repo(tmp_path, "e2e", repository, nonce=unique_tag("n"))
     record = tmp_path / "publications.jsonl"
@@ -123,7 +122,7 @@ def repo_tag(repo: StackRepo) -> str:
 
 
 def test_a_pin_change_moves_only_the_layers_above_it_and_a_tampered_image_fails_verify(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+        tmp_path: Path, cli: Cli, docker_client: Any, base_image: str, registry: str) -> None:
     repository = f"{registry}/stackctl-test/{unique_tag('pin')}"
     nonce = unique_tag("n")
     a = make_stack_repo(tmp_path / "a", "e2e", repository, nonce=nonce)

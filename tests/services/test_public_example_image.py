@@ -8,22 +8,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import STACKS, Result
-from tests.support.engine import unique_tag
+from tests.conftest import STACKS
+from tests.support.cli import Cli
+from tests.support.engine import Cleanup, unique_tag
 from tests.support.gitrepo import git
-from tests.support.imagetest import delete_from_registry, remove_images
+from tests.support.imagetest import remove_images
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 
 
 def test_public_example_resolves_checks_builds_and_publishes(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache"))
     repo = tmp_path / "repo"
@@ -50,7 +50,7 @@ def test_public_example_resolves_checks_builds_and_publishes(
     assert not [f for f in report["findings"] if f["kind"] == "coupling"]  # cffi declares pycparser
 
     repository = f"{registry}/stackctl-test/{unique_tag('public-example')}"
-    digest = ""
+    cleanup.images(repository)
     try:
         b = cli("build", "public-example", "--repository", repository, "--record-dir", str(tmp_path / "build"),
                 "--json", cwd=repo)
@@ -66,13 +66,11 @@ def test_public_example_resolves_checks_builds_and_publishes(
                 "--json", cwd=repo)
         assert p.code == 0, p.out + p.err
         digest = json.loads(p.out)["digest"]
+        cleanup.manifest(registry, repository, digest)
         remove_images(docker_client, repository)
         pulled = docker_client.images.pull(f"{repository}@{digest}")
         # the reproducible manifest: the build's layers under a config with SOURCE_DATE_EPOCH times
         assert pulled.id == json.loads(p.out)["config_digest"] and pulled.attrs["RootFS"]["Layers"] == layers
         assert pulled.labels["io.stackctl.stack"] == "public-example"
     finally:
-        remove_images(docker_client, repository)
-        if digest:
-            delete_from_registry(registry, repository, digest)
         shutil.rmtree(tmp_path / "build", ignore_errors=True)

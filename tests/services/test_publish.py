@@ -6,7 +6,6 @@ import dataclasses
 import json
 import re
 import threading
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -20,18 +19,18 @@ from stackctl.image.buildlog import BuildResult, ImageFacts
 from stackctl.image.labels import ImageRef, diff_installed
 from stackctl.image.publish import append_record, publish, read_records
 from stackctl.review.images import image_pins
-from tests.conftest import Result
-from tests.support.engine import unique_tag
+from tests.support.cli import Cli
+from tests.support.engine import Cleanup, unique_tag
 from tests.support.fit import check_fits
 from tests.support.gitrepo import git
 from tests.support.imagestack import make_stack_repo
-from tests.support.imagetest import delete_from_registry, remove_images
+from tests.support.imagetest import remove_images
 from tests.support.index_server import free_port
 
 pytestmark = pytest.mark.integration
 
 
-def built(tmp_path: Path, cli: Callable[..., Result], registry: str, versions: dict[str, str] | None = None,
+def built(tmp_path: Path, cli: Cli, registry: str, versions: dict[str, str] | None = None,
           repository: str | None = None) -> tuple[Path, str]:
     repository = repository or f"{registry}/stackctl-test/{unique_tag('pub')}"
     repo = make_stack_repo(tmp_path, "e2e", repository, versions, nonce=unique_tag("n"))
@@ -42,122 +41,110 @@ def built(tmp_path: Path, cli: Callable[..., Result], registry: str, versions: d
 
 
 def test_publish_pull_back_record_and_inspect(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str) -> None:
     root, image = built(tmp_path, cli, registry)
     repository = image.rsplit(":", 1)[0]
     record = tmp_path / "publications.jsonl"
-    digests: list[str] = []
-    try:
-        r = cli("publish", "e2e", "--record-dir", str(tmp_path), "--json", cwd=root)
-        assert r.code == 0, r.out + r.err
-        pub = json.loads(r.out)
-        # in a CI log: timestamped lines of each layer's bytes as it is pushed, never a spinner or an escape
-        pushed = [ln for ln in r.err.splitlines() if " publish push layer " in ln]
-        size = r"[\d.]+ (B|KiB|MiB|GiB)"
-        assert pushed and all(re.fullmatch(rf"\d\d:\d\d:\d\d publish push layer [0-9a-f]{{12}} {size} of {size}", ln)
-                              for ln in pushed), r.err
-        assert "\r" not in r.err and "\x1b" not in r.err
-        digests.append(pub["digest"])
-        head = git(root, "rev-parse", "HEAD").strip()
-        assert pub["revision"] == head and pub["tag"] == image and pub["digest"].startswith("sha256:")
-        assert [p.digest for p in read_records(record)] == [pub["digest"]]
+    cleanup.images(repository)
+    r = cli("publish", "e2e", "--record-dir", str(tmp_path), "--json", cwd=root)
+    assert r.code == 0, r.out + r.err
+    pub = json.loads(r.out)
+    # in a CI log: timestamped lines of each layer's bytes as it is pushed, never a spinner or an escape
+    pushed = [ln for ln in r.err.splitlines() if " publish push layer " in ln]
+    size = r"[\d.]+ (B|KiB|MiB|GiB)"
+    assert pushed and all(re.fullmatch(rf"\d\d:\d\d:\d\d publish push layer [0-9a-f]{{12}} {size} of {size}", ln)
+                          for ln in pushed), r.err
+    assert "\r" not in r.err and "\x1b" not in r.err
+    cleanup.manifest(registry, repository, pub["digest"])
+    head = git(root, "rev-parse", "HEAD").strip()
+    assert pub["revision"] == head and pub["tag"] == image and pub["digest"].startswith("sha256:")
+    assert [p.digest for p in read_records(record)] == [pub["digest"]]
 
-        # Forget every local name of it, then pull it back by digest: the same layers under the reproducible
-        # config (the id the record names), labels carry the revision.
-        local = docker_client.images.get(image)
-        assert pub["image_id"] == local.id and pub["config_digest"] != local.id
-        remove_images(docker_client, repository)
-        pulled = docker_client.images.pull(f"{repository}@{pub['digest']}")
-        image_id = pub["config_digest"]
-        assert pulled.id == image_id and pulled.attrs["RootFS"]["Layers"] == local.attrs["RootFS"]["Layers"]
-        assert pulled.labels["org.opencontainers.image.revision"] == head
+    # Forget every local name of it, then pull it back by digest: the same layers under the reproducible
+    # config (the id the record names), labels carry the revision.
+    local = docker_client.images.get(image)
+    assert pub["image_id"] == local.id and pub["config_digest"] != local.id
+    remove_images(docker_client, repository)
+    pulled = docker_client.images.pull(f"{repository}@{pub['digest']}")
+    image_id = pub["config_digest"]
+    assert pulled.id == image_id and pulled.attrs["RootFS"]["Layers"] == local.attrs["RootFS"]["Layers"]
+    assert pulled.labels["org.opencontainers.image.revision"] == head
 
-        # inspect reads manifest + config from the registry, without the engine.
-        r = cli("inspect", image, "--json")
-        assert r.code == 0, r.err
-        data = json.loads(r.out)
-        assert data["source"] == "registry" and data["digest"] == pub["digest"] and data["image_id"] == image_id
-        assert data["labels"]["org.opencontainers.image.revision"] == head
-        assert data["installed"]["corelib"] == "2.0.0+vendor1"
-        r = cli("inspect", f"{repository}@{pub['digest']}")
-        assert r.code == 0 and "org.opencontainers.image.revision" in r.out and "helperdep" in r.out
+    # inspect reads manifest + config from the registry, without the engine.
+    r = cli("inspect", image, "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["source"] == "registry" and data["digest"] == pub["digest"] and data["image_id"] == image_id
+    assert data["labels"]["org.opencontainers.image.revision"] == head
+    assert data["installed"]["corelib"] == "2.0.0+vendor1"
+    r = cli("inspect", f"{repository}@{pub['digest']}")
+    assert r.code == 0 and "org.opencontainers.image.revision" in r.out and "helperdep" in r.out
 
-        # A second publish of the same image appends; the first record stays.
-        pulled.tag(repository, image.rsplit(":", 1)[1])
-        r = cli("publish", "e2e", "--record", str(record), cwd=root)
-        assert r.code == 0 and len(read_records(record)) == 2
-        assert read_records(record)[1].digest == pub["digest"]
-    finally:
-        remove_images(docker_client, repository)
-        for digest in digests:
-            delete_from_registry(registry, repository, digest)
+    # A second publish of the same image appends; the first record stays.
+    pulled.tag(repository, image.rsplit(":", 1)[1])
+    r = cli("publish", "e2e", "--record", str(record), cwd=root)
+    assert r.code == 0 and len(read_records(record)) == 2
+    assert read_records(record)[1].digest == pub["digest"]
 
 
 def test_image_diff_from_installed_labels(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     repository = f"{registry}/stackctl-test/{unique_tag('diff')}"
-    published = ""
-    try:
-        _, a = built(tmp_path / "a", cli, registry, repository=repository)
-        root_b, b = built(tmp_path / "b", cli, registry, {"toplib": "0.4.0"}, repository=repository)
-        assert cli("publish", "e2e", "--record", str(tmp_path / "p.jsonl"), cwd=root_b).code == 0
-        published = read_records(tmp_path / "p.jsonl")[0].digest
-        docker_client.images.remove(b)  # from here on only the registry holds b
-        rows = diff_installed(image_pins(a), image_pins(b))  # a from the engine, b from the registry
-        assert [(r.package, r.before, r.after, r.change) for r in rows if r.change != "unchanged"] == [
-            ("toplib", "0.3.0", "0.4.0", "changed")]
-        assert len(rows) == 5
-        r = cli("diff", a, b, "--markdown", "--changed-only")
-        assert r.code == 0, r.err
-        assert r.out.splitlines()[2:] == ["| toplib | 0.3.0 | 0.4.0 | minor |"]
-        j = json.loads(cli("diff", a, b, "--json").out)
-        assert {p["package"]: p["change"] for p in j["pins"]}["corelib"] == "unchanged"
-        check_fits(cli, monkeypatch, ["diff", a, b], ["package", "before", "after"])
-        # an image stackctl did not build records nothing: said so, not every package "added"
-        r = cli("diff", base_image, a)
-        assert r.code == 2 and "added" not in r.out
-        assert r.err.splitlines()[0] == (f"error: {base_image} records no installed distributions (no "
-                                         "io.stackctl.installed label): it was not built by `stackctl build`, "
-                                         "so there is nothing to compare")
-    finally:
-        remove_images(docker_client, repository)
-        if published:
-            delete_from_registry(registry, repository, published)
+    cleanup.images(repository)
+    _, a = built(tmp_path / "a", cli, registry, repository=repository)
+    root_b, b = built(tmp_path / "b", cli, registry, {"toplib": "0.4.0"}, repository=repository)
+    assert cli("publish", "e2e", "--record", str(tmp_path / "p.jsonl"), cwd=root_b).code == 0
+    cleanup.manifest(registry, repository, read_records(tmp_path / "p.jsonl")[0].digest)
+    docker_client.images.remove(b)  # from here on only the registry holds b
+    rows = diff_installed(image_pins(a), image_pins(b))  # a from the engine, b from the registry
+    assert [(r.package, r.before, r.after, r.change) for r in rows if r.change != "unchanged"] == [
+        ("toplib", "0.3.0", "0.4.0", "changed")]
+    assert len(rows) == 5
+    r = cli("diff", a, b, "--markdown", "--changed-only")
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[2:] == ["| toplib | 0.3.0 | 0.4.0 | minor |"]
+    j = json.loads(cli("diff", a, b, "--json").out)
+    assert {p["package"]: p["change"] for p in j["pins"]}["corelib"] == "unchanged"
+    check_fits(cli, monkeypatch, ["diff", a, b], ["package", "before", "after"])
+    # an image stackctl did not build records nothing: said so, not every package "added"
+    r = cli("diff", base_image, a)
+    assert r.code == 2 and "added" not in r.out
+    assert r.err.splitlines()[0] == (f"error: {base_image} records no installed distributions (no "
+                                     "io.stackctl.installed label): it was not built by `stackctl build`, "
+                                     "so there is nothing to compare")
 
 
 def test_registry_down_fails_publish_and_writes_no_record(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str) -> None:
     root, image = built(tmp_path, cli, registry)
     down = f"127.0.0.1:{free_port()}/stackctl-test/down"
     record = tmp_path / "publications.jsonl"
-    try:
-        r = cli("publish", "e2e", "--repository", down, "--record", str(record), cwd=root)
-        assert r.code == 3, r.out + r.err
-        # checked before anything is tagged or pushed; the cause in words, with the URL tried
-        host = down.split("/", 1)[0]
-        assert r.err.splitlines()[0] == (f"error: registry {host} unreachable at http://{host}/v2/: "
-                                         "connection refused: nothing listens there")
-        assert not record.exists()
-        assert not [t for i in docker_client.images.list() for t in i.tags if t.startswith(down)]
-        r = cli("inspect", f"{down}:x")
-        assert r.code == 3 and "unreachable" in r.err
+    cleanup.images(image.rsplit(":", 1)[0])
+    cleanup.images(down)
+    r = cli("publish", "e2e", "--repository", down, "--record", str(record), cwd=root)
+    assert r.code == 3, r.out + r.err
+    # checked before anything is tagged or pushed; the cause in words, with the URL tried
+    host = down.split("/", 1)[0]
+    assert r.err.splitlines()[0] == (f"error: registry {host} unreachable at http://{host}/v2/: "
+                                     "connection refused: nothing listens there")
+    assert not record.exists()
+    assert not [t for i in docker_client.images.list() for t in i.tags if t.startswith(down)]
+    r = cli("inspect", f"{down}:x")
+    assert r.code == 3 and "unreachable" in r.err
 
-        # The profile moved on (the tag did not: it names no description) and nothing was rebuilt: the
-        # local image is stale, so nothing is pushed and nothing recorded.
-        profile = root / "stacks" / "e2e.toml"
-        profile.write_text(profile.read_text().replace('description = "stackctl image test stack"',
-                                                       'description = "moved on"'))
-        _relock(root)
-        r = cli("publish", "e2e", "--record", str(record), cwd=root)
-        assert r.code == 1, r.out + r.err
-        assert "was built from another profile or lock: io.stackctl.profile-digest" in r.err
-        assert not record.exists()
-        name = image.rsplit(":", 1)[0].split("/", 1)[1]
-        assert requests.get(f"http://{registry}/v2/{name}/tags/list", timeout=10).status_code == 404
-    finally:
-        remove_images(docker_client, image.rsplit(":", 1)[0])
-        remove_images(docker_client, down)
+    # The profile moved on (the tag did not: it names no description) and nothing was rebuilt: the
+    # local image is stale, so nothing is pushed and nothing recorded.
+    profile = root / "stacks" / "e2e.toml"
+    profile.write_text(profile.read_text().replace('description = "stackctl image test stack"',
+                                                   'description = "moved on"'))
+    _relock(root)
+    r = cli("publish", "e2e", "--record", str(record), cwd=root)
+    assert r.code == 1, r.out + r.err
+    assert "was built from another profile or lock: io.stackctl.profile-digest" in r.err
+    assert not record.exists()
+    name = image.rsplit(":", 1)[0].split("/", 1)[1]
+    assert requests.get(f"http://{registry}/v2/{name}/tags/list", timeout=10).status_code == 404
 
 
 def _relock(root: Path) -> None:
@@ -171,37 +158,32 @@ def _relock(root: Path) -> None:
 
 
 def test_publish_under_another_repository_pushes_the_current_build(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str) -> None:
     # An older build left under the other name must not be what is pushed after a rebuild.
     root, image = built(tmp_path, cli, registry)
     other = f"{registry}/stackctl-test/{unique_tag('other')}"
     tag = image.rsplit(":", 1)[1]
-    digests: list[str] = []
-    try:
-        r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
-        assert r.code == 0, r.out + r.err
-        first = json.loads(r.out)
-        digests.append(first["digest"])
-        profile = root / "stacks" / "e2e.toml"
-        profile.write_text(profile.read_text().replace('description = "stackctl image test stack"',
-                                                       'description = "rebuilt"'))
-        _relock(root)
-        r = cli("build", "e2e", "--wheelhouse", str(tmp_path / "wheelhouse"), "--record-dir", str(tmp_path / "build"),
-                "--json", cwd=root)
-        assert r.code == 0, r.out + r.err
-        rebuilt = json.loads(r.out)["image_id"]
-        assert rebuilt != first["image_id"]
-        r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
-        assert r.code == 0, r.out + r.err
-        second = json.loads(r.out)
-        digests.append(second["digest"])
-        assert second["image_id"] == rebuilt and second["tag"] == f"{other}:{tag}"
-        assert [p.image_id for p in read_records(tmp_path / "p.jsonl")] == [first["image_id"], rebuilt]
-    finally:
-        remove_images(docker_client, image.rsplit(":", 1)[0])
-        remove_images(docker_client, other)
-        for digest in digests:
-            delete_from_registry(registry, other, digest)
+    cleanup.images(image.rsplit(":", 1)[0])
+    cleanup.images(other)
+    r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
+    assert r.code == 0, r.out + r.err
+    first = json.loads(r.out)
+    cleanup.manifest(registry, other, first["digest"])
+    profile = root / "stacks" / "e2e.toml"
+    profile.write_text(profile.read_text().replace('description = "stackctl image test stack"',
+                                                   'description = "rebuilt"'))
+    _relock(root)
+    r = cli("build", "e2e", "--wheelhouse", str(tmp_path / "wheelhouse"), "--record-dir", str(tmp_path / "build"),
+            "--json", cwd=root)
+    assert r.code == 0, r.out + r.err
+    rebuilt = json.loads(r.out)["image_id"]
+    assert rebuilt != first["image_id"]
+    r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
+    assert r.code == 0, r.out + r.err
+    second = json.loads(r.out)
+    cleanup.manifest(registry, other, second["digest"])
+    assert second["image_id"] == rebuilt and second["tag"] == f"{other}:{tag}"
+    assert [p.image_id for p in read_records(tmp_path / "p.jsonl")] == [first["image_id"], rebuilt]
 
 
 class LyingRegistryEngine:
@@ -264,7 +246,7 @@ def test_stale_local_image_is_never_pushed() -> None:
 
 
 def test_a_record_that_cannot_be_written_stops_publish_before_any_push(
-        tmp_path: Path, cli: Callable[..., Result]) -> None:
+        tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "e2e", "127.0.0.1:5000/stackctl-test/never-pushed")
     for record in ("/proc/stackctl-nope/p.jsonl", str(tmp_path)):
         r = cli("publish", "e2e", "--record", record, cwd=repo.root)
@@ -299,11 +281,13 @@ class _PushRefusingRegistry(BaseHTTPRequestHandler):
 
 
 def test_a_failed_publish_under_another_repository_leaves_no_tag(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str) -> None:
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str) -> None:
     root, image = built(tmp_path, cli, registry)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _PushRefusingRegistry)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     other = f"127.0.0.1:{server.server_address[1]}/stackctl-test/refused"
+    cleanup.images(image.rsplit(":", 1)[0])
+    cleanup.images(other)
     try:
         r = cli("publish", "e2e", "--repository", other, "--record-dir", str(tmp_path / "rec"), cwd=root)
         assert r.code == 3, r.out + r.err
@@ -314,5 +298,3 @@ def test_a_failed_publish_under_another_repository_leaves_no_tag(
     finally:
         server.shutdown()
         server.server_close()
-        remove_images(docker_client, image.rsplit(":", 1)[0])
-        remove_images(docker_client, other)

@@ -4,7 +4,6 @@ engine with the gate → publish to the local registry → pull back by digest."
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -12,11 +11,11 @@ from typing import Any
 import pytest
 
 from stackctl.resolve.lock import read_lock
-from tests.conftest import Result
-from tests.support.engine import unique_tag
+from tests.support.cli import Cli
+from tests.support.engine import Cleanup, unique_tag
 from tests.support.gitrepo import git
 from tests.support.imagestack import VERSIONS, make_stack_repo
-from tests.support.imagetest import delete_from_registry, remove_images
+from tests.support.imagetest import remove_images
 from tests.support.index_server import IndexServer
 
 pytestmark = pytest.mark.integration
@@ -25,7 +24,7 @@ T0 = datetime(2026, 9, 1, 8, 0, tzinfo=timezone.utc)
 
 
 def test_served_stack_resolves_builds_gates_and_publishes(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_USER", "robot")
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_PASSWORD", SECRET)
@@ -35,7 +34,7 @@ def test_served_stack_resolves_builds_gates_and_publishes(
     repo.lock.unlink()  # this time the lock comes from resolve
     vendor = IndexServer(html_only=True, auth=("robot", SECRET)).start()
     public = IndexServer().start()
-    digest = ""
+    cleanup.images(repository)
     try:
         for i, name in enumerate(VERSIONS):
             wheel = next(repo.wheelhouse.glob(f"{name.replace('-', '_')}-{VERSIONS[name]}-*.whl"))
@@ -65,6 +64,7 @@ def test_served_stack_resolves_builds_gates_and_publishes(
         assert r.code == 0, r.out + r.err
         pub = json.loads(r.out)
         digest = pub["digest"]
+        cleanup.manifest(registry, repository, digest)
         built_layers = docker_client.images.get(image).attrs["RootFS"]["Layers"]
         remove_images(docker_client, repository)
         pulled = docker_client.images.pull(f"{repository}@{digest}")
@@ -84,6 +84,3 @@ def test_served_stack_resolves_builds_gates_and_publishes(
     finally:
         vendor.stop()
         public.stop()
-        remove_images(docker_client, repository)
-        if digest:
-            delete_from_registry(registry, repository, digest)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 from stackctl.profile.loader import load_stack
 from stackctl.resolve.lock import read_lock
 from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.engine import unique_tag
 from tests.support.gitrepo import git
 from tests.support.imagestack import VERSIONS, build_wheels, make_stack_repo
@@ -28,7 +28,7 @@ NEW = {**VERSIONS, "corelib": "2.0.1+vendor1", "corelib-ext": "2.0.1+vendor1", "
 
 
 def test_propose_resolve_abi_build_publish_report(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
+        tmp_path: Path, cli: Cli, docker_client: Any, base_image: str, registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_USER", "robot")

@@ -145,3 +145,41 @@ def registry() -> str:
     if status != 200:
         unavailable(f"registry at {url} answered HTTP {status}; expected 200")
     return address
+
+
+class Cleanup:
+    """What a test leaves on the shared engine and registry, named as it goes: every local image under each
+    repository, and each manifest pushed, removed when the test ends however it ends."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.repositories: list[str] = []
+        self.manifests: list[tuple[str, str, str]] = []
+
+    def images(self, repository: str) -> str:
+        """Remove every local image under `repository` at the end; gives `repository` back."""
+        self.repositories.append(repository)
+        return repository
+
+    def manifest(self, registry: str, repository: str, digest: str | None) -> None:
+        """Delete the manifest `repository@digest` from `registry` at the end (a None digest: nothing pushed)."""
+        if digest:
+            self.manifests.append((registry, repository, digest))
+
+    def run(self) -> None:
+        from tests.support.imagetest import delete_from_registry, remove_images
+
+        for repository in self.repositories:
+            remove_images(self.client, repository)
+        for registry, repository, digest in self.manifests:
+            delete_from_registry(registry, repository, digest)
+
+
+@pytest.fixture
+def cleanup(docker_client: Any) -> Iterator[Cleanup]:
+    """The images and manifests a test makes, removed after it (instead of a try/finally in each test)."""
+    done = Cleanup(docker_client)
+    try:
+        yield done
+    finally:
+        done.run()

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Result
+from tests.support.cli import Cli
 
-Cli = Callable[..., Result]
 _HEX = re.compile(r"(?:sha256:)?[0-9a-f]{40,}")
 _BOX = "│┃┏┓┗┛┡┩└┘━─┳┻╇┼┬┴"
 

@@ -13,11 +13,12 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stackctl.base.files import sha256_file
 from stackctl.profile.loader import load_stack
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import ClosureEntry, Lock, LockedFile, LockedPin, write_lock
 from tests.support.gitrepo import git
-from tests.support.wheels import build_wheel, sha256_file
+from tests.support.wheels import build_wheel
 
 TARGET = "cp311-linux_x86_64"
 

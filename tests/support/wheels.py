@@ -57,11 +57,3 @@ def build_wheel(
             info.external_attr = (0o100755 if member in executable else 0o644) << 16  # pip wants S_IFREG
             zf.writestr(info, data)
     return path
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

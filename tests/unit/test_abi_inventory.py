@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from stackctl.abi.inventory import (
     write_inventory,
 )
 from stackctl.errors import InputError
-from tests.conftest import Result
+from tests.support.cli import Cli
 
 CACHE = """90 libs found in cache `/etc/ld.so.cache'
 \tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1
@@ -66,7 +65,7 @@ def test_bad_inventory_files(tmp_path: Path, text: str, msg: str) -> None:
         read_inventory(p)
 
 
-def test_inventory_without_an_engine_is_exit_3(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+def test_inventory_without_an_engine_is_exit_3(cli: Cli, monkeypatch: pytest.MonkeyPatch,
                                               tmp_path: Path) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
     r = cli("inventory", "stackctl-base:bookworm", "--out", str(tmp_path / "inv.json"))

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from stackctl.profile.loader import load_stack
 from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
-from tests.conftest import STACKS, Result
-
-Cli = Callable[..., Result]
+from tests.conftest import STACKS
+from tests.support.cli import Cli
 
 
 def _setup(tmp_path: Path) -> Path:

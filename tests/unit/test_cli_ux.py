@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,9 +11,9 @@ import pytest
 
 from stackctl.errors import InputError
 from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
-from tests.conftest import REPO, STACKS, Result
+from tests.conftest import REPO, STACKS
+from tests.support.cli import Cli
 
-Cli = Callable[..., Result]
 PUBLIC = STACKS / "public-example.toml"
 
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from stackctl.base.words import count
-from tests.conftest import STACKS, Result
+from tests.conftest import STACKS
+from tests.support.cli import Cli
 from tests.support.profiles import write_profile
-
-Cli = Callable[..., Result]
 
 
 def test_counted_nouns_agree() -> None:

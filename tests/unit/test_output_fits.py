@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import io
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,10 @@ from rich.console import Console
 
 from stackctl.cli.app import short_hash, table
 from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
-from tests.conftest import STACKS, Result
+from tests.conftest import STACKS
+from tests.support.cli import Cli
 from tests.support.fit import assert_whole, check_fits, piped_80
 
-Cli = Callable[..., Result]
 LONG = "2.11.0.post2+musa5.2.0"
 
 

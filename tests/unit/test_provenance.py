@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from stackctl.base.files import sha256_file
 from stackctl.errors import InputError
 from stackctl.image import attest
 from stackctl.image.context import write_context
@@ -20,7 +21,7 @@ from stackctl.image.render import (
     render,
 )
 from stackctl.image.sbom import entries, expected_entries, licences, make_sbom
-from tests.support.wheels import build_wheel, sha256_file
+from tests.support.wheels import build_wheel
 
 T1 = "2026-03-01T10:00:00Z"  # 1772359200
 T2 = "2026-04-01T10:00:00+00:00"  # 1775037600

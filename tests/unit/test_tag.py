@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
-from tests.conftest import REPO, STACKS, Result
+from tests.conftest import REPO, STACKS
+from tests.support.cli import Cli
 
 
-def test_reference_tag(cli: Callable[..., Result]) -> None:
+def test_reference_tag(cli: Cli) -> None:
     r = cli("tag", str(STACKS / "torch-2.11-post2.toml"))
     assert r.code == 0
     assert r.out.strip() == "ubuntu22.04_py3.10_musa_runtime_5.2_pytorch_release_2.11.0.post2_musa5.2.0"
@@ -18,7 +18,7 @@ def test_reference_tag(cli: Callable[..., Result]) -> None:
         "ref": "vllm-musa:ubuntu22.04_py3.10_musa_runtime_5.2_pytorch_release_2.11.0.post1_musa5.2.0"}
 
 
-def test_repository_override_is_validated(cli: Callable[..., Result]) -> None:
+def test_repository_override_is_validated(cli: Cli) -> None:
     r = cli("tag", str(STACKS / "torch-2.11-post2.toml"), "--repository", "127.0.0.1:5000/team/vllm-musa", "--json")
     assert json.loads(r.out)["ref"].startswith("127.0.0.1:5000/team/vllm-musa:ubuntu22.04_")
     r = cli("tag", str(STACKS / "torch-2.11-post2.toml"), "--repository", "Team/VLLM")

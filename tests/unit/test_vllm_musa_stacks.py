@@ -6,7 +6,6 @@ for entry, and tag and labels are what the project's build_image.sh gives its im
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,8 @@ from packaging.utils import canonicalize_name
 from stackctl.image.gatespec import gate_spec
 from stackctl.image.labels import OCI, Provenance, image_ref, oci_labels
 from stackctl.profile.loader import load_stack
-from tests.conftest import DATA, STACKS, Result
+from tests.conftest import DATA, STACKS
+from tests.support.cli import Cli
 
 FACTS = DATA / "vllm-musa"
 STACK_NAMES = ["torch-2.11-post2", "torch-2.11-post1", "torch-2.9-control"]
@@ -26,7 +26,7 @@ def pins(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("name", STACK_NAMES)
-def test_export_writes_exactly_the_real_pins(cli: Callable[..., Result], tmp_path: Path, name: str) -> None:
+def test_export_writes_exactly_the_real_pins(cli: Cli, tmp_path: Path, name: str) -> None:
     r = cli("export", str(STACKS / f"{name}.toml"), "--out", str(tmp_path))
     assert r.code == 0, r.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["common.txt", "musa_private.txt"]
@@ -39,7 +39,7 @@ def test_export_writes_exactly_the_real_pins(cli: Callable[..., Result], tmp_pat
         assert [p.split(" ; ")[0] for p in exported] == pins(FACTS / name / file), file
 
 
-def test_post2_exports_all_sixteen_vendor_pins(cli: Callable[..., Result], tmp_path: Path) -> None:
+def test_post2_exports_all_sixteen_vendor_pins(cli: Cli, tmp_path: Path) -> None:
     assert cli("export", "torch-2.11-post2", "--out", str(tmp_path), cwd=STACKS.parent).code == 0
     private = pins(tmp_path / "musa_private.txt")
     assert len(private) == 16 and "tilelang_musa==0.1.12+musa.2" in private
