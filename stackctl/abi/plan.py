@@ -236,7 +236,8 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
         stack = load_profile(targets[0])
         path = lock_path(targets[0], lock)
         locked = read_lock(path)
-        plan = plan_stack(stack, locked, path, endpoints(stack, overrides), target, arch)
+        plan = plan_stack(stack, locked, path, endpoints(stack, overrides, locked=locked.index_origins()), target,
+                          arch)
         recorded = (stack.name, locked.digest(), (stack.digest(),))
         client = IndexClient()
     inv_file = inventory or plan.inventory

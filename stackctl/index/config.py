@@ -29,7 +29,7 @@ class IndexEndpoint:
     name: str
     url: str  # ends with "/", never carries credentials
     credentials: Credentials | None = field(default=None, repr=False, compare=False)
-    url_source: str = "profile"  # "profile" | "pip" | "option" | "env"
+    url_source: str = "profile"  # "profile" | "pip" | "option" | "env" | "lock"
 
     @property
     def origin(self) -> tuple[str, str, int | None]:
@@ -52,39 +52,26 @@ def env_var_for(name: str) -> str:
     return "STACKCTL_INDEX_" + re.sub(r"[^A-Z0-9]", "_", name.upper()) + "_URL"
 
 
-def _pip_config(keys: tuple[str, ...]) -> str | None:
-    """The first of `keys` set in pip's configuration files (and PIP_* variables), or None."""
-    try:
-        from pip._internal.configuration import Configuration
-
-        conf = Configuration(isolated=False)
-        conf.load()
-        for key in keys:
-            try:
-                value = conf.get_value(key)
-            except Exception:  # pip raises ConfigurationError for a missing key
-                continue
-            if isinstance(value, str) and value.strip():
-                return value.split()[0]
-    except Exception:  # a pip too old or too new for this private API: as if nothing were configured
-        pass
-    return None
-
-
-def public_index_url(environ: Mapping[str, str] | None = None) -> str:
-    """The user's public index: PIP_INDEX_URL, then pip's configuration files, then pip's default.
+def configured_index_url(environ: Mapping[str, str] | None = None) -> str | None:
+    """The index the user configured for pip: PIP_INDEX_URL, then pip's configuration files (`[global]`,
+    `[install]`, `[download]` index-url); None when neither names one.
 
     `extra-index-url` and `find-links` are deliberately ignored: they are additions, not the index.
     """
-    env = os.environ if environ is None else environ
-    if env.get("PIP_INDEX_URL"):
-        return env["PIP_INDEX_URL"].split()[0]
-    configured = _pip_config(("global.index-url", "install.index-url", "download.index-url"))
-    if configured:
-        return configured
-    from pip._internal.models.index import PyPI
+    from stackctl.index.pipconf import pip_setting
 
-    return str(PyPI.simple_url)
+    env = os.environ if environ is None else environ
+    if env.get("PIP_INDEX_URL", "").strip():
+        return env["PIP_INDEX_URL"].split()[0]
+    return pip_setting(("global.index-url", "install.index-url", "download.index-url"), env)
+
+
+def public_index_url(environ: Mapping[str, str] | None = None) -> str | None:
+    """The user's public index: as configured, else pip's default as pip states it; None when neither is
+    known (nothing configured and no pip here to ask)."""
+    from stackctl.index.pipconf import pip_default_index
+
+    return configured_index_url(environ) or pip_default_index()
 
 
 def tls_verify(environ: Mapping[str, str] | None = None) -> str | bool:
@@ -99,7 +86,9 @@ def tls_verify(environ: Mapping[str, str] | None = None) -> str | bool:
     for var in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT"):
         if env.get(var):
             return env[var]
-    return _pip_config(("global.cert", "install.cert", "download.cert")) or True
+    from stackctl.index.pipconf import pip_setting
+
+    return pip_setting(("global.cert", "install.cert", "download.cert"), env) or True
 
 
 def _strip_userinfo(url: str) -> tuple[str, Credentials | None]:
@@ -144,7 +133,11 @@ def credentials_for(index: Index, url: str, environ: Mapping[str, str] | None = 
 
 
 def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
-             environ: Mapping[str, str] | None = None) -> IndexEndpoint:
+             environ: Mapping[str, str] | None = None, locked: str | None = None) -> IndexEndpoint:
+    """Where `index` is for this run: `--index`, STACKCTL_INDEX_<NAME>_URL, the profile, pip's configuration.
+    `locked` is the origin of the index's files in a lock, for work that reads only those files by their
+    URL (fetch, abi): it stands in for a pip index that pip's configuration does not name (pip's default
+    is then not asked for)."""
     env = os.environ if environ is None else environ
     if overrides and index.name in overrides:
         url, source = overrides[index.name], "option"
@@ -153,11 +146,22 @@ def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
     elif index.url:
         url, source = index.url, "profile"
     else:
-        url, source = public_index_url(env), "pip"
+        public = configured_index_url(env)
+        if public is not None:
+            url, source = public, "pip"
+        elif locked is not None:  # the lock's files are named by URL: no index page is asked for
+            url, source = locked, "lock"
+        elif (public := public_index_url(env)) is not None:
+            url, source = public, "pip"
+        else:
+            raise InputError(f"indexes.{index.name}: from_pip = true, but no pip here names an index (no "
+                             f"index-url configured, no pip to ask); pass --index {index.name}=URL or set "
+                             "PIP_INDEX_URL")
     url, inline = _strip_userinfo(url)
     if urlsplit(url).scheme not in ("http", "https"):
         where = {"option": f"--index {index.name}", "env": env_var_for(index.name),
-                 "profile": f"indexes.{index.name}.url", "pip": "pip's index-url"}[source]
+                 "profile": f"indexes.{index.name}.url", "pip": "pip's index-url",
+                 "lock": f"the lock's files of index {index.name}"}[source]
         raise InputError(f"{where}: {url!r} is not an http(s) URL; stackctl reads indexes over HTTP")
     if not url.endswith("/"):
         url += "/"
@@ -165,9 +169,12 @@ def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
 
 
 def endpoints(stack: Stack, overrides: Mapping[str, str] | None = None,
-              environ: Mapping[str, str] | None = None) -> dict[str, IndexEndpoint]:
+              environ: Mapping[str, str] | None = None,
+              locked: Mapping[str, str] | None = None) -> dict[str, IndexEndpoint]:
+    """Every index of the stack for this run; `locked`: index name → the origin of its files in the lock
+    (see `endpoint`)."""
     unknown = sorted(set(overrides or {}) - {i.name for i in stack.indexes})
     if unknown:
         raise InputError(f"--index {unknown[0]}: {stack.name} has no index of that name "
                          f"(it has {', '.join(i.name for i in stack.indexes)})")
-    return {i.name: endpoint(i, overrides, environ) for i in stack.indexes}
+    return {i.name: endpoint(i, overrides, environ, (locked or {}).get(i.name)) for i in stack.indexes}

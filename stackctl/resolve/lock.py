@@ -98,6 +98,17 @@ class Lock:
     def digest(self) -> str:
         return "sha256:" + hashlib.sha256(dumps(self).encode()).hexdigest()
 
+    def index_origins(self) -> dict[str, str]:
+        """Index name → the origin (`scheme://host[:port]/`) its pins' files were locked from."""
+        from urllib.parse import urlsplit
+
+        out: dict[str, str] = {}
+        for p in self.pins:
+            for f in p.files:
+                u = urlsplit(f.url)
+                out.setdefault(p.index, f"{u.scheme}://{u.netloc}/")
+        return out
+
     def made_from(self, stack: Stack) -> bool:
         """Whether `resolve` made this lock from exactly this profile: its name and effective content."""
         return self.stack == stack.name and self.profile_digest == stack.digest()

@@ -441,3 +441,44 @@ def test_resolve_verify_checks_every_locked_file(cli: Cli, profile: Path, musa: 
     assert bad.code == 3
     assert f"file {name}: downloaded sha256 {real} does not match the index's {'0' * 64}" in bad.err
     assert lock_path.read_bytes() == good
+
+
+def test_resolve_without_pip_reads_pips_configuration(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
+                                                      public: IndexServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip is not a dependency (a tool that makes environments without it installs stackctl too): the public
+    index comes from pip's configuration all the same, and with none configured and no pip to ask for its
+    default, one line says what to do."""
+    import os
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pip", None)  # `import pip` raises ImportError in this process
+    blocker = tmp_path / "no-pip"
+    (blocker / "pip").mkdir(parents=True)
+    (blocker / "pip" / "__init__.py").write_text('raise ImportError("no pip in this environment")\n')
+    monkeypatch.setenv("PYTHONPATH", str(blocker))  # and in any process it starts (`python -m pip` fails)
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nindex-url = {public.url}\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--no-closure", "--json")
+    assert r.code == 0, r.err
+    files = json.loads(r.out)["files"]
+    assert any(f["index"] == "public" and f["url"].startswith(public.base) for f in files)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip reads no configuration file at all
+    r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--no-closure")
+    assert r.code == 2 and "Traceback" not in r.err
+    assert [ln for ln in r.err.splitlines() if ln.strip()] == [
+        "error: indexes.public: from_pip = true, but no pip here names an index (no index-url configured, no pip "
+        "to ask); pass --index public=URL or set PIP_INDEX_URL"]
+
+
+def test_with_nothing_configured_the_index_is_pips_default_as_pip_states_it(tmp_path: Path) -> None:
+    """pip's default index is pip's to know: asked of `pip install --help` once, then kept beside the cache."""
+    from stackctl.index.cache import default_cache_dir
+    from stackctl.index.pipconf import pip_default_index
+
+    url = pip_default_index()
+    assert url is not None and url.startswith("https://") and "@" not in url
+    kept = default_cache_dir().parent / "pip-default-index.json"
+    assert json.loads(kept.read_text())["url"] == url
+    kept.write_text(json.dumps({**json.loads(kept.read_text()), "url": "https://kept.invalid/simple"}))
+    assert pip_default_index() == "https://kept.invalid/simple"  # not asked again

@@ -75,28 +75,85 @@ def test_endpoint_sources(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (ep.url, ep.url_source, ep.credentials) == ("http://127.0.0.1:2/s/", "option", Credentials("a", "b"))
 
 
-def test_public_index_from_pip_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(name="pip_env")
+def pip_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An environment whose pip configuration is only what a test writes: a home of its own, no global files
+    (this machine's /etc/pip.conf is not the test's), and no pip to ask for its default (that is a process:
+    tests/loopback/test_resolve_faults.py asks it)."""
+    import stackctl.index.pipconf
+
+    monkeypatch.setattr(stackctl.index.pipconf, "_global_files", lambda env: [])
+    monkeypatch.setattr(stackctl.index.pipconf, "pip_default_index", lambda: None)
+    monkeypatch.setattr(stackctl.index.pipconf.sys, "prefix", str(tmp_path / "venv"))
+    return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config")}
+
+
+def test_public_index_from_pip_configuration(tmp_path: Path, pip_env: dict[str, str]) -> None:
     assert public_index_url({"PIP_INDEX_URL": "http://mirror.test/simple/ http://x"}) == "http://mirror.test/simple/"
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\nindex-url = http://conf.test/simple/\nextra-index-url = file:///x\n")
-    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
-    assert public_index_url({}) == "http://conf.test/simple/"
+    env = {**pip_env, "PIP_CONFIG_FILE": str(conf)}
+    assert public_index_url(env) == "http://conf.test/simple/"
     conf.write_text("[global]\nextra-index-url = http://extra.test/simple/\nfind-links = /opt/wheels\n")
-    from pip._internal.models.index import PyPI
+    assert public_index_url(env) is None  # extras and find-links are not the index
+    with pytest.raises(InputError, match=r"^indexes\.public: from_pip = true, but no pip here names an index \(no "
+                       r"index-url configured, no pip to ask\); pass --index public=URL or set PIP_INDEX_URL$"):
+        endpoint(Index("public", None, from_pip=True), None, env)
 
-    assert public_index_url({}) == PyPI.simple_url  # extras and find-links are not the index
+
+def test_pip_configuration_files_in_pips_order(tmp_path: Path, pip_env: dict[str, str]) -> None:
+    """The user's files (legacy, then XDG), the environment's, then PIP_CONFIG_FILE: the later wins; `[install]`
+    counts where `[global]` says nothing; `index_url` is `index-url`; the null device reads nothing."""
+    import os
+
+    home = Path(pip_env["HOME"])
+    legacy, xdg = home / ".pip" / "pip.conf", home / ".config" / "pip" / "pip.conf"
+    site = tmp_path / "venv" / "pip.conf"
+    for path in (legacy, xdg, site):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_text("[install]\nindex_url = http://legacy.test/simple/\n")
+    assert public_index_url(pip_env) == "http://legacy.test/simple/"
+    xdg.write_text("[install]\nindex-url = http://xdg.test/simple/\n")
+    assert public_index_url(pip_env) == "http://xdg.test/simple/"
+    site.write_text("[global]\nindex-url = http://venv.test/simple/\n")
+    assert public_index_url(pip_env) == "http://venv.test/simple/"
+    named = tmp_path / "named.conf"
+    named.write_text("[global]\nindex-url = http://named.test/simple/\n")
+    assert public_index_url({**pip_env, "PIP_CONFIG_FILE": str(named)}) == "http://named.test/simple/"
+    site.unlink()
+    named.write_text("[global]\ncert = /x.pem\n")  # a named file that exists leaves the user's files out
+    assert public_index_url({**pip_env, "PIP_CONFIG_FILE": str(named)}) is None
+    assert public_index_url({**pip_env, "PIP_CONFIG_FILE": os.devnull}) is None
+    xdg.write_text("[install\nbroken")  # pip would refuse it; here it sets nothing
+    assert public_index_url(pip_env) == "http://legacy.test/simple/"
 
 
-def test_ca_bundle_as_requests_then_pip_find_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pip_configuration_without_pip(tmp_path: Path, pip_env: dict[str, str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without pip (a tool that makes environments without it) reads the same configuration."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pip", None)  # `import pip` now raises ImportError
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = http://conf.test/simple/\ncert = /conf/ca.pem\n")
+    env = {**pip_env, "PIP_CONFIG_FILE": str(conf)}
+    ep = endpoint(Index("public", None, from_pip=True), None, env)
+    assert (ep.url, ep.url_source) == ("http://conf.test/simple/", "pip")
+    assert tls_verify(env) == "/conf/ca.pem"
+    # Work that reads only a lock's files by their URLs (fetch, abi) needs no page: with nothing configured,
+    # the origin the lock's files came from stands in for the index.
+    ep = endpoint(Index("public", None, from_pip=True), None, pip_env, locked="http://files.test/")
+    assert (ep.url, ep.url_source) == ("http://files.test/", "lock")
+
+
+def test_ca_bundle_as_requests_then_pip_find_it(tmp_path: Path, pip_env: dict[str, str]) -> None:
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\ncert = /conf/ca.pem\n")
-    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
-    for var in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
-        monkeypatch.delenv(var, raising=False)
-    assert tls_verify({}) == "/conf/ca.pem"
-    assert tls_verify({"PIP_CERT": "/pip/ca.pem"}) == "/pip/ca.pem"
-    assert tls_verify({"PIP_CERT": "/pip/ca.pem", "CURL_CA_BUNDLE": "/curl/ca.pem"}) == "/curl/ca.pem"
-    assert tls_verify({"CURL_CA_BUNDLE": "/curl/ca.pem", "REQUESTS_CA_BUNDLE": "/req/ca.pem"}) == "/req/ca.pem"
+    env = {**pip_env, "PIP_CONFIG_FILE": str(conf)}
+    assert tls_verify(env) == "/conf/ca.pem"
+    assert tls_verify({**env, "PIP_CERT": "/pip/ca.pem"}) == "/pip/ca.pem"
+    assert tls_verify({**env, "PIP_CERT": "/pip/ca.pem", "CURL_CA_BUNDLE": "/curl/ca.pem"}) == "/curl/ca.pem"
+    assert tls_verify({**env, "CURL_CA_BUNDLE": "/curl/ca.pem", "REQUESTS_CA_BUNDLE": "/req/ca.pem"}) == "/req/ca.pem"
 
 
 def test_override_syntax() -> None:
