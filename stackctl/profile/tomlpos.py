@@ -2,7 +2,8 @@
 
 `tomllib` keeps no positions. Profiles are hand-written and shallow, so a line scan that tracks table
 headers and `key =` lines is enough: every key path maps to the line that defines it, and a path that is
-not written literally (a key inside an inline table) falls back to its nearest written ancestor.
+not written literally (a key inside an inline table) falls back to its nearest written ancestor. The body
+of a multi-line string (a description) is text, never a header or a key, however it looks.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
     lines: dict[tuple[str, ...], int] = {}
     table: tuple[str, ...] = ()
     array_counts: dict[tuple[str, ...], int] = {}
+    open_string: str | None = None  # the closing delimiter of a multi-line string still open
     for number, raw in enumerate(text.splitlines(), start=1):
+        inside, open_string = open_string is not None, _strings_after(raw, open_string)
         line = raw.strip()
-        if not line or line.startswith("#"):
+        if inside or not line or line.startswith("#"):
             continue
         if line.startswith("[["):
             path = split_key(line[2 : line.find("]]")]) if "]]" in line else None
@@ -74,6 +77,37 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
                 for depth in range(len(table) + 1, len(full) + 1):
                     lines.setdefault(full[:depth], number)
     return lines
+
+
+def _strings_after(line: str, open_string: str | None) -> str | None:
+    """The delimiter (three double or three single quotes) of a multi-line string still open at the end of
+    `line`, given the one open at its start; one-line strings and comments are skipped on the way."""
+    i, n = 0, len(line)
+    while i < n:
+        if open_string is not None:
+            if open_string == '"""' and line[i] == "\\":
+                i += 2
+                continue
+            if line.startswith(open_string, i):
+                i += 3
+                while i < n and line[i] == open_string[0]:  # up to two quotes may end the body itself
+                    i += 1
+                open_string = None
+                continue
+            i += 1
+            continue
+        ch = line[i]
+        if ch == "#":
+            break
+        if line.startswith('"""', i) or line.startswith("'''", i):
+            open_string, i = line[i : i + 3], i + 3
+            continue
+        if ch in "\"'":
+            i += 1
+            while i < n and line[i] != ch:
+                i += 2 if ch == '"' and line[i] == "\\" else 1
+        i += 1
+    return open_string
 
 
 def _key_part(line: str) -> str:

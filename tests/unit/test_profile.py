@@ -165,6 +165,23 @@ def test_unknown_parent(tmp_path: Path) -> None:
     assert "nowhere.toml" in only
 
 
+def test_a_key_after_a_multi_line_string_is_found_on_its_own_line(tmp_path: Path) -> None:
+    """The body of a multi-line string is text: a line in it that looks like a table header or a key does not
+    move what comes after it (stack.extends was reported at line 1)."""
+    from stackctl.profile.tomlpos import key_lines, locate
+
+    text = ('[stack]\nname = "c"\ndescription = """\nUpgrade notes:\n[pins.torch]\nextends = "old"\n'
+            'an escaped quote \\""" stays inside\n"""\nextends = "nowhere"\n'
+            "[image]\nnote = \'\'\'\n[targets]\n\'\'\'\nrepository = \"r\"  # a \'\'\' in a comment opens nothing\n"
+            'tag = "a \'\'\' b"\nbase = "x"\n')
+    lines = key_lines(text)
+    assert locate(lines, ("stack", "extends")) == 9
+    assert ("pins", "torch") not in lines and ("targets",) not in lines
+    assert (lines[("image", "repository")], lines[("image", "tag")], lines[("image", "base")]) == (14, 15, 16)
+    child = write(tmp_path, "child", text)
+    assert any(p.startswith(f"{child}:9 stack.extends: unknown stack") for p in problems(child))
+
+
 def test_extends_cycle() -> None:
     found = problems(DATA / "cycle" / "a.toml")
     assert len(found) == 1
