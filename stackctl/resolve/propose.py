@@ -15,12 +15,12 @@ the caller fetched) come in as values.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import NormalizedName
 from packaging.version import Version
@@ -318,31 +318,23 @@ def propose(stack: Stack, files: Mapping[NormalizedName, Sequence[IndexedFile]],
 
 # --- the profile it writes --------------------------------------------------------------------------
 
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _key(name: str) -> str:
-    return name if _BARE_KEY.fullmatch(name) else json.dumps(name)
-
-
-def _string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
-
-
 def render_profile(proposal: Proposal, description: str | None = None) -> str:
-    """The new profile: `extends` the old one and overrides only what moves, each pin with its note."""
-    lines = [
-        f"# Proposed by `stackctl propose {proposal.base}`: {len(proposal.moves)} pin(s) move; everything else is",
-        f"# inherited from {proposal.base}.",
-        "",
-        "[stack]",
-        f"name = {_string(proposal.name)}",
-        f"extends = {_string(proposal.base)}",
-        f"description = {_string(description or proposal.base + ' with ' + _moved_names(proposal))}",
-    ]
-    for m in proposal.moves:
-        lines += ["", f"[pins.{_key(m.pin)}]", f"version = {_string(m.after)}", f"note = {_string(m.note)}"]
-    return "\n".join(lines) + "\n"
+    """The new profile: `extends` the old one and overrides only what moves, each pin with its note.
+
+    tomli-w writes the TOML (quoting a key or escaping a value as TOML, not JSON, wants); the two comment
+    lines on top are the only text written here."""
+    import tomli_w
+
+    doc: dict[str, Any] = {"stack": {
+        "name": proposal.name,
+        "extends": proposal.base,
+        "description": description or proposal.base + " with " + _moved_names(proposal),
+    }}
+    if proposal.moves:
+        doc["pins"] = {m.pin: {"version": m.after, "note": m.note} for m in proposal.moves}
+    head = (f"# Proposed by `stackctl propose {proposal.base}`: {len(proposal.moves)} pin(s) move; everything else "
+            f"is\n# inherited from {proposal.base}.\n\n")
+    return head + tomli_w.dumps(doc)
 
 
 def _moved_names(proposal: Proposal) -> str:

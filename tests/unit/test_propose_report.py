@@ -12,7 +12,7 @@ from stackctl.cli.app import invoked, output
 from stackctl.cli.report import render_markdown
 from stackctl.index.pages import IndexedFile
 from stackctl.profile.model import Index, Pin, Stack, Target
-from stackctl.resolve.propose import propose, render_profile, torch_in_label
+from stackctl.resolve.propose import Move, Proposal, propose, render_profile, torch_in_label
 from stackctl.review.report import Report, Section, Table
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=timezone.utc)
@@ -69,6 +69,39 @@ def test_a_train_waits_for_its_last_member_and_a_follower_follows() -> None:
     files[canonicalize_name("deep_ep")] = files[canonicalize_name("deep_ep")][:1]
     blocked = propose(s, files).blocked
     assert [h.subject for h in blocked] == ["deep_ep"] and "built against torch 2.11.0.post2" in blocked[0].reason
+
+
+def test_a_proposed_profile_reads_like_a_hand_written_one() -> None:
+    """The header, then [stack] and one [pins.NAME] table per move: keys bare where TOML allows, quoted where it
+    must, values escaped as TOML escapes them; and it parses back to the same values."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    moves = (Move("torch", "2.9.1", "2.11.0+musa5.2.0", "minor", "2026-05-01T09:00:00Z", "newest of its line",
+                  "musa-torch"),
+             Move("vendor.ext", "1.0", "1.1", "local label (a → b)", None, 'the "fixed" build'))
+    text = render_profile(Proposal("musa-2.9", "musa-2.11", moves, (), 3600.0, False))
+    assert text == """# Proposed by `stackctl propose musa-2.9`: 2 pin(s) move; everything else is
+# inherited from musa-2.9.
+
+[stack]
+name = "musa-2.11"
+extends = "musa-2.9"
+description = "musa-2.9 with torch 2.11.0+musa5.2.0, vendor.ext 1.1"
+
+[pins.torch]
+version = "2.11.0+musa5.2.0"
+note = "minor; published 2026-05-01T09:00:00Z; newest of its line"
+
+[pins."vendor.ext"]
+version = "1.1"
+note = "local label (a → b); upload time unknown; the \\"fixed\\" build"
+"""
+    doc = tomllib.loads(text)
+    assert doc["pins"]["vendor.ext"]["note"] == 'local label (a → b); upload time unknown; the "fixed" build'
+    assert "pins" not in tomllib.loads(render_profile(Proposal("a", "b", (), (), 3600.0, False)))
 
 
 def test_markdown_report_escapes_and_folds_long_tables() -> None:
