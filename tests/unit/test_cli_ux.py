@@ -297,3 +297,18 @@ def test_a_directory_where_a_file_belongs_and_the_reverse(cli: Cli, tmp_path: Pa
     r = cli("check", "public-example", "--requirements", "req.txt", cwd=root)
     assert (r.code, r.err.strip()) == (
         2, "error: --requirements req.txt: not a directory (the one `stackctl export --out` wrote)")
+
+
+def test_every_command_takes_verbose_once_and_it_shows_the_traceback(cli: Cli, tmp_path: Path) -> None:
+    """--verbose is declared once, for every command: each --help lists it once, and with it an error comes
+    with its traceback (without it, the one error line alone)."""
+    from stackctl.cli import COMMAND_MODULES
+
+    for command in (c for commands in COMMAND_MODULES.values() for c in commands):
+        r = cli(command, "--help")
+        assert r.code == 0 and r.out.count("--verbose") == 1, command
+    missing = str(tmp_path / "nonexist.toml")
+    quiet, loud = cli("validate", missing), cli("validate", missing, "--verbose")
+    assert quiet.code == loud.code == 2
+    assert quiet.err.splitlines() == [f"error: {missing}: no such file"]
+    assert loud.err.startswith("Traceback (most recent call last):") and loud.err.splitlines()[-1] == quiet.err.strip()
