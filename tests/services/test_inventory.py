@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.cli import Cli
 from tests.support.elf_fixtures import EXT, Libs, Wheels
-from tests.support.engine import unique_tag
+from tests.support.engine import Cleanup, unique_tag
 
 # The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
 pytest_plugins = ("tests.support.elf_plugin",)
@@ -62,7 +62,7 @@ def test_inventory_of_a_missing_image(cli: Cli, docker_client: Any, tmp_path: Pa
     assert not out.exists()
 
 
-def test_inventory_sees_ld_library_path_and_ld_so_conf(cli: Cli, docker_client: Any,
+def test_inventory_sees_ld_library_path_and_ld_so_conf(cli: Cli, docker_client: Any, cleanup: Cleanup,
                                                        base_image: str, elf_libs: Libs, stack_wheels: Wheels,
                                                        tmp_path: Path) -> None:
     """A vendor runtime outside the default directories: one on LD_LIBRARY_PATH, one in ld.so.conf.d."""
@@ -76,21 +76,19 @@ def test_inventory_sees_ld_library_path_and_ld_so_conf(cli: Cli, docker_client: 
         "COPY libfakepython.so.1.0 /opt/py/lib/libfakepython.so.1.0\n"
         "RUN echo /opt/py/lib > /etc/ld.so.conf.d/py.conf && ldconfig\n"
         "ENV LD_LIBRARY_PATH=/opt/vendor/lib\n")
-    tag = f"stackctl-test/{unique_tag('abi-vendor')}:latest"  # concurrent runs share the engine
+    repository = cleanup.images(f"stackctl-test/{unique_tag('abi-vendor')}")  # concurrent runs share the engine
+    tag = f"{repository}:latest"
     docker_client.images.build(path=str(ctx), tag=tag, rm=True, forcerm=True)
-    try:
-        out = tmp_path / "vendor.json"
-        r = cli("inventory", tag, "--out", str(out))
-        assert r.code == 0, r.err
-        data = json.loads(out.read_text())
-        paths = {lib["path"] for lib in data["libraries"]}
-        assert "/opt/vendor/lib/libkern.so" in paths and "/opt/py/lib/libfakepython.so.1.0" in paths
-        assert data["search_dirs"][0] == "/opt/vendor/lib"
-        # deep_ext post1 needs libfakepython.so.1.0: the image has it now.
-        r = cli("abi", str(stack_wheels.core), str(stack_wheels.ext_v1), "--inventory", str(out), "--json")
-        assert r.code == 0, r.err
-        rows = json.JSONDecoder().raw_decode(r.out)[0]["reports"][0]["resolutions"]
-        row = next(x for x in rows if x["needed"] == "libfakepython.so.1.0")
-        assert row["where"] == "image" and row["detail"] == "/opt/py/lib/libfakepython.so.1.0"
-    finally:
-        docker_client.images.remove(tag, force=True)
+    out = tmp_path / "vendor.json"
+    r = cli("inventory", tag, "--out", str(out))
+    assert r.code == 0, r.err
+    data = json.loads(out.read_text())
+    paths = {lib["path"] for lib in data["libraries"]}
+    assert "/opt/vendor/lib/libkern.so" in paths and "/opt/py/lib/libfakepython.so.1.0" in paths
+    assert data["search_dirs"][0] == "/opt/vendor/lib"
+    # deep_ext post1 needs libfakepython.so.1.0: the image has it now.
+    r = cli("abi", str(stack_wheels.core), str(stack_wheels.ext_v1), "--inventory", str(out), "--json")
+    assert r.code == 0, r.err
+    rows = json.JSONDecoder().raw_decode(r.out)[0]["reports"][0]["resolutions"]
+    row = next(x for x in rows if x["needed"] == "libfakepython.so.1.0")
+    assert row["where"] == "image" and row["detail"] == "/opt/py/lib/libfakepython.so.1.0"

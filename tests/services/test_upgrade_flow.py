@@ -16,10 +16,9 @@ from stackctl.profile.loader import load_stack
 from stackctl.resolve.lock import read_lock
 from tests.conftest import Result
 from tests.support.cli import Cli
-from tests.support.engine import unique_tag
+from tests.support.engine import Cleanup, unique_tag
 from tests.support.gitrepo import git
 from tests.support.imagestack import VERSIONS, build_wheels, make_stack_repo
-from tests.support.imagetest import delete_from_registry, remove_images
 from tests.support.index_server import IndexServer
 
 pytestmark = pytest.mark.integration
@@ -28,7 +27,7 @@ NEW = {**VERSIONS, "corelib": "2.0.1+vendor1", "corelib-ext": "2.0.1+vendor1", "
 
 
 def test_propose_resolve_abi_build_publish_report(
-        tmp_path: Path, cli: Cli, docker_client: Any, base_image: str, registry: str,
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("STACKCTL_TEST_VENDOR_USER", "robot")
@@ -52,6 +51,7 @@ def test_propose_resolve_abi_build_publish_report(
         assert r.code in ok, f"{name}: {r.out}{r.err}"
         return r
 
+    cleanup.images(repository)
     try:
         # two releases: the core train (corelib, corelib-ext) a month apart, minutes between members
         for month, (versions, wheelhouse) in enumerate(((VERSIONS, repo.wheelhouse),
@@ -88,6 +88,7 @@ def test_propose_resolve_abi_build_publish_report(
         image = json.loads(r.out)["image"]
         r = step("publish", "publish", "flow-new", "--json")
         digests.append(json.loads(r.out)["digest"])
+        cleanup.manifest(registry, repository, digests[-1])
         step("scan", "scan", ".", "--stack", "flow-new", "--since", "flow-old", "--record",
              f"{build_dir}/flow-new.scan.json")
         r = step("report", "report", "flow-new", "--json")
@@ -134,6 +135,3 @@ def test_propose_resolve_abi_build_publish_report(
     finally:
         vendor.stop()
         public.stop()
-        remove_images(docker_client, repository)
-        for d in digests:
-            delete_from_registry(registry, repository, d)
