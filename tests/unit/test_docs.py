@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from stackctl.cli import docgen
-from tests.conftest import REPO, Result
-
-Cli = Callable[..., Result]
+from tests.conftest import REPO
+from tests.support.cli import Cli
 
 
 def _sections(text: str) -> dict[str, str]:
