@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.imagestack import make_stack_repo
 
 
-def test_a_pool_where_no_engine_answers_names_each_and_exits_3(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_a_pool_where_no_engine_answers_names_each_and_exits_3(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "s1", "127.0.0.1:9/stackctl-test/pool")
     r = cli("build", "--all", "--engine", "x=unix:///nonexistent/x.sock", "--engine", "y=unix:///nonexistent/y.sock",
             "--wheelhouse", str(repo.wheelhouse), "--json", cwd=repo.root)
@@ -20,7 +19,7 @@ def test_a_pool_where_no_engine_answers_names_each_and_exits_3(tmp_path: Path, c
     assert "Traceback" not in r.err
 
 
-def test_bad_pool_input_is_one_line_and_exit_2(tmp_path: Path, cli: Callable[..., Result]) -> None:
+def test_bad_pool_input_is_one_line_and_exit_2(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "s1", "127.0.0.1:9/stackctl-test/pool")
     cases = [
         (("build", "--all", "--engine", "nourl"), "--engine 'nourl': give NAME=URL"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.engine import dangling_stage_images, remove_new_stage_images, unavailable, unique_tag
 from tests.support.imagestack import make_stack_repo
 from tests.support.imagetest import remove_images
@@ -53,7 +54,7 @@ def stacks(tmp: Path, registry: str) -> tuple[Path, str, str]:
     return tmp / "repo", repo, repo + "-bad"
 
 
-def build_all(cli: Callable[..., Result], root: Path, tmp: Path, *args: str) -> Result:
+def build_all(cli: Cli, root: Path, tmp: Path, *args: str) -> Result:
     return cli("build", "--all", *args, "--wheelhouse", str(tmp / "wheelhouse"), "--record-dir",
                str(tmp / "build"), "--json", cwd=root)
 
@@ -65,7 +66,7 @@ def cleanup(clients: list[Any], *repositories: str) -> None:
 
 
 def test_three_stacks_over_two_engines_one_gone_one_gate_failing(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, engine2: Any, registry: str) -> None:
+        tmp_path: Path, cli: Cli, docker_client: Any, engine2: Any, registry: str) -> None:
     root, repo, bad = stacks(tmp_path, registry)
     try:
         r = build_all(cli, root, tmp_path, "--engine", f"a={FIRST}", "--engine", f"b={ENGINE2}",
@@ -101,7 +102,7 @@ def test_three_stacks_over_two_engines_one_gone_one_gate_failing(
 
 
 def test_the_sibling_on_the_second_engine_reuses_the_first_engines_layers_through_the_registry(
-        tmp_path: Path, cli: Callable[..., Result], docker_client: Any, engine2: Any, registry: str) -> None:
+        tmp_path: Path, cli: Cli, docker_client: Any, engine2: Any, registry: str) -> None:
     root, repo, bad = stacks(tmp_path, registry)
     try:
         first = build_all(cli, root, tmp_path, "stacks/s1.toml", "--engine", f"a={FIRST}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,8 @@ from stackctl.base.annotations import (
     gitlab_report,
     relative,
 )
-from tests.conftest import DATA, STACKS, Result
+from tests.conftest import DATA, STACKS
+from tests.support.cli import Cli
 
 TWO_ERRORS = """\
 [stack]
@@ -95,7 +95,7 @@ def two_errors(tmp_path: Path) -> Path:
 
 
 def test_validate_under_github_actions_annotates_each_problem(
-        cli: Callable[..., Result], two_errors: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        cli: Cli, two_errors: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_WORKSPACE", str(two_errors.parent.parent))
     r = cli("validate", str(two_errors))
@@ -113,14 +113,14 @@ def test_validate_under_github_actions_annotates_each_problem(
 
 
 def test_annotations_go_to_stderr_when_json_claims_stdout(
-        cli: Callable[..., Result], two_errors: Path) -> None:
+        cli: Cli, two_errors: Path) -> None:
     r = cli("validate", str(two_errors), "--json", "--annotations", "github")
     assert r.code == 2
     assert json.loads(r.out)["exit_code"] == 2
     assert sum(ln.startswith("::error file=") for ln in r.err.splitlines()) == 2
 
 
-def test_a_good_profile_prints_no_annotation(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_good_profile_prints_no_annotation(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     r = cli("validate", str(STACKS / "public-example.toml"))
     assert r.code == 0 and "::" not in r.out and r.out.startswith("ok ")
@@ -129,7 +129,7 @@ def test_a_good_profile_prints_no_annotation(cli: Callable[..., Result], monkeyp
 
 
 def test_gitlab_report_is_written_for_failures_and_for_a_clean_run(
-        cli: Callable[..., Result], two_errors: Path, tmp_path: Path) -> None:
+        cli: Cli, two_errors: Path, tmp_path: Path) -> None:
     report = tmp_path / "out" / "gl-code-quality.json"
     r = cli("validate", str(two_errors), "--annotations", f"gitlab={report}", cwd=tmp_path)
     assert r.code == 2 and r.out == ""  # no GitHub commands unless asked
@@ -142,7 +142,7 @@ def test_gitlab_report_is_written_for_failures_and_for_a_clean_run(
     assert not [p for p in report.parent.iterdir() if p.name != report.name]  # written atomically, no leftovers
 
 
-def test_a_bad_annotations_value_is_a_usage_error(cli: Callable[..., Result], two_errors: Path) -> None:
+def test_a_bad_annotations_value_is_a_usage_error(cli: Cli, two_errors: Path) -> None:
     r = cli("validate", str(two_errors), "--annotations", "jenkins")
     assert r.code == 2
     assert r.err.strip() == "error: --annotations 'jenkins': use github, gitlab=PATH or none"
