@@ -88,12 +88,14 @@ def verify_image(registry: RegistryApi, repository: str, reference: str, lock: L
     want: dict[str, tuple[str, str]] | None = None
     if lock is not None:
         want = lock_distributions(lock, target)
-        if labels.get(LABEL_LOCK) != lock.digest():
+        # a missing label is said once, above, as missing: compared here only when the image has one
+        if labels.get(LABEL_LOCK) and labels.get(LABEL_LOCK) != lock.digest():
             problems.append(f"label {LABEL_LOCK} is {labels.get(LABEL_LOCK)}, the lock's digest is {lock.digest()}")
-        if labels.get(LABEL_STACK) not in (None, lock.stack):
-            problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)!r}, the lock is of {lock.stack!r}")
+        if labels.get(LABEL_STACK) not in (None, "", lock.stack):
+            problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)}, the lock is of {lock.stack}")
         if not want:
-            problems.append(f"the lock has no wheels for the image's target {target!r}")
+            problems.append(f"the lock has no wheels for the image's target {target}" if target else
+                            f"the image names no target (label {LABEL_TARGET}), so no wheels of the lock compare")
         try:
             label_installed = {canonicalize_name(k): str(v) for k, v in
                                json.loads(labels.get(LABEL_INSTALLED) or "{}").items()}

@@ -21,7 +21,7 @@ from stackctl.index.client import IndexClient, NotCached
 from stackctl.index.config import IndexEndpoint
 from stackctl.index.pages import IndexedFile, ProjectListing
 from stackctl.profile.model import Pin, Stack
-from stackctl.resolve.lock import ClosureEntry, Lock, LockedFile, LockedPin
+from stackctl.resolve.lock import ClosureEntry, IndexOverride, Lock, LockedFile, LockedPin
 from stackctl.resolve.newest import newest_in_line
 from stackctl.resolve.targets import best_wheel
 from stackctl.resolve.trains import DEFAULT_WINDOW, train_reports
@@ -208,7 +208,8 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
             warnings.append(f"train {tr.train}: {name} was published more than {opts.train_window:g}s after "
                             f"the train's first member ({tr.earliest} → {iso(published[name])})")
     lock = Lock(stack=stack.name, profile_digest=stack.digest(), pins=tuple(locked), trains=trains,
-                warnings=tuple(warnings))
+                warnings=tuple(warnings),
+                overrides=tuple(IndexOverride(e.name, e.url, e.source_label) for e in eps.values() if e.overridden))
     if opts.closure is not None:
         if progress:
             progress("closure", 0, 1)
