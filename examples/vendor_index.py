@@ -14,16 +14,19 @@ builds small real wheels and serves them until Ctrl-C:
 - the public index on PORT+1: every version the profiles pin on their pip-configured index, pure wheels,
   PEP 691 JSON with PEP 700 upload times and PEP 658 metadata files.
 
-`--inventory FILE` also writes the loader view of the stacks' base image (`stackctl inventory` writes
-the same format from a real image) for `stackctl abi --inventory`. The wheels follow `stacks/*.toml`:
-change a pin there and the next `serve` has it. `build_indexes()` returns the two servers unstarted,
-for tests and other tools.
+`--inventory FILE` also writes the loader view of the vendor stacks' base image (`stackctl inventory`
+writes the same format from a real image) for `stackctl abi --inventory`; it is made up, so it goes to a
+file of its own: a FILE that holds another image's inventory (a real one `stackctl inventory` wrote) is
+left alone and `serve` stops. It prints the `--index` flags that point a command at the two indexes.
+The wheels follow `stacks/*.toml`: change a pin there and the next `serve` has it. `build_indexes()`
+returns the two servers unstarted, for tests and other tools.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import signal
 import sys
 import tempfile
@@ -249,10 +252,24 @@ def base_inventory(image: str = "musa-runtime:5.2.0-ubuntu22.04") -> Inventory:
     ))
 
 
+class NotOurs(Exception):
+    """The inventory file exists and holds another image's inventory: never overwritten."""
+
+
 def write_inventory(path: Path) -> None:
     from stackctl.abi.inventory import write_inventory as write
 
-    write(path, base_inventory())
+    inv = base_inventory()
+    if path.exists():
+        try:
+            image = json.loads(path.read_text(encoding="utf-8")).get("image")
+        except (OSError, ValueError, AttributeError):
+            image = None
+        if image != inv.image:
+            raise NotOurs(f"{path} already holds {'the inventory of ' + str(image) if image else 'something else'}"
+                          f", not the example's made-up {inv.image}; give --inventory a file of its own "
+                          "(e.g. example-base.json)")
+    write(path, inv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="build the wheels and serve both indexes until Ctrl-C")
     serve.add_argument("--port", type=int, default=8650, help="vendor index port; the public one is PORT+1")
     serve.add_argument("--dir", type=Path, help="build here (default: a temporary directory)")
-    serve.add_argument("--inventory", type=Path, help="also write the base image's inventory here")
+    serve.add_argument("--inventory", type=Path, help="also write the vendor base image's (made-up) inventory "
+                       "here; a file holding another image's inventory is never overwritten")
     serve.add_argument("--stacks", type=Path, default=REPO / "stacks", help="profiles to follow")
     args = parser.parse_args(argv)
     from tests.support.elf_fixtures import have_gcc
@@ -270,11 +288,15 @@ def main(argv: list[str] | None = None) -> int:
         print("error: gcc and g++ build the example's libraries; install them (Debian: apt-get install g++)",
               file=sys.stderr)
         return 2
+    if args.inventory:  # before the wheels are built: a file it must not overwrite stops it at once
+        try:
+            write_inventory(args.inventory)
+        except NotOurs as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     with tempfile.TemporaryDirectory(prefix="stackctl-example-") as tmp:
         ex = build_indexes(args.dir or Path(tmp), args.stacks)
         ex.musa.port, ex.public.port = args.port, (args.port + 1 if args.port else 0)
-        if args.inventory:
-            write_inventory(args.inventory)
         with ex:
             print(f"musa   {ex.musa.url}  ({sum(len(v) for k, v in ex.projects.items() if k.startswith('musa/'))}"
                   " wheels, HTML only)")

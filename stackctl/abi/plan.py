@@ -9,6 +9,7 @@ open across passes and targets, and every remote byte goes through the index cli
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ class AbiPlan:
     allow: tuple[str, ...] = ()  # the profile's allow list
     inventory: str | None = None  # the profile's inventory file
     warnings: tuple[str, ...] = ()
+    base: str | None = None  # the profile's base image, which an inventory should be of
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,21 @@ class AbiRun:
     reports: tuple[tuple[str, AbiReport], ...]  # (target label, report)
     origins: tuple[WheelOrigin, ...]
     errors: tuple[StackctlError, ...] = ()  # targets that could not be checked at all (an index failed)
+    warnings: tuple[str, ...] = ()
 
     def failures(self) -> list[str]:
         return [f"{label}: {msg}" if len(self.reports) > 1 else msg
                 for label, rep in self.reports if (msg := rep.failure())]
+
+
+def inventory_warning(plan: AbiPlan, inventory: Inventory | None, inventory_file: str | Path | None) -> str | None:
+    """An inventory of another image than the profile's base checks the stack against a loader it will never
+    meet: say so, since the check then proves nothing about the image being built."""
+    if inventory is None or plan.base is None or inventory.image == plan.base:
+        return None
+    return (f"{inventory_file}: is the inventory of {inventory.image}, not of the profile's base image {plan.base}; "
+            f"what it finds in the image is not what {plan.base} holds (`stackctl inventory {plan.base} --out FILE` "
+            "writes that one)")
 
 
 def plan_wheels(paths: list[str], arch: str | None) -> AbiPlan:
@@ -98,11 +111,13 @@ def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str
                        for f in files)
         platform = label.split("-", 1)[1] if "-" in label else label
         plans.append(TargetPlan(label, arch or platform_arch(platform), wheels))
-    return AbiPlan(tuple(plans), stack.abi.allow, stack.abi.inventory, warnings)
+    return AbiPlan(tuple(plans), stack.abi.allow, stack.abi.inventory, warnings,
+                   stack.image.base if stack.image else None)
 
 
 def run_abi(plan: AbiPlan, inventory: Inventory | None, rules: tuple[str, ...], limits: Limits,
-            client: IndexClient | None = None, progress: Progress | None = None) -> AbiRun:
+            client: IndexClient | None = None, progress: Progress | None = None,
+            inventory_file: str | Path | None = None) -> AbiRun:
     opened: dict[str, OpenedWheel] = {}
     reports: list[tuple[str, AbiReport]] = []
     errors: list[StackctlError] = []
@@ -112,7 +127,9 @@ def run_abi(plan: AbiPlan, inventory: Inventory | None, rules: tuple[str, ...], 
                 reports.append((t.label, _check_target(t, inventory, rules, limits, client, opened, progress)))
             except StackctlError as exc:
                 errors.append(_for_target(exc, t.label) if len(plan.targets) > 1 else exc)
-        return AbiRun(tuple(reports), tuple(w.origin() for w in opened.values()), tuple(errors))
+        said = inventory_warning(plan, inventory, inventory_file or plan.inventory)
+        return AbiRun(tuple(reports), tuple(w.origin() for w in opened.values()), tuple(errors),
+                      (said,) if said else ())
     finally:
         for w in opened.values():
             w.close()
@@ -174,7 +191,7 @@ class AbiOutcome:
 
     def as_json(self) -> dict[str, object]:
         return {"reports": [{"target": label, **report_json(rep)} for label, rep in self.reports],
-                "sources": self.origins,
+                "sources": self.origins, "warnings": list(self.warnings),
                 "problems": [{"error": str(e), "exit_code": e.exit_code} for e in self.problems]}
 
 
@@ -213,9 +230,11 @@ def finding_annotations(stack: Stack | None, reports: tuple[tuple[str, AbiReport
 def check_targets(targets: list[str], *, lock: Path | None = None, target: str | None = None,
                   inventory: str | None = None, allow: tuple[str, ...] = (), arch: str | None = None,
                   limits: Limits | None = None, overrides: Mapping[str, str] | None = None,
-                  record: Path | None = None, command: str = "", progress: Progress | None = None) -> AbiOutcome:
+                  record: Path | None = None, no_record: bool = False, command: str = "",
+                  progress: Progress | None = None) -> AbiOutcome:
     """`stackctl abi PROFILE` (the lock's wheels, read from their indexes) or `stackctl abi WHEEL...` (the
-    files or URLs together); with `record` (a profile only), the result also written as evidence."""
+    files or URLs together); for a profile, the result also written as evidence where `report` reads it
+    (build/STACK.abi.json, or `record`), unless `no_record`."""
     from stackctl.abi.inventory import read_inventory
 
     wheel_mode = all(t.endswith(".whl") for t in targets)
@@ -225,8 +244,9 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
     stack: Stack | None = None
     recorded: tuple[str, str | None, tuple[str, ...]] | None = None  # stack, lock digest, profile digest
     if wheel_mode:
-        if lock is not None or target is not None or overrides or record is not None:
-            raise InputError("--lock, --target, --index and --record apply to a profile, not to wheel files")
+        if lock is not None or target is not None or overrides or record is not None or no_record:
+            raise InputError("--lock, --target, --index, --record and --no-record apply to a profile, not to "
+                             "wheel files")
         plan = plan_wheels(targets, arch)
     else:
         from stackctl.index.config import endpoints
@@ -242,12 +262,17 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
         client = IndexClient()
     inv_file = inventory or plan.inventory
     inv = read_inventory(inv_file) if inv_file else None
-    run = run_abi(plan, inv, plan.allow + allow, limits or Limits(), client, progress)
+    run = run_abi(plan, inv, plan.allow + allow, limits or Limits(), client, progress, inv_file)
     problems = (*run.errors, *(CheckFailed(f) for f in run.failures()))
-    outcome = AbiOutcome(run.reports, run.origins, problems, plan.warnings, finding_annotations(stack, run.reports))
-    if record is not None and recorded is not None:
-        from stackctl.base.evidence import write_evidence
+    outcome = AbiOutcome(run.reports, run.origins, problems, plan.warnings + run.warnings,
+                         finding_annotations(stack, run.reports))
+    if recorded is not None:
+        from stackctl.base.evidence import record_to, write_evidence
 
-        write_evidence(record, "abi", recorded[0], {**outcome.as_json(), "failures": [str(e) for e in problems]},
-                       lock_digest=recorded[1], profile_digests=recorded[2], command=command)
+        stack_name, lock_digest, digests = recorded
+        said = record_to(record, no_record, "abi", stack_name, lambda at: write_evidence(
+            at, "abi", stack_name, {**outcome.as_json(), "failures": [str(e) for e in problems]},
+            lock_digest=lock_digest, profile_digests=digests, command=command))
+        if said is not None:
+            outcome = dataclasses.replace(outcome, warnings=(*outcome.warnings, said))
     return outcome

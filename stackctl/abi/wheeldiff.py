@@ -191,12 +191,13 @@ class WheelDiffRun:
     origins: tuple[WheelOrigin, ...]
     rows: tuple[tuple[str, str, str, str, str], ...]  # member, size before, size after, crc before, crc after
     elf_rows: tuple[tuple[str, str], ...]  # library, dynamic section changes
+    warnings: tuple[str, ...] = ()
 
 
-def diff_wheel_files(old: str, new: str, limits: Limits, *, record: Path | None = None, command: str = "",
-                     progress: Progress | None = None) -> WheelDiffRun:
-    """Read both wheels (files or URLs) and compare them; with `record`, add the diff to that evidence file
-    (one entry per new wheel) for `stackctl report`."""
+def diff_wheel_files(old: str, new: str, limits: Limits, *, record: Path | None = None, no_record: bool = False,
+                     command: str = "", progress: Progress | None = None) -> WheelDiffRun:
+    """Read both wheels (files or URLs) and compare them; the diff is added (one entry per new wheel) to the
+    evidence `stackctl report` reads (build/wheel-diffs.json, or `record`), unless `no_record`."""
     from stackctl.wheels.source import OpenedWheel
 
     scans, origins = [], []
@@ -210,10 +211,10 @@ def diff_wheel_files(old: str, new: str, limits: Limits, *, record: Path | None 
     rows = [(c.path, str(c.size_before), str(c.size_after), c.crc_before, c.crc_after) for c in d.changed]
     rows += [(k, "—", "added", "", "") for k in d.added] + [(k, "removed", "—", "", "") for k in d.removed]
     elf_rows = tuple((e.path, " ".join(e.tokens()) or "(dynamic section unchanged)") for e in d.elf)
-    if record is not None:
-        from stackctl.base.evidence import add_to_evidence
-        from stackctl.base.jsonout import to_jsonable
+    from stackctl.base.evidence import add_to_evidence, record_to
+    from stackctl.base.jsonout import to_jsonable
 
-        add_to_evidence(record, "wheel-diff", d.new, {"diff": to_jsonable(d), "rows": to_jsonable(rows),
-                                                      "elf_rows": to_jsonable(elf_rows)}, command=command)
-    return WheelDiffRun(d, tuple(origins), tuple(rows), elf_rows)
+    said = record_to(record, no_record, "wheel-diff", None, lambda at: add_to_evidence(
+        at, "wheel-diff", d.new, {"diff": to_jsonable(d), "rows": to_jsonable(rows),
+                                  "elf_rows": to_jsonable(elf_rows)}, command=command))
+    return WheelDiffRun(d, tuple(origins), tuple(rows), elf_rows, (said,) if said else ())

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from stackctl.base.progress import Progress
-from stackctl.errors import StackctlError
+from stackctl.errors import ServiceError, StackctlError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -34,8 +34,9 @@ def workers_alive() -> bool:
 
 def parallel(jobs: int, fn: Callable[[T], R], items: Iterable[T], progress: Progress | None = None,
              label: str = "") -> list[R | StackctlError]:
-    """`fn` over `items` on up to `jobs` threads; a StackctlError becomes that item's result, any other
-    exception (a bug) is raised here."""
+    """`fn` over `items` on up to `jobs` threads; a StackctlError becomes that item's result, and so does
+    any other exception, as a ServiceError naming it (a library failing on one thread must end the run with
+    an `error:` line, not a traceback); an interrupt is raised here."""
     todo = list(items)
     results: list[R | StackctlError | None] = [None] * len(todo)
     pending: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -66,7 +67,12 @@ def parallel(jobs: int, fn: Callable[[T], R], items: Iterable[T], progress: Prog
     for n in range(1, len(todo) + 1):
         i, r = finished.get()
         if isinstance(r, BaseException) and not isinstance(r, StackctlError):
-            raise r
+            if not isinstance(r, Exception):
+                raise r
+            wrapped = ServiceError(f"{label or 'a worker'} failed unexpectedly: {type(r).__name__}: {r}",
+                                   hint="a fault inside stackctl or a library it uses; --verbose shows where")
+            wrapped.__cause__ = r
+            r = wrapped
         results[i] = r
         if progress:
             progress(label, n, len(todo))

@@ -8,6 +8,7 @@ check's own result.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,34 @@ from stackctl.base.files import write_atomic
 from stackctl.base.jsonout import to_jsonable
 from stackctl.base.times import now_iso
 from stackctl.errors import InputError
+
+RECORD_DIR = Path("build")  # where build writes its record, and where every check records by default
+WHEEL_DIFFS = "wheel-diffs.json"  # wheel-diff knows wheels, not stacks: one record for all, keyed by new wheel
+
+
+def default_record(kind: str, stack: str | None, record_dir: Path = RECORD_DIR) -> Path:
+    """Where a check records its evidence unless told otherwise, and where `report` looks for it."""
+    if kind == "wheel-diff" and stack is None:
+        return record_dir / WHEEL_DIFFS
+    return record_dir / f"{stack}.{kind}.json"
+
+
+def record_to(explicit: Path | None, no_record: bool, kind: str, stack: str | None,
+              write: Callable[[Path], object]) -> str | None:
+    """Record a check's evidence: at `explicit` when named (a failure there is an error), else where report
+    looks for it (a failure there is a warning, returned: the check's own result stands), or nowhere."""
+    from stackctl.errors import StackctlError
+
+    if no_record:
+        return None
+    if explicit is not None:
+        write(explicit)
+        return None
+    try:
+        write(default_record(kind, stack))
+    except StackctlError as exc:
+        return f"not recorded for `stackctl report` ({exc}); --no-record skips it"
+    return None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from stackctl.cli.app import (
     progress_bar,
     table,
 )
-from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, overrides
+from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, NoRecordOpt, overrides
 from stackctl.errors import Problems
 
 if TYPE_CHECKING:
@@ -43,8 +43,8 @@ def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None
         if s.fetched is not None:
             how = "range requests" if s.ranged else "full download (server ignores ranges)"
             how += "" if s.libraries_read else ", libraries listed by name"
-            verified = ("sha256 matches the lock" if s.verified == "sha256" else
-                        "NOT hash-checked (range reads never see the whole file)" if s.ranged else
+            verified = ("sha256 checked: the whole file was read" if s.verified == "sha256" else
+                        "NOT hash-checked (range reads did not see the whole file)" if s.hash_known else
                         "not verified (no sha256 to compare with)")
             if s.verified == "size":
                 verified += "; its size matches the lock"
@@ -120,8 +120,9 @@ def abi(
     max_size: MaxSizeOpt = None,
     index: IndexOpt = None,
     record: Annotated[Path | None, typer.Option("--record", metavar="FILE",
-                                                help="Also write the result, with the lock's digest and the "
-                                                "time, for `stackctl report` (build/STACK.abi.json).")] = None,
+                                                help="Where the result goes, with the lock's digest and the time, "
+                                                "for `stackctl report` (default: build/STACK.abi.json).")] = None,
+    no_record: NoRecordOpt = False,
     markdown: MarkdownOpt = False,
     annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
@@ -138,7 +139,7 @@ def abi(
     with group("abi: read the wheels' ELF files"), progress_bar(not as_json, "abi") as progress:
         outcome = check_targets(targets, lock=lock, target=target, inventory=inventory, allow=tuple(allow or ()),
                                 arch=arch, limits=Limits.capped(max_size), overrides=overrides(index),
-                                record=record, command=invoked(), progress=progress)
+                                record=record, no_record=no_record, command=invoked(), progress=progress)
     for w in outcome.warnings:
         console_err.print(f"[yellow]warning:[/] {w}")
 
@@ -193,8 +194,9 @@ def wheel_diff(
     new: Annotated[str, typer.Argument(metavar="NEW", help="The new wheel: a file or an http(s) URL.")],
     max_size: MaxSizeOpt = None,
     record: Annotated[Path | None, typer.Option("--record", metavar="FILE",
-                                                help="Also add this diff to FILE (one entry per new wheel) "
-                                                "for `stackctl report` (build/STACK.wheel-diff.json).")] = None,
+                                                help="Where this diff is added (one entry per new wheel) for "
+                                                "`stackctl report` (default: build/wheel-diffs.json).")] = None,
+    no_record: NoRecordOpt = False,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -210,8 +212,11 @@ def wheel_diff(
     one_format(as_json, markdown)
     limits = Limits.capped(max_size)
     with progress_bar(not as_json, "wheel-diff") as progress:
-        run = diff_wheel_files(old, new, limits, record=record, command=invoked(), progress=progress)
+        run = diff_wheel_files(old, new, limits, record=record, no_record=no_record, command=invoked(),
+                               progress=progress)
     d, sources = run.diff, run.origins
+    for w in run.warnings:
+        console_err.print(f"[yellow]warning:[/] {w}", highlight=False)
     rows, erows = [list(r) for r in run.rows], [list(r) for r in run.elf_rows]
 
     def human() -> None:

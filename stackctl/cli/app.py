@@ -278,19 +278,44 @@ class FitTable:
             t.add_row(*(Text(c) for c in r))
         return t
 
-    def as_blocks(self) -> list[Text]:
-        """One block per row: the first column as its head, then `key: value` for every other non-empty cell."""
+    def as_blocks(self, width: int | None = None) -> list[Text]:
+        """One block per row: the first column as its head, then `key: value` for every other non-empty cell.
+
+        Within `width`, a line is never left for the terminal to fold (it would fold inside a version or a
+        tag): a value that does not fit beside its key goes on the lines below it, free text (items joined
+        by `; `, prose) one item to a line and wrapped between words. Only a single word longer than the
+        screen runs on."""
+        import textwrap
+
+        from rich.cells import cell_len
         from rich.text import Text
 
         lines: list[Text] = [Text(self.title, style="bold")] if self.title else []
         for r in self.rows:
             lines.append(Text(f"{self.columns[0]}: {r[0]}", style="bold"))
-            lines += [Text(f"  {c}: {v}") for c, v in zip(self.columns[1:], r[1:], strict=False) if v.strip()]
+            for c, v in zip(self.columns[1:], r[1:], strict=False):
+                if not v.strip():
+                    continue
+                head = f"  {c}: " if c else "  "  # a column with no header shows its value alone
+                if width is None or (cell_len(head + v) <= width and "\n" not in v):
+                    lines.append(Text(head + v))
+                    continue
+                lines.append(Text(head.rstrip()))
+                items = [i for part in v.splitlines() for i in (_items(part) if c in self.wrap else [part])]
+                for item in items:
+                    wrapped = textwrap.wrap(item, width=max(20, width - 4), break_long_words=False,
+                                            break_on_hyphens=False) if c in self.wrap else [item]
+                    for w in wrapped or [item]:
+                        # indented under its key when that fits, less (or not) when only that keeps it whole
+                        pad = next((n for n in (4, 2, 0) if n + cell_len(w) <= width), 4)
+                        lines.append(Text(" " * pad + w))
         return lines
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        # Never wrapped: a title or value longer than the screen runs on rather than being cut inside a name.
-        lines = self.as_blocks()
+        # Never folded by rich: a title or value longer than the screen runs on rather than being cut inside
+        # a name; the blocks below place values so that a line rarely reaches the edge at all.
+        limit = options.max_width if console.is_terminal else min(options.max_width, PIPED_WIDTH)
+        lines = self.as_blocks(limit)
         for line in lines:
             line.no_wrap, line.overflow = True, "ignore"
         if self.fits(console, options.max_width):
@@ -298,6 +323,28 @@ class FitTable:
             yield self.as_table()
             return
         yield from lines
+
+
+def say(text: str, style: str | None = None) -> None:
+    """A line of prose on stdout, wrapped between words at the screen's width (80 when piped) with the rest
+    indented, never inside a word: the terminal is never left to fold a version, a URL or a path."""
+    import textwrap
+
+    width = console.width if console.is_terminal else min(console.width, PIPED_WIDTH)
+    for line in textwrap.wrap(text, width=max(20, width), subsequent_indent="  ", break_long_words=False,
+                              break_on_hyphens=False) or [""]:
+        console.print(line, style=style, markup=False, highlight=False)
+
+
+def _items(text: str) -> list[str]:
+    """`a (x; y); b` as its items `a (x; y)` and `b`: split at `; ` outside parentheses only."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == ";" and depth <= 0 and text[i + 1:i + 2] == " ":
+            out.append(text[start:i])
+            start = i + 2
+    return [*out, text[start:]]
 
 
 # Columns of prose or of space-separated items: they wrap between words, never inside one.

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from stackctl.cli.annotate import AnnotationsOpt, annotate
-from stackctl.cli.app import app, console, emit
+from stackctl.cli.app import app, console, console_err, emit
 from stackctl.cli.options import JsonOpt, LockOpt, ProfileArg
 from stackctl.profile import load_profile
 
@@ -43,8 +43,11 @@ def check(
             console.print(f"PASS {line}", markup=False)
         for line in report.failed:
             console.print(f"FAIL {line}", markup=False)
+        for line in report.warnings:
+            console_err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
 
-    emit({"stack": stack.name, "passed": report.passed, "failed": report.failed}, as_json, human)
+    emit({"stack": stack.name, "passed": report.passed, "failed": report.failed, "warnings": report.warnings},
+         as_json, human)
     annotate(Annotation(Level.ERROR, f.text, f.file, f.line) for f in report.failures)
     if (failure := report.failure()) is not None:
         raise failure

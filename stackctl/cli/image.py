@@ -271,6 +271,8 @@ def build(
     path = lock_path(profile, lock)
     prep = prepare_build(load_profile(profile), path, one_target, revision, ref, created, allow_dirty, os.environ)
     docker = DockerEngine()  # before any download: an unreachable engine fails at once
+    if (said := prep.lock.override_warning()) is not None:
+        console_err.print(f"[yellow]warning:[/] {said}", highlight=False, soft_wrap=True)
     req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index),
                        send_wheels)
     show = not as_json and console_err.is_terminal
@@ -293,6 +295,7 @@ def build(
         if result.gate_cached:
             console.print("gate: step taken from the cache (the same layers passed it before; --no-cache "
                           "runs it again)", style="dim")
+        console.print(f"wheels: {record['wheels_how']}", markup=False, soft_wrap=True)
         console.print(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
                       f"cached; record {record_path}", markup=False)
 

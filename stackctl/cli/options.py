@@ -37,6 +37,10 @@ GivenLockOpt = Annotated[Path | None, typer.Option(
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")]
 
 
+NoRecordOpt = Annotated[bool, typer.Option(
+    "--no-record", help="Record nothing for `stackctl report` (by default the result is recorded under build/).")]
+
+
 def overrides(index: list[str] | None) -> dict[str, str]:
     """`--index NAME=URL` options as the index stage takes them."""
     from stackctl.index import parse_overrides

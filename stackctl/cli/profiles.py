@@ -9,8 +9,8 @@ import typer
 
 from stackctl.base import count
 from stackctl.cli.annotate import AnnotationsOpt
-from stackctl.cli.app import app, console, emit, output, table
-from stackctl.cli.options import GivenLockOpt, JsonOpt, ProfileArg
+from stackctl.cli.app import app, console, emit, output, say, table
+from stackctl.cli.options import GivenLockOpt, IndexOpt, JsonOpt, ProfileArg, overrides
 from stackctl.profile import load_profile
 
 
@@ -41,18 +41,26 @@ def validate(
 @app.command()
 def show(
     profile: ProfileArg,
+    index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print the effective profile after inheritance."""
+    """Print the effective profile after inheritance.
+
+    Each index is shown at the URL a run would use, and where that URL comes from (an override of
+    --index or STACKCTL_INDEX_<NAME>_URL is said as one).
+    """
+    from stackctl.resolve import describe_index, indexes_in_force
     from stackctl.review import rendered_tag
 
     s = load_profile(profile)
+    in_force = indexes_in_force(s, overrides(index))
 
     def human() -> None:
-        console.print(f"[bold]{s.name}[/]  {s.description}")
-        console.print(f"from: {' <- '.join(s.sources)}")
-        console.print(f"targets: {', '.join(t.label for t in s.targets)}")
-        console.print("indexes: " + ", ".join(f"{i.name}={i.url or '(pip configuration)'}" for i in s.indexes))
+        say(f"{s.name}  {s.description}", style="bold")
+        say(f"from: {' <- '.join(s.sources)}")
+        say(f"targets: {', '.join(t.label for t in s.targets)}")
+        for ep in in_force:
+            say(describe_index(ep), style="yellow" if ep.overridden else None)
         rows = [[p.name, p.version, p.index, p.file or "", p.train or "", p.abi.value, p.note] for p in s.pins]
         console.print(table("pins", ["package", "version", "index", "file", "train", "abi", "note"], rows))
         gate = [[str(e.order), e.dist, e.module, e.mode.value, e.check.value, e.expected or "",
@@ -60,11 +68,14 @@ def show(
         console.print(table("gate", ["#", "distribution", "module", "mode", "check", "expected", "skip import if"],
                             gate))
         for p in s.probes:
-            console.print(f"probe {p.name}: {p.describe()}", markup=False)
-        if s.image:
-            console.print(f"image: {s.image.repository}:{rendered_tag(s)} from {s.image.base}")
+            say(f"probe {p.name}: {p.describe()}")
+        if s.image:  # the tag alone runs to 80 characters: a table when it fits, else a line of its own
+            console.print(table(None, ["image", "tag", "base"],
+                                [[s.image.repository, rendered_tag(s) or "", s.image.base]]))
 
-    emit({"stack": s, "digest": s.digest(), "gate": s.gate_entries(), "tag": rendered_tag(s)}, as_json, human)
+    emit({"stack": s, "digest": s.digest(), "gate": s.gate_entries(), "tag": rendered_tag(s),
+          "indexes_in_force": [{"name": e.name, "url": e.url, "source": e.source_label, "override": e.overridden}
+                               for e in in_force]}, as_json, human)
 
 
 @app.command()

@@ -38,7 +38,7 @@ def verify(
     def human() -> None:
         console.print(f"{result.ref}\n  config {result.config_digest}"
                       + (f"\n  lock   {result.lock_digest}" if result.lock_digest else ""), markup=False)
-        console.print(table(None, ["check", "", "detail"],
+        console.print(table(None, ["check", "result", "detail"],
                             [(f.check, "PASS" if f.ok else "FAIL", f.detail) for f in result.findings]))
 
     emit({**to_jsonable(result), "ok": not result.failed}, as_json, human)

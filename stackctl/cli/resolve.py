@@ -17,6 +17,7 @@ from stackctl.cli.app import (
     markdown_table,
     one_format,
     progress_bar,
+    say,
     table,
 )
 from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, ProfileArg, overrides
@@ -24,6 +25,7 @@ from stackctl.errors import CheckFailed
 from stackctl.profile import load_profile
 
 if TYPE_CHECKING:
+    from stackctl.index import IndexEndpoint
     from stackctl.resolve import Lock
 
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Use the HTTP cache only; never the network.")]
@@ -36,17 +38,18 @@ RetriesOpt = Annotated[int, typer.Option("--retries", help="Retries after a 5xx 
 JobsOpt = Annotated[int, typer.Option("--jobs", help="Concurrent requests.")]
 
 
-def _print_lock(lock: Lock, path: Path | None) -> None:
-    # File names run to 70 characters: on a narrow terminal keep the columns a person scans, and
-    # leave file names and hashes to --json and the lock itself.
-    wide = console.width >= 150
+def _print_lock(lock: Lock, path: Path | None, indexes: tuple[IndexEndpoint, ...] = (), written: bool = True) -> None:
+    from stackctl.resolve import describe_index
+
+    # Every fact at every width: the table when it fits, else a block per file (file names run to 70
+    # characters), never a column left out
     yanked = any(f.yanked for p in lock.pins for f in p.files)
-    columns = ["package", "version", "index", "target", *(["file", "sha256"] if wide else []), "uploaded",
+    columns = ["package", "version", "index", "target", "file", "sha256", "uploaded",
                *(["yanked"] if yanked else []), "newest in line"]
     rows = []
     for p in lock.pins:
         for f in p.files:
-            rows.append([p.name, p.version, p.index, f.target, *([f.filename, f.sha256[:12]] if wide else []),
+            rows.append([p.name, p.version, p.index, f.target, f.filename, f.sha256[:12],
                          short_time(f.upload_time) + ("" if f.upload_time_source == "index" else
                                                        f" ({f.upload_time_source})"),
                          *(["yanked" if f.yanked else ""] if yanked else []), p.newest_in_line or "—"])
@@ -54,20 +57,22 @@ def _print_lock(lock: Lock, path: Path | None) -> None:
     for t in lock.trains:
         spread = f"{t.spread_seconds / 60:.0f} min" if t.spread_seconds is not None else "unknown"
         trail = f", trailing: {', '.join(t.trailing)}" if t.trailing else ""
-        console.print(f"train {t.train}: {', '.join(t.members)}; spread {spread}{trail}")
+        say(f"train {t.train}: {', '.join(t.members)}; spread {spread}{trail}")
     if lock.closure:
         by_target: dict[str, int] = {}
         for c in lock.closure:
             by_target[c.target] = by_target.get(c.target, 0) + 1
-        console.print("closure: " + ", ".join(f"{n} more distributions for {t}" for t, n in by_target.items()))
+        say("closure: " + ", ".join(f"{n} more distributions for {t}" for t, n in by_target.items()))
     files = {f.url: f for p in lock.pins for f in p.files} | {c.file.url: c.file for c in lock.closure if c.file}
     checked = sum(f.sha256_verified for f in files.values())
-    console.print(f"sha256: {checked} of {len(files)} files downloaded whole and checked by stackctl"
-                  + ("" if checked == len(files) else "; the others' are the index's word (--verify checks all)"))
-    for w in lock.warnings:
-        console_err.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+    say(f"sha256: {checked} of {len(files)} files downloaded whole and checked by stackctl"
+        + ("" if checked == len(files) else "; the others' are the index's word (--verify checks all)"))
+    for ep in indexes:
+        say(describe_index(ep), style="yellow" if ep.overridden else None)
+    for w in lock.warnings:  # wrapped between words by the console, never folded inside one by the terminal
+        console_err.print(f"[yellow]warning:[/] {w}", highlight=False)
     if path is not None:
-        console.print(f"wrote {path}")
+        say(f"wrote {path}" if written else f"{path} left as it was: the same lock")
 
 
 @app.command("resolve")
@@ -92,15 +97,18 @@ def resolve_cmd(
     For every target: the file pip would pick, its sha256, size and upload time, the newest in line, the
     release trains and the dependency closure. The lock is written atomically.
     """
-    from stackctl.resolve import lock_path, lock_summary, make_client, resolve_stack
+    from stackctl.resolve import lock_path, lock_summary, make_client, resolve_to
 
     stack = load_profile(profile)
     path = lock_path(profile, lock)
     client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
     with progress_bar(not as_json, "resolve") as progress:
-        result = resolve_stack(stack, client, overrides(index), closure=not no_closure, train_window=train_window,
-                               progress=progress, verify=verify, write_to=path)
-    emit(lock_summary(result, path), as_json, lambda: _print_lock(result, path))
+        run = resolve_to(stack, client, path, overrides(index), closure=not no_closure, train_window=train_window,
+                         progress=progress, verify=verify)
+    emit({**lock_summary(run.lock, path), "written": run.written,
+          "indexes": [{"name": e.name, "url": e.url, "source": e.source_label, "override": e.overridden}
+                      for e in run.indexes]}, as_json,
+         lambda: _print_lock(run.lock, path, run.indexes, run.written))
 
 
 @app.command("lock")

@@ -12,6 +12,7 @@ from stackctl.cli.annotate import AnnotationsOpt, annotate
 from stackctl.cli.app import (
     app,
     console,
+    console_err,
     emit,
     invoked,
     markdown_table,
@@ -19,7 +20,7 @@ from stackctl.cli.app import (
     short_hash,
     table,
 )
-from stackctl.cli.options import JsonOpt, MarkdownOpt
+from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt
 from stackctl.profile import load_profile
 
 if TYPE_CHECKING:
@@ -104,8 +105,10 @@ def scan(
                                                help="Allow file: PATH_GLOB or PATH_GLOB:LINE a line "
                                                 "(default: PATH/.stackctl-scan-allow if present).")] = None,
     record: Annotated[Path | None, typer.Option("--record", metavar="FILE",
-                                                help="Also write the result, with both profiles' digests and "
-                                                "the time, for `stackctl report` (build/NEW.scan.json).")] = None,
+                                                help="Where the result goes, with both profiles' digests and the "
+                                                "time, for `stackctl report` (default: build/NEW.scan.json).")]
+    = None,
+    no_record: NoRecordOpt = False,
     markdown: MarkdownOpt = False,
     annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
@@ -115,7 +118,9 @@ def scan(
 
     one_format(as_json, markdown)
     new, old = load_profile(stack), load_profile(since)
-    result = scan_stale(path, new, old, since, allow, record=record, command=invoked())
+    result = scan_stale(path, new, old, since, allow, record=record, no_record=no_record, command=invoked())
+    for w in result.warnings:
+        console_err.print(f"[yellow]warning:[/] {w}", highlight=False)
     refs, items, read = result.references, result.superseded, result.files_read
 
     def human() -> None:

@@ -34,6 +34,33 @@ def engine_address(url: str | None = None) -> str:
     return f"{strip_userinfo(host)} (DOCKER_HOST)"
 
 
+def bridge_gateway(network: Mapping[str, Any]) -> tuple[str | None, str]:
+    """The IPv4 address build containers on the default bridge reach this machine at, and how it was found
+    (or why there is none). IPAM lists the gateway, except on an engine that found its bridge already
+    configured: then the address is the one the bridge interface itself carries."""
+    configs = (network.get("IPAM") or {}).get("Config") or []
+    gateway = next((c["Gateway"] for c in configs if isinstance(c, dict) and ":" not in c.get("Gateway", ":")),
+                   None)
+    if gateway is not None:
+        return gateway, f"the default bridge's gateway {gateway}"
+    name = (network.get("Options") or {}).get("com.docker.network.bridge.name") or "docker0"
+    address = interface_ipv4(str(name))
+    if address is None:
+        return None, f"the default bridge lists no gateway and its interface {name} has no IPv4 address here"
+    subnets = [c.get("Subnet") for c in configs if isinstance(c, dict) and c.get("Subnet")]
+    import ipaddress
+
+    try:
+        inside = not subnets or any(ipaddress.ip_address(address) in ipaddress.ip_network(str(n), strict=False)
+                                    for n in subnets)
+    except ValueError:
+        inside = False
+    if not inside:
+        return None, (f"the default bridge lists no gateway and its interface {name} carries {address}, "
+                      f"outside the bridge's subnet {', '.join(map(str, subnets))}")
+    return address, f"{address}, the address of the bridge interface {name} (the bridge lists no gateway)"
+
+
 _LAYER = re.compile(r"[0-9a-f]{12}")
 _LAYER_DONE = frozenset({"Pushed", "Layer already exists", "Pull complete", "Already exists"})
 
@@ -113,31 +140,29 @@ class DockerEngine:
                                             buildargs=buildargs, cache_from=list(cache_from) or None)
             return parse_build_stream(events, on_step)
 
-    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServer | None:
+    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServer | str:
         """A server for `root/GROUP/NAME.whl` (each `GROUP/NAME.whl` in `sha256`, checked against it) that this
-        engine's build containers reach: on the default bridge's
-        gateway, an address of this machine when the engine runs here. None when it cannot be (an engine
-        elsewhere, no bridge, an address this machine does not have): the wheels then go in the context."""
+        engine's build containers reach: on the default bridge's gateway, an address of this machine when the
+        engine runs here. When it cannot be (an engine elsewhere, no bridge, an address this machine does not
+        have), the reason, in words: the wheels then go in the context."""
         from stackctl.engine.wheelserver import WheelServer
 
         host = self._url or os.environ.get("DOCKER_HOST", "unix://")
         if not host.startswith("unix://"):
-            return None
+            return "the engine is not on this machine (DOCKER_HOST is not a unix socket)"
         try:
             network = self._client.api.inspect_network("bridge")
-            configs = network.get("IPAM", {}).get("Config") or []
-            gateway = next((c["Gateway"] for c in configs if ":" not in c.get("Gateway", ":")), None)
-            if gateway is None:  # an engine that found its bridge already up lists no gateway: the bridge has it
-                gateway = interface_ipv4(str((network.get("Options") or {}).get("com.docker.network.bridge.name")
-                                             or "docker0"))
         except (*self._lost, AttributeError, KeyError, TypeError):
-            return None
+            return "the engine has no default bridge network to serve the wheels on"
+        gateway, how = bridge_gateway(network)
         if gateway is None:
-            return None
+            return how
         try:
-            return WheelServer(root, gateway, sha256)
-        except OSError:
-            return None
+            server = WheelServer(root, gateway, sha256)
+        except OSError as exc:
+            return f"cannot listen on the bridge's gateway {gateway} ({exc.strerror or exc})"
+        server.how = how
+        return server
 
     def facts(self, ref: str) -> ImageFacts | None:
         with self.talking(f"cannot inspect {ref}"):

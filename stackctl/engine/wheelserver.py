@@ -47,6 +47,7 @@ class WheelServer:
         self.sha256 = dict(sha256)
         self.requests = 0
         self.refused: list[str] = []
+        self.how = address  # the engine adapter says how it found the address
         self._checked: dict[str, bool] = {}
         self._checking = threading.Lock()
         server = self

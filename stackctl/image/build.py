@@ -60,6 +60,17 @@ def wheelhouse_for(prep: Prepared, wheelhouse: Path | None, default: Path, overr
     return where
 
 
+CI_BASE_IMAGE = "stackctl-base:bookworm"  # the one image .ci/services.sh builds
+
+
+def base_image_hint(base: str) -> str:
+    """What to do about a base image the engine lacks; .ci/services.sh builds only the example's base."""
+    if base == CI_BASE_IMAGE:
+        return f"`bash .ci/services.sh` builds {CI_BASE_IMAGE}"
+    return (f"`docker pull {base}` from the registry that publishes it, or `docker load` an exported copy; "
+            "the profile's [image] base names it")
+
+
 def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], None] | None = None,
                 on_step: Steps | None = None, on_fetch: Progress | None = None) -> Built:
     """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
@@ -70,14 +81,18 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     image = image_ref(stack, req.repository)
     base_facts = engine.facts(stack.image.base)
     if base_facts is None:  # before any download: a missing base makes every later byte wasted
-        raise InputError(f"base image {stack.image.base} is not in the engine",
-                         hint="build or pull it first (CI: bash .ci/services.sh)")
+        raise InputError(f"base image {stack.image.base} is not in the engine", hint=base_image_hint(stack.image.base))
     base = req.record_dir / stack.name
     ctx = req.context or base / "context"
     wheels = wheelhouse_for(prep, req.wheelhouse, base / "wheelhouse", req.overrides, progress=on_fetch)
     served = {f.path.removeprefix("groups/"): f.sha256 for f in prep.rendered.files
               if f.wheel and f.sha256 and f.path.startswith("groups/")}
-    server = None if req.send_wheels else engine.wheel_server(ctx / "groups", served)
+    offered = "--send-wheels" if req.send_wheels else engine.wheel_server(ctx / "groups", served)
+    server = None if offered is None or isinstance(offered, str) else offered
+    if server is not None:
+        wheels_how = f"served to the install stages at {server.where}: {server.how}"
+    else:
+        wheels_how = f"sent in the build context: {offered or 'this engine offers no wheel server'}"
     if server is not None:
         assert prep.plan is not None
         prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, serve_wheels=True))
@@ -108,6 +123,8 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
               "image": str(image), "image_id": result.image_id, "target": prep.target,
               "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if server else "context",
+              "wheels_how": wheels_how,
+              "warnings": [w for w in (prep.lock.override_warning(),) if w],
               "fingerprint": fp, "fingerprint_digest": fp.digest()}
     record_path = req.record_dir / f"{stack.name}.build.json"
     try:

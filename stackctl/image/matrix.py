@@ -151,7 +151,7 @@ class _CachedBuild:
               nocache: bool = False, proxy: str | None = None) -> BuildResult:
         return self._inner.build(context, tag, on_step, nocache=nocache, proxy=proxy, cache_from=self._cache_from)
 
-    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServing | None:
+    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServing | str | None:
         return self._inner.wheel_server(root, sha256)
 
     def facts(self, ref: str) -> ImageFacts | None:

@@ -103,12 +103,15 @@ def _label_problems(labels: Mapping[str, str], lock: Lock | None,
     problems = [f"label {k} is missing" for k in needed if not labels.get(k)]
     if lock is None or want is None:
         return problems
-    if labels.get(LABEL_LOCK) != lock.digest():
+    target = labels.get(LABEL_TARGET, "")
+    # a missing label is said once, above, as missing: compared here only when the image has one
+    if labels.get(LABEL_LOCK) and labels.get(LABEL_LOCK) != lock.digest():
         problems.append(f"label {LABEL_LOCK} is {labels.get(LABEL_LOCK)}, the lock's digest is {lock.digest()}")
-    if labels.get(LABEL_STACK) not in (None, lock.stack):
-        problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)!r}, the lock is of {lock.stack!r}")
+    if labels.get(LABEL_STACK) not in (None, "", lock.stack):
+        problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)}, the lock is of {lock.stack}")
     if not want:
-        problems.append(f"the lock has no wheels for the image's target {labels.get(LABEL_TARGET, '')!r}")
+        problems.append(f"the lock has no wheels for the image's target {target}" if target else
+                        f"the image names no target (label {LABEL_TARGET}), so no wheels of the lock compare")
     try:
         label_installed = {canonicalize_name(k): str(v) for k, v in
                            json.loads(labels.get(LABEL_INSTALLED) or "{}").items()}

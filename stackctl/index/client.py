@@ -356,6 +356,10 @@ class IndexClient:
             self.cache.put("GET", *key, Entry(f.url, 200, {}, time.time(), body))
         return body
 
+    def core_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
+        """A wheel's METADATA: the index's PEP 658 file where it has one, else read from the wheel by ranges."""
+        return self.metadata(ep, f) if f.has_metadata else self._wheel_metadata(ep, f)
+
     def _wheel_metadata(self, ep: IndexEndpoint, f: IndexedFile) -> bytes:
         from stackctl.index.remote import RemoteFile, read_metadata
 

@@ -35,6 +35,17 @@ class IndexEndpoint:
     def origin(self) -> tuple[str, str, int | None]:
         return origin(self.url)
 
+    @property
+    def overridden(self) -> bool:
+        """The URL is this run's (`--index` or the environment), not the profile's or pip's."""
+        return self.url_source in ("option", "env")
+
+    @property
+    def source_label(self) -> str:
+        """Where the URL came from, as a user would look for it."""
+        return {"option": f"--index {self.name}", "env": env_var_for(self.name), "profile": "the profile",
+                "pip": "pip's index-url"}.get(self.url_source, self.url_source)
+
 
 def endpoint_of(url: str) -> IndexEndpoint:
     """An index for a file named by URL alone: the URL's origin, no credentials."""
@@ -91,6 +102,23 @@ def tls_verify(environ: Mapping[str, str] | None = None) -> str | bool:
     return pip_setting(("global.cert", "install.cert", "download.cert"), env) or True
 
 
+def _scheme(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  raises on a port that is not one
+    except ValueError:
+        return None
+    return parts.scheme
+
+
+def _shown(url: str) -> str:
+    """`url` without its credentials, for a message; the URL as far as it parses when it does not."""
+    try:
+        return _strip_userinfo(url)[0]
+    except ValueError:
+        return url.rsplit("@", 1)[-1][:120]
+
+
 def _strip_userinfo(url: str) -> tuple[str, Credentials | None]:
     bare, userinfo = split_userinfo(url)
     return bare, Credentials(*userinfo) if userinfo else None
@@ -102,8 +130,8 @@ def parse_overrides(values: list[str] | tuple[str, ...]) -> dict[str, str]:
         name, sep, url = v.partition("=")
         if not sep or not name or not url:
             raise InputError(f"--index {v!r}: expected NAME=URL")
-        if urlsplit(url).scheme not in ("http", "https"):
-            raise InputError(f"--index {name}: {_strip_userinfo(url)[0]!r} is not an http(s) URL")
+        if _scheme(url) not in ("http", "https"):
+            raise InputError(f"--index {name}: {_shown(url)!r} is not an http(s) URL")
         out[name] = url
     return out
 
@@ -157,12 +185,12 @@ def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
             raise InputError(f"indexes.{index.name}: from_pip = true, but no pip here names an index (no "
                              f"index-url configured, no pip to ask); pass --index {index.name}=URL or set "
                              "PIP_INDEX_URL")
-    url, inline = _strip_userinfo(url)
-    if urlsplit(url).scheme not in ("http", "https"):
+    if _scheme(url) not in ("http", "https"):
         where = {"option": f"--index {index.name}", "env": env_var_for(index.name),
                  "profile": f"indexes.{index.name}.url", "pip": "pip's index-url",
                  "lock": f"the lock's files of index {index.name}"}[source]
-        raise InputError(f"{where}: {url!r} is not an http(s) URL; stackctl reads indexes over HTTP")
+        raise InputError(f"{where}: {_shown(url)!r} is not an http(s) URL; stackctl reads indexes over HTTP")
+    url, inline = _strip_userinfo(url)
     if not url.endswith("/"):
         url += "/"
     return IndexEndpoint(index.name, url, inline or credentials_for(index, url, env), source)

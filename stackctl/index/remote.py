@@ -294,6 +294,20 @@ class RemoteFile(RangeStream):
         offset = first * self._block
         return joined[start - offset:end - offset]
 
+    def whole_sha256(self) -> str | None:
+        """The sha256 of the file when range reads happened to fetch every byte of it (a small wheel's first
+        read is all of it), else None. A file downloaded whole was checked as it came."""
+        if self._local is not None:
+            return None
+        tail_start, tail = self._tail
+        blocks = -(-tail_start // self._block)
+        if any(b not in self._cache for b in range(blocks)):
+            return None
+        head = b"".join(self._cache[b] for b in range(blocks))[:tail_start]
+        if len(head) + len(tail) != self.size:
+            return None
+        return hashlib.sha256(head + tail).hexdigest()
+
     def close(self) -> None:
         if self._local is not None:
             self._local.close()

@@ -85,6 +85,9 @@ class _Doc:
 class _Collector:
     chain: list[_Doc] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    # (table, key) of every unknown key: problems that leave the rest of the profile readable, so they are
+    # taken out and the profile is checked on, every other problem reported with them
+    unknown: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     def add(self, doc: _Doc | None, path: tuple[str, ...], message: str) -> None:
         doc = doc or self._owner(path)
@@ -111,8 +114,10 @@ def load_stack(path: str | Path, source: Source | None = None) -> Stack:
         name = str(path)
     collector = _Collector()
     _read_chain(source, name, collector)
-    if collector.problems:
+    if len(collector.problems) > len(collector.unknown):
         raise ProfileError(tuple(collector.problems))
+    for table, key in collector.unknown:
+        table.pop(key, None)
     merged = _merge_chain(collector)
     stack = _build(merged, collector)
     if collector.problems:
@@ -209,6 +214,7 @@ def _check_schema(value: Any, schema: Any, path: tuple[str, ...], doc: _Doc, out
                 _check_schema(sub, schema[key], kpath, doc, out)
             else:
                 out.add(doc, kpath, _unknown_key(key, schema))
+                out.unknown.append((value, key))
     elif isinstance(schema, list):
         if not isinstance(value, list):
             out.add(doc, path, f"must be {_typename(schema)}")

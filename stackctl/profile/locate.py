@@ -20,8 +20,14 @@ def resolve_profile_arg(spec: str) -> str:
         candidate = Path("stacks") / f"{spec}.toml"
         if candidate.exists():
             return str(candidate)
-        raise InputError(f"unknown stack {spec!r}: no {candidate}", hint=did_you_mean(
-            spec, [p.stem for p in Path("stacks").glob("*.toml")]))
+        if not Path("stacks").is_dir():
+            raise InputError(f"unknown stack {spec!r}: no {candidate}",
+                             hint=f"a bare stack name is looked for in stacks/ of the current directory "
+                             f"({Path.cwd()}), which has none: run from the repository's top, or give the "
+                             "profile's path")
+        known = sorted(p.stem for p in Path("stacks").glob("*.toml"))
+        raise InputError(f"unknown stack {spec!r}: no {candidate}", hint=did_you_mean(spec, known) or (
+            f"stacks/ here has {', '.join(known)}" if known else "stacks/ here holds no profile"))
     raise InputError(f"{spec}: no such file")
 
 

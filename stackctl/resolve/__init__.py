@@ -25,14 +25,23 @@ if TYPE_CHECKING:
         write_lock,
     )
     from stackctl.resolve.propose import Proposal, Proposed, propose_profile
-    from stackctl.resolve.run import OutdatedPin, make_client, outdated, resolve_stack
+    from stackctl.resolve.run import (
+        OutdatedPin,
+        Resolved,
+        describe_index,
+        indexes_in_force,
+        make_client,
+        outdated,
+        resolve_stack,
+        resolve_to,
+    )
     from stackctl.resolve.wheelhouse import fetch_wheelhouse
 
 __all__ = [
-    "CheckReport", "ExportResult", "Lock", "LockStatus", "OutdatedPin", "Proposal", "Proposed", "check_stack",
-    "export_requirements", "fetch_wheelhouse", "is_lock_ref", "lock_path", "lock_status", "lock_summary",
-    "make_client", "outdated", "propose_profile", "read_lock", "read_lock_ref", "resolve_stack", "uv_binary",
-    "write_lock",
+    "CheckReport", "ExportResult", "Lock", "LockStatus", "OutdatedPin", "Proposal", "Proposed", "Resolved",
+    "check_stack", "describe_index", "export_requirements", "fetch_wheelhouse", "indexes_in_force", "is_lock_ref",
+    "lock_path", "lock_status", "lock_summary", "make_client", "outdated", "propose_profile", "read_lock",
+    "read_lock_ref", "resolve_stack", "resolve_to", "uv_binary", "write_lock",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
@@ -52,6 +61,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
             "write_lock",
         ),
         "propose": ("Proposal", "Proposed", "propose_profile"),
-        "run": ("OutdatedPin", "make_client", "outdated", "resolve_stack"),
+        "run": ("OutdatedPin", "Resolved", "describe_index", "indexes_in_force", "make_client", "outdated",
+                "resolve_stack", "resolve_to"),
         "wheelhouse": ("fetch_wheelhouse",),
     })

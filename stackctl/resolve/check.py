@@ -35,6 +35,7 @@ class CheckReport:
     @property
     def failed(self) -> tuple[str, ...]:
         return tuple(f.text for f in self.failures)
+    warnings: tuple[str, ...] = ()
 
     def failure(self) -> CheckFailed | None:
         if not self.failed:
@@ -84,10 +85,13 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
     failures: list[Failure] = []
     passes: list[str] = []
     locked: Lock | None = None
+    warnings: list[str] = []
     try:
         locked = read_lock(lock_path)
     except StackctlError as exc:
         failures.append(Failure(str(exc), str(lock_path)))
+    if locked is not None and (said := locked.override_warning()) is not None:
+        warnings.append(said)
     if locked is not None:
         if not locked.made_from(stack):
             failures.append(Failure(f"{lock_path}: made from another version of {stack.name}; "
@@ -116,4 +120,4 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
                 mine = [(f.what, f.line) for f in findings if f.file == name] or [("order, header or hashes", None)]
                 failures += [Failure(f"{requirements / name}: differs from {stack.name}: {what}; {fix}",
                                      str(requirements / name), line) for what, line in mine]
-    return CheckReport(stack.name, tuple(passes), tuple(failures))
+    return CheckReport(stack.name, tuple(passes), tuple(failures), tuple(warnings))

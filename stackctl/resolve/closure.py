@@ -59,11 +59,13 @@ def _env_name(name: str) -> str:
 
 
 def uv_command(stack: Stack, eps: Mapping[str, IndexEndpoint], t: Target, *, offline: bool = False,
-               cache_dir: Path | None = None) -> tuple[list[str], dict[str, str]]:
-    """The uv command line and the extra environment (credentials) for one target."""
+               cache_dir: Path | None = None, uv: str | None = None,
+               mirror: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The uv command line and the extra environment (credentials) for one target. `mirror`: the URL uv is
+    to read a named index at instead (stackctl's loopback mirror, which holds the credentials itself)."""
     public = [i for i in stack.indexes if i.from_pip]
     default = eps[public[0].name] if public else eps[stack.indexes[-1].name]
-    cmd = [uv_binary(), "pip", "compile", "-", "--format", "pylock.toml", "--no-header", "--no-config",
+    cmd = [uv or uv_binary(), "pip", "compile", "-", "--format", "pylock.toml", "--no-header", "--no-config",
            "--quiet", "--python-version", t.python, "--python-platform", uv_platform(t),
            "--no-python-downloads", "--index-strategy", "first-index"]
     env: dict[str, str] = {}
@@ -78,6 +80,9 @@ def uv_command(stack: Stack, eps: Mapping[str, IndexEndpoint], t: Target, *, off
         if ep is default:
             continue
         name = "stackctl-" + re.sub(r"[^a-z0-9-]", "-", i.name.lower())
+        if mirror is not None and i.name in mirror:
+            cmd += ["--index", f"{name}={mirror[i.name]}"]
+            continue
         cmd += ["--index", f"{name}={ep.url}"]
         if ep.credentials is not None:
             env[f"UV_INDEX_{_env_name(name)}_USERNAME"] = ep.credentials.username
@@ -167,17 +172,21 @@ _DENIED = ("could not be queried", "401 unauthorized", "403 forbidden")
 
 
 def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offline: bool = False,
-            cache_dir: Path | None = None, timeout: float = 600.0) -> tuple[ClosureEntry, ...]:
+            cache_dir: Path | None = None, timeout: float = 600.0,
+            mirror: Mapping[str, str] | None = None) -> tuple[ClosureEntry, ...]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:
         import tomli as tomllib
 
     pinned = {p.key for p in stack.pins}
+    # found here, before any thread: uv's find_uv_bin reads sysconfig, whose first use is not safe from two
+    # threads at once on every Python this runs on
+    uv = uv_binary()
 
     def one(t: Target) -> tuple[ClosureEntry, ...]:
         requirements = "".join(f"{p.name}=={p.version}\n" for p in stack.pins_for(t))
-        cmd, extra = uv_command(stack, eps, t, offline=offline, cache_dir=cache_dir)
+        cmd, extra = uv_command(stack, eps, t, offline=offline, cache_dir=cache_dir, uv=uv, mirror=mirror)
         env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
         env.update(extra)
         if "SSL_CERT_FILE" not in env and isinstance(ca := tls_verify(), str):

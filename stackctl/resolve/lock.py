@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion
 
@@ -74,6 +75,15 @@ class TrainReport:
 
 
 @dataclass(frozen=True)
+class IndexOverride:
+    """An index the lock was resolved from at a URL other than the profile's (or pip's), and who said so."""
+
+    index: str
+    url: str  # never carries credentials
+    source: str  # "--index NAME" or the environment variable
+
+
+@dataclass(frozen=True)
 class Lock:
     stack: str
     profile_digest: str
@@ -82,6 +92,16 @@ class Lock:
     trains: tuple[TrainReport, ...] = ()
     warnings: tuple[str, ...] = ()
     format: int = LOCK_FORMAT
+    overrides: tuple[IndexOverride, ...] = ()
+
+    def override_warning(self) -> str | None:
+        """What `check` and `build` say about a lock made through an override: its files come from elsewhere
+        than the profile says, and a build or a verify elsewhere may not find them."""
+        if not self.overrides:
+            return None
+        said = "; ".join(f"{o.index} at {o.url} ({o.source})" for o in self.overrides)
+        return (f"the lock for {self.stack} was resolved through an index override: {said}; "
+                "resolve again without it for a lock of the profile's own indexes")
 
     def pin(self, name: str) -> LockedPin | None:
         from packaging.utils import canonicalize_name
@@ -128,6 +148,7 @@ def lock_summary(lock: Lock, path: Path | None) -> dict[str, Any]:
               "other_lines": list(p.other_lines)}
              for p in lock.pins for f in p.files]
     return {"stack": lock.stack, "lock": str(path) if path else None, "profile_digest": lock.profile_digest,
+            "overrides": to_jsonable(lock.overrides),
             "files": files, "trains": to_jsonable(lock.trains), "warnings": list(lock.warnings),
             "closure": [{"target": c.target, "name": c.name, "version": c.version,
                          "filename": c.file.filename if c.file else None, "hashes": list(c.hashes)}
@@ -167,7 +188,7 @@ def dumps(lock: Lock) -> str:
 _OPT_STR: tuple[type, ...] = (str, type(None))
 _STRS = ("strings", str)
 _FILE_FIELDS: dict[str, Any] = {
-    "target": str, "filename": "filename", "url": str, "sha256": "sha256", "size": (int, type(None)),
+    "target": str, "filename": "filename", "url": "url", "sha256": "sha256", "size": (int, type(None)),
     "upload_time": _OPT_STR, "upload_time_source": str, "yanked": bool, "yanked_reason": _OPT_STR,
     "requires_python": _OPT_STR, "requires_dist": ("strings", str, "or null"), "sha256_verified": bool,
 }
@@ -182,14 +203,36 @@ _TRAIN_FIELDS: dict[str, Any] = {
     "train": str, "members": _STRS, "earliest": _OPT_STR, "latest": _OPT_STR,
     "spread_seconds": (int, float, type(None)), "trailing": _STRS,
 }
+_OVERRIDE_FIELDS: dict[str, Any] = {"index": str, "url": "url", "source": str}
 _LOCK_FIELDS: dict[str, Any] = {
     "format": int, "stack": str, "profile_digest": str, "pins": ("tables", _PIN_FIELDS),
     "closure": ("tables", _CLOSURE_FIELDS), "trains": ("tables", _TRAIN_FIELDS), "warnings": _STRS,
+    "overrides": ("tables", _OVERRIDE_FIELDS),
 }
 _REQUIRED = {"stack", "profile_digest", "pins", "name", "version", "index", "files", "target", "filename",
-             "url", "sha256", "train", "members", "earliest", "latest", "spread_seconds"}
+             "url", "sha256", "train", "members", "earliest", "latest", "spread_seconds", "source"}
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _url_problem(value: Any) -> str | None:
+    """Why a lock's file URL is not one stackctl may fetch. A lock arrives in a pull request under review: a
+    `file://` URL would read any local file, and a URL that does not parse fails every command that uses it."""
+    if not isinstance(value, str):
+        return f"must be str, not {type(value).__name__}"
+    shown = repr(value[:120])
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  raises on a port that is not one
+    except ValueError as exc:
+        return f"{shown} is not a URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{shown} is not an http(s) URL"
+    if parts.username is not None or parts.password is not None:
+        return "a URL with credentials in it; a lock never carries them"
+    if any(c in value for c in "\0\r\n\t "):
+        return f"{shown} has whitespace or a control character in it"
+    return None
 
 
 def _check(value: Any, spec: Any, where: str) -> str | None:
@@ -205,6 +248,9 @@ def _check(value: Any, spec: Any, where: str) -> str | None:
         return None
     if spec == "sha256":
         return None if isinstance(value, str) and _SHA256.fullmatch(value) else f"{where}: not a hex sha256"
+    if spec == "url":
+        why = _url_problem(value)
+        return f"{where}: {why}" if why else None
     if spec == "filename":
         why = unsafe_component(value)
         return f"{where}: {why}" if why else None
@@ -269,6 +315,7 @@ def loads(text: str, origin: str = "lock") -> Lock:
         trains=tuple(TrainReport(**{**t, "members": tuple(t["members"]), "trailing": tuple(t.get("trailing", ()))})
                      for t in d.get("trains", ())),
         warnings=tuple(d.get("warnings", ())),
+        overrides=tuple(IndexOverride(**o) for o in d.get("overrides", ())),
     )
 
 
@@ -282,15 +329,15 @@ def read_lock(path: str | Path) -> Lock:
         raise InputError(f"{p}: cannot read the lock ({getattr(exc, 'strerror', None) or exc})") from None
 
 
-def write_lock(path: str | Path, lock: Lock) -> None:
+def write_lock(path: str | Path, lock: Lock) -> bool:
     """Write the lock atomically; a lock that already holds exactly these bytes is left as it is (a warm run
-    that proved nothing new neither rewrites it nor touches its time)."""
+    that proved nothing new neither rewrites it nor touches its time). True when it was written."""
     import os
 
     data = dumps(lock).encode("utf-8")
     try:
         if Path(path).read_bytes() == data:
-            return
+            return False
     except OSError:
         pass  # missing or unreadable: written below, where a real problem is reported
     try:
@@ -301,6 +348,7 @@ def write_lock(path: str | Path, lock: Lock) -> None:
         os.chmod(path, 0o666 & ~umask)
     except OSError as exc:
         raise InputError(f"{path}: cannot write the lock ({exc.strerror or exc})") from None
+    return True
 
 
 def lock_path(profile: str, explicit: Path | None = None) -> Path:

@@ -23,7 +23,7 @@ from stackctl.index.client import IndexClient, NotCached
 from stackctl.index.config import IndexEndpoint
 from stackctl.index.pages import IndexedFile, ProjectListing
 from stackctl.profile.model import Pin, Stack
-from stackctl.resolve.lock import ClosureEntry, Lock, LockedFile, LockedPin, TrainReport
+from stackctl.resolve.lock import ClosureEntry, IndexOverride, Lock, LockedFile, LockedPin, TrainReport
 from stackctl.resolve.newest import LineReport, newest_in_line
 from stackctl.resolve.targets import best_wheel
 from stackctl.resolve.trains import DEFAULT_WINDOW, train_reports
@@ -91,7 +91,8 @@ def resolve(stack: Stack, client: IndexClient, eps: dict[str, IndexEndpoint],
     locked, published = _locked_pins(stack, client, chosen, by_url, lines, warnings)
     trains = _trains(stack, published, opts.train_window, warnings)
     lock = Lock(stack=stack.name, profile_digest=stack.digest(), pins=tuple(locked), trains=trains,
-                warnings=tuple(warnings))
+                warnings=tuple(warnings),
+                overrides=tuple(IndexOverride(e.name, e.url, e.source_label) for e in eps.values() if e.overridden))
     return _with_closure(stack, lock, opts.closure, progress) if opts.closure is not None else lock
 
 

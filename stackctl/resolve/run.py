@@ -11,6 +11,7 @@ from typing import Any
 from stackctl.base.progress import Progress
 from stackctl.errors import CheckFailed, InputError
 from stackctl.index.client import ClientOptions, IndexClient
+from stackctl.index.config import IndexEndpoint
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
@@ -29,6 +30,41 @@ def make_client(offline: bool = False, cache_dir: Path | None = None, no_cache: 
                                      jobs=jobs))
 
 
+def indexes_in_force(stack: Stack, overrides: Mapping[str, str] | None = None) -> tuple[IndexEndpoint, ...]:
+    """Each index of the stack at the URL this run uses, with where that URL came from (the profile, pip's
+    configuration, `--index`, or `STACKCTL_INDEX_<NAME>_URL`): what every command that reads an index says."""
+    from stackctl.index.config import endpoints
+
+    return tuple(endpoints(stack, overrides).values())
+
+
+def describe_index(ep: IndexEndpoint) -> str:
+    """One line for people: `index NAME: URL (from SOURCE)`, an override said as one."""
+    if ep.overridden:
+        return f"index {ep.name}: {ep.url} (override from {ep.source_label}, not the profile's)"
+    return f"index {ep.name}: {ep.url} (from {ep.source_label})"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """`stackctl resolve`: the lock, whether the file changed, and the index URLs the run used."""
+
+    lock: Lock
+    written: bool
+    indexes: tuple[IndexEndpoint, ...]
+
+
+def resolve_to(stack: Stack, client: IndexClient, path: Path, overrides: Mapping[str, str] | None = None, *,
+               closure: bool = True, train_window: float = 3600.0, progress: Progress | None = None,
+               verify: bool = False) -> Resolved:
+    """The lock, written to `path` (left alone when it holds these bytes already), and what the run used."""
+    from stackctl.resolve.lock import write_lock
+
+    lock = resolve_stack(stack, client, overrides, closure=closure, train_window=train_window, progress=progress,
+                         verify=verify)
+    return Resolved(lock, write_lock(path, lock), indexes_in_force(stack, overrides))
+
+
 def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str] | None = None, *,
                   closure: bool = True, train_window: float = 3600.0, progress: Progress | None = None,
                   verify: bool = False, write_to: Path | None = None) -> Lock:
@@ -44,10 +80,19 @@ def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str
     if closure:
         from stackctl.resolve.closure import compute
 
-        uv_cache = client.options.cache_dir.parent / "uv" if client.options.cache_dir else None
+        # inside the cache directory the user named, never beside it (its hex-named entries never say "uv")
+        uv_cache = client.options.cache_dir / "uv" if client.options.cache_dir else None
 
         def closure_fn(s: Stack, lk: Lock) -> Any:
-            return compute(s, lk, eps, offline=client.options.offline, cache_dir=uv_cache)
+            if client.options.offline:  # uv reads its own cache only
+                return compute(s, lk, eps, offline=True, cache_dir=uv_cache)
+            from stackctl.resolve.mirror import IndexMirror
+
+            # uv reads the named indexes through stackctl: the pages of this run, answers uv cannot take
+            # from some servers (a refused HEAD) given in a form it can
+            named = {i.name for i in s.indexes if not i.from_pip}
+            with IndexMirror(client, {n: e for n, e in eps.items() if n in named}) as mirror:
+                return compute(s, lk, eps, cache_dir=uv_cache, mirror={n: mirror.url(n) for n in named})
 
     lock = resolve(stack, client, eps, ResolveOptions(train_window=train_window, closure=closure_fn), progress)
     if verify:

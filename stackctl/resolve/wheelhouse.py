@@ -68,10 +68,9 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
 
     def advance(n: int) -> None:
         if progress is not None and total:
-            with guard:
+            with guard:  # reported under the lock too: counts from several workers never arrive out of order
                 moved[0] += n
-                now = min(moved[0], total)
-            progress(BYTES, now, total)
+                progress(BYTES, min(moved[0], total), total)
 
     def one(f: LockedFile) -> Path:
         path = inside(dest, f.filename, f"the lock's file name {f.filename[:80]!r}")

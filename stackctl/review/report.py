@@ -8,6 +8,7 @@ that makes it. The report never runs a check itself, and never shows evidence ma
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from stackctl.base.evidence import Evidence, read_evidence
+from stackctl.base.evidence import Evidence, default_record, read_evidence
 from stackctl.base.sizes import human_size
 from stackctl.base.times import short_time
 from stackctl.image.labels import LABEL_INSTALLED, diff_installed, installed_from_labels
@@ -69,6 +70,7 @@ class Recorded:
     lock_path: str = ""
     lock_time: str | None = None
     old_lock: Lock | None = None
+    old_lock_path: str = ""
     abi: Evidence | None = None
     abi_path: str = ""
     wheel_diffs: Evidence | None = None
@@ -239,13 +241,24 @@ def _elf_wheels(ev: Recorded) -> set[str]:
 def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
     title = "Wheel diffs of moved wheels that carry ELF"
     cmd = f"stackctl wheel-diff OLD NEW --record {ev.wheel_diff_path}"
-    if lock is None or ev.old_lock is None:
-        what = "the new lock" if lock is None else "the old lock"
+    # the moved wheels are read from both locks, and which of them carry ELF from the ABI record: a section
+    # that cannot be made names the command that makes what it lacks
+    if lock is None:
+        need = f"stackctl resolve {ev.new_arg}"
+        return Section("wheel-diff", title, NOT_RUN, need, None,
+                       text=f"no lock of {ev.new.name} made from it at {ev.lock_path}; run `{need}`")
+    if ev.old is None or ev.old_arg is None:
         return Section("wheel-diff", title, NOT_RUN, cmd, None,
-                       text=f"{what} is missing or stale; the moved wheels are read from both locks")
+                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+    if ev.old_lock is None:
+        need = f"stackctl resolve {ev.old_arg}"
+        return Section("wheel-diff", title, NOT_RUN, need, None,
+                       text=f"no lock of {ev.old.name} made from it at {ev.old_lock_path or 'its .lock'}; run "
+                       f"`{need}` (or name one with --since-lock)")
     if ev.abi is None:
-        return Section("wheel-diff", title, NOT_RUN, cmd, None,
-                       text="which wheels carry ELF comes from the ABI record; record it first")
+        need = f"stackctl abi {ev.new_arg} --record {ev.abi_path}"
+        return Section("wheel-diff", title, NOT_RUN, need, None,
+                       text=f"which wheels carry ELF comes from the ABI record; run `{need}` first")
     elf = _elf_wheels(ev)
     old = {canonicalize_name(p.name): p for p in ev.old_lock.pins}
     pairs = []
@@ -277,7 +290,7 @@ def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
         if e.get("elf_rows"):
             tables.append(Table(("library", "dynamic section changes"),
                                 tuple(tuple(map(str, r)) for r in e["elf_rows"]), f"{f.filename}"))
-    status = NOT_RUN if missing and len(missing) == len(pairs) else OK
+    status = NOT_RUN if missing else OK  # one wheel not compared leaves the section unproved
     source = "; ".join(dict.fromkeys(commands)) if commands else cmd
     return Section("wheel-diff", title, status, source, latest,
                    (Table(("package", "target", "before", "after", "summary"), tuple(rows)), *tables),
@@ -342,7 +355,7 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
     b, a = ev.build, ev.old_build
     if b is None or digest is None or b.get("lock_digest") != digest:
         return Section("image-diff", title, NOT_RUN if b is None else STALE, f"stackctl build {ev.new_arg}",
-                       None, text="needs a build record of the new lock")
+                       None, text=f"needs a build record of the new lock; run `stackctl build {ev.new_arg}`")
     if a is None:
         return Section("image-diff", title, NOT_RUN, old_cmd, None,
                        text=f"no build record of the old stack at {ev.old_build_path}; run `{old_cmd}`")
@@ -383,6 +396,19 @@ def _read_json(path: Path) -> Mapping[str, Any] | None:
     return read_record(path, "build record")
 
 
+def _merged(*records: Evidence | None) -> Evidence | None:
+    """Wheel-diff entries of several records, keyed by the new wheel; a later record's entry wins."""
+    present = [r for r in records if r is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+    entries: dict[str, Any] = {}
+    for r in present:
+        for e in (r.result.get("entries", []) if isinstance(r.result, dict) else []):
+            if isinstance(e, dict):
+                entries[str(e.get("key"))] = e
+    return dataclasses.replace(present[-1], result={"entries": list(entries.values())})
+
+
 def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = None, old_arg: str | None = None,
            old_lock_path: Path | None = None, record_dir: Path = Path("build"), now: str = "") -> Recorded:
     """Read every record there is; nothing is run, nothing is fetched."""
@@ -407,18 +433,20 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
         except StackctlError:
             old_lock = None
     paths = {
-        "abi": record_dir / f"{new.name}.abi.json",
-        "wheel": record_dir / f"{new.name}.wheel-diff.json",
+        "abi": default_record("abi", new.name, record_dir),
+        "wheel": default_record("wheel-diff", new.name, record_dir),  # an older spelling, still read
+        "wheels": default_record("wheel-diff", None, record_dir),
         "build": record_dir / f"{new.name}.build.json",
         "old_build": record_dir / f"{old.name}.build.json" if old else record_dir / "OLD.build.json",
         "pubs": record_dir / "publications.jsonl",
-        "scan": record_dir / f"{new.name}.scan.json",
+        "scan": default_record("scan", new.name, record_dir),
     }
     return Recorded(
         new=new, new_arg=new_arg, old=old, old_arg=old_arg, lock=lock, lock_path=str(lock_path),
-        lock_time=mtime(lock_path), old_lock=old_lock,
+        lock_time=mtime(lock_path), old_lock=old_lock, old_lock_path=str(old_lock_path or ""),
         abi=read_evidence(paths["abi"], "abi"), abi_path=str(paths["abi"]),
-        wheel_diffs=read_evidence(paths["wheel"], "wheel-diff"), wheel_diff_path=str(paths["wheel"]),
+        wheel_diffs=_merged(read_evidence(paths["wheels"], "wheel-diff"), read_evidence(paths["wheel"], "wheel-diff")),
+        wheel_diff_path=str(paths["wheels"]),
         build=_read_json(paths["build"]), build_path=str(paths["build"]),
         old_build=_read_json(paths["old_build"]) if old else None, old_build_path=str(paths["old_build"]),
         publications=tuple(read_records(paths["pubs"])), publications_path=str(paths["pubs"]),

@@ -6,6 +6,7 @@ its own. A plain one (`0.1.83`) is not, so it only counts on a line that also na
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
 import subprocess
@@ -166,6 +167,7 @@ class ScanResult:
     superseded: tuple[Superseded, ...]
     references: tuple[StaleRef, ...]
     files_read: int
+    warnings: tuple[str, ...] = ()
 
     def annotations(self, root: Path) -> tuple[Annotation, ...]:
         """Each reference at its file (under the tree `root` scanned) and line, for CI to show on the diff."""
@@ -194,9 +196,10 @@ def allow_rules(allow: Path | None, root: Path) -> tuple[AllowRule, ...]:
 
 
 def scan_stale(root: Path, new: Stack, old: Stack, since_arg: str, allow: Path | None = None, *,
-               record: Path | None = None, command: str = "") -> ScanResult:
-    """`stackctl scan`: every reference under `root` to a pin `new` superseded in `old`; with `record`, the
-    result also written as evidence for `stackctl report`."""
+               record: Path | None = None, no_record: bool = False, command: str = "") -> ScanResult:
+    """`stackctl scan`: every reference under `root` to a pin `new` superseded in `old`; the result also
+    written as evidence where `stackctl report` reads it (build/NEW.scan.json, or `record`), unless
+    `no_record`."""
     from stackctl.profile.locate import resolve_profile_arg
 
     items = superseded(old, new)
@@ -206,9 +209,8 @@ def scan_stale(root: Path, new: Stack, old: Stack, since_arg: str, allow: Path |
     exclude = frozenset({since_path.resolve()}) if since_path.exists() else frozenset()
     refs, read = scan_tree(root, needles(items), rules, exclude)
     result = ScanResult(items, tuple(refs), read)
-    if record is not None:
-        from stackctl.base.evidence import write_evidence
+    from stackctl.base.evidence import record_to, write_evidence
 
-        write_evidence(record, "scan", new.name, result, profile_digests=(new.digest(), old.digest()),
-                       command=command)
-    return result
+    said = record_to(record, no_record, "scan", new.name, lambda at: write_evidence(
+        at, "scan", new.name, result, profile_digests=(new.digest(), old.digest()), command=command))
+    return dataclasses.replace(result, warnings=(said,)) if said else result

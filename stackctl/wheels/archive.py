@@ -198,17 +198,13 @@ class WheelReader:
             if m.compressed_size != m.size:
                 raise WheelError(f"{self.label}: stored member {name!r} has inconsistent sizes (corrupt zip)")
             return cast(IO[bytes], _Window(fh, start, m.size, self.label, name))
-        if m.compress_type == zipfile.ZIP_DEFLATED:
-            return cast(IO[bytes], _Inflating(fh, start, m.compressed_size, m.size, self.label, name))
-        # bzip2/lzma members are rare in wheels: read them whole through zipfile, under the same cap.
-        try:
-            with self._zip.open(name) as fh:
-                data = fh.read(m.size + 1)
-        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, ValueError) as exc:
-            raise WheelError(f"{self.label}: member {name!r} cannot be read ({exc})") from None
-        if len(data) > m.size:
-            raise WheelError(f"{self.label}: member {name!r} inflates past its declared size (zip bomb?)")
-        return io.BytesIO(data)
+        if m.compress_type in _DECOMPRESSORS:
+            # every method streams the same way, so a member that unpacks to GiBs from a few KiB (LZMA and
+            # bzip2 reach ratios deflate cannot) is held a window at a time, never whole
+            return cast(IO[bytes], _Inflating(fh, start, m.compressed_size, m.size, self.label, name,
+                                              m.compress_type))
+        raise WheelError(f"{self.label}: member {name!r} uses zip compression method {m.compress_type}, "
+                         "which no wheel tool writes (corrupt or hostile zip)")
 
     def read(self, name: str) -> bytes:
         with self.open(name) as fh:
@@ -276,12 +272,64 @@ def _inflater() -> tuple[Any, tuple[type[Exception], ...]]:
 _INFLATE_MODULE, _INFLATE_ERRORS = _inflater()
 
 
-def _decompressobj() -> Any:
-    return _INFLATE_MODULE.decompressobj(-15)
+class _Decompressor:
+    """One zip compression method behind one interface: `decompress(data, max_length)` that keeps the
+    input it has not used yet, `needs_input`, `eof`."""
+
+    def __init__(self, method: int) -> None:
+        self._method = method
+        self._tail = b""
+        self._z: Any = None
+        if method == zipfile.ZIP_DEFLATED:
+            self._z = _INFLATE_MODULE.decompressobj(-15)
+        elif method == zipfile.ZIP_BZIP2:
+            import bz2
+
+            self._z = bz2.BZ2Decompressor()
+
+    @property
+    def eof(self) -> bool:
+        return self._z is not None and bool(self._z.eof)
+
+    @property
+    def needs_input(self) -> bool:
+        if self._method == zipfile.ZIP_DEFLATED:
+            return not self._tail
+        return self._z is None or bool(self._z.needs_input)
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        if self._method == zipfile.ZIP_DEFLATED:
+            out = self._z.decompress(self._tail + data, max_length)
+            self._tail = self._z.unconsumed_tail
+            return bytes(out)
+        if self._z is None:  # LZMA: a 4-byte header (version, properties size), the properties, the stream
+            self._tail += data
+            if len(self._tail) < 4:
+                return b""
+            (psize,) = struct.unpack("<H", self._tail[2:4])
+            if len(self._tail) < 4 + psize:
+                return b""
+            import lzma
+
+            decode = lzma._decode_filter_properties  # type: ignore[attr-defined]  # what zipfile uses for method 14
+            props, data, self._tail = self._tail[4:4 + psize], self._tail[4 + psize:], b""
+            self._z = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[decode(lzma.FILTER_LZMA1, props)])
+        return bytes(self._z.decompress(data, max_length))
+
+
+def _decompress_errors() -> tuple[type[Exception], ...]:
+    import lzma
+
+    # bz2 reports bad data as OSError, a finished stream fed again as EOFError; lzma bad properties as
+    # LZMAError or ValueError
+    return (*_INFLATE_ERRORS, lzma.LZMAError, OSError, EOFError, ValueError)
+
+
+_DECOMPRESSORS = (zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 
 
 class _Inflating(_MemberStream):
-    """A deflated member, inflated forward only as far as it has been read.
+    """A compressed member, inflated forward only as far as it has been read.
 
     The front of the member (where ELF headers, string and version tables live) is kept; beyond it only
     the most recent output is kept, so reaching a dynamic section behind hundreds of MB of code costs
@@ -291,35 +339,40 @@ class _Inflating(_MemberStream):
     KEEP_HEAD = 4 << 20
     KEEP_RECENT = 4 << 20
     IN_CHUNK = 256 << 10
+    OUT_STEP = 2 << 20  # most output one step makes, whatever the method's ratio
 
-    def __init__(self, fh: IO[bytes], start: int, csize: int, size: int, label: str, name: str) -> None:
+    def __init__(self, fh: IO[bytes], start: int, csize: int, size: int, label: str, name: str,
+                 method: int = zipfile.ZIP_DEFLATED) -> None:
         super().__init__(fh, start, size, label, name)
         self._csize = csize
+        self._method = method
         self._head = bytearray()
         self._keep_recent = self.KEEP_RECENT
         self._restart()
 
     def _restart(self) -> None:
         self._cpos = 0
-        self._z = _decompressobj()
+        self._z = _Decompressor(self._method)
         self._produced = 0  # bytes of output so far
         self._recent: list[tuple[int, bytes]] = []  # (offset, data) past the head, newest last
         self._recent_bytes = 0
 
     def _more(self, want: int) -> None:
         """Inflate one step; `want` is how much output the reader is still short of."""
-        if self._cpos >= self._csize or self._z.eof:
+        chunk = b""
+        if self._z.eof or (self._z.needs_input and self._cpos >= self._csize):
             raise WheelError(f"{self._label}: member {self._name!r} ends before its declared size "
                              "(truncated or corrupt zip)")
-        n = min(max(_INFLATE_CHUNK, min(want // 2, self.IN_CHUNK)), self._csize - self._cpos)
-        self._fh.seek(self._start + self._cpos)
-        chunk = self._fh.read(n)
-        if not chunk:
-            raise WheelError(f"{self._label}: member {self._name!r} is cut short (truncated zip)")
-        self._cpos += len(chunk)
+        if self._z.needs_input:
+            n = min(max(_INFLATE_CHUNK, min(want // 2, self.IN_CHUNK)), self._csize - self._cpos)
+            self._fh.seek(self._start + self._cpos)
+            chunk = self._fh.read(n)
+            if not chunk:
+                raise WheelError(f"{self._label}: member {self._name!r} is cut short (truncated zip)")
+            self._cpos += len(chunk)
         try:
-            out = self._z.decompress(chunk, self.size + 1 - self._produced)
-        except _INFLATE_ERRORS as exc:
+            out = self._z.decompress(chunk, min(self.size + 1 - self._produced, self.OUT_STEP))
+        except _decompress_errors() as exc:
             raise WheelError(f"{self._label}: member {self._name!r} does not inflate ({exc}; corrupt zip)") \
                 from None
         if self._produced + len(out) > self.size:

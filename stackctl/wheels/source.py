@@ -2,11 +2,13 @@
 as a check needs, with what reading it cost and how far its bytes were verified.
 
 What can be verified depends on how the wheel was read, and the `WheelOrigin` says which:
-- "sha256": every byte was hashed against the lock's sha256 (a local file, or a remote wheel whose
-  server ignored range requests and sent it whole);
+- "sha256": every byte was hashed against the known sha256 (the lock's, or a URL's `#sha256=`): a local
+  file, a remote wheel whose server ignored range requests and sent it whole, or one whose range reads
+  happened to fetch every byte;
 - "size": a remote wheel read with range requests: its size matched the lock's, and members read whole
   are CRC-checked, but the file as a whole was never seen, so it was not hash-checked;
-- "none": nothing to compare with (a wheel named on the command line, not from a lock).
+- "none": not hash-checked: nothing to compare with (`hash_known` False), or range reads that did not
+  see the whole file.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class WheelOrigin:
     libraries_read: bool  # False: its libraries were listed by name from the central directory only
     headers_read: int  # libraries listed by name whose ELF header was read for their machine
     verified: str  # "sha256" | "size" | "none" (see the module docstring)
+    hash_known: bool = False  # a sha256 to compare with was known (the lock's, or the URL's #sha256=)
 
 
 class OpenedWheel:
@@ -52,11 +55,14 @@ class OpenedWheel:
         from stackctl.wheels.archive import WheelReader
 
         self.location = location
+        parsed = urlparse(location)
+        if sha256 is None and parsed.scheme in ("http", "https") and parsed.fragment.startswith("sha256="):
+            sha256 = parsed.fragment.removeprefix("sha256=")  # as index pages carry it
+        self._sha256 = sha256.removeprefix("sha256:").lower() if sha256 else None
         self._remote: RemoteFile | None = None
         self._libraries_read = False
         self._headers_read: set[str] = set()
         self.reader: WheelReader
-        parsed = urlparse(location)
         if parsed.scheme in ("http", "https"):
             from stackctl.index.client import IndexClient
             from stackctl.index.config import endpoint_of
@@ -99,9 +105,19 @@ class OpenedWheel:
 
     def origin(self) -> WheelOrigin:
         r = self._remote
+        if r is not None and self._sha256 is not None and self._verified != "sha256":
+            seen = r.whole_sha256()
+            if seen is not None and seen != self._sha256:
+                from stackctl.errors import ServiceError
+
+                raise ServiceError(f"{self.reader.filename}: the whole file read has sha256 {seen}, not the "
+                                   f"expected {self._sha256}")
+            if seen is not None:
+                self._verified = "sha256"
         return WheelOrigin(self.reader.filename, self.location if r else str(self.reader.path), self._size,
-                      r.fetched if r else None, r.requests if r else None, r.ranged if r else None,
-                      self._libraries_read, len(self._headers_read), self._verified)
+                           r.fetched if r else None, r.requests if r else None, r.ranged if r else None,
+                           self._libraries_read, len(self._headers_read), self._verified,
+                           self._sha256 is not None)
 
     def close(self) -> None:
         self.reader.close()

@@ -141,6 +141,28 @@ def test_a_number_where_a_lock_has_a_name_is_an_input_error(cli: Cli, tmp_path: 
                              "distribution name)"]
 
 
+@pytest.mark.parametrize(("url", "why"), [
+    ("http://[::1/x.whl", "is not a URL"), ("http://127.0.0.1:99999/x.whl", "is not a URL"),
+    ("file:///etc/passwd", "is not an http(s) URL"), ("x.whl", "is not an http(s) URL"),
+    ("http://user:s3cret@127.0.0.1:9/x.whl", "credentials"),
+])
+def test_a_lock_file_url_must_be_an_http_url(cli: Cli, tmp_path: Path, url: str, why: str) -> None:
+    """A lock comes from a pull request under review: every command refuses a URL it must not or cannot fetch,
+    naming the entry."""
+    stack_path = profile(tmp_path, LOCKED)
+    lock = write_lock(tmp_path, stack_path, "numpy-2.2.0-py3-none-any.whl")
+    lock.write_text(lock.read_text().replace("http://127.0.0.1:9/x.whl", url))
+    (tmp_path / "wh").mkdir()
+    for args in (("render", str(stack_path), "--out", str(tmp_path / "ctx"), "--wheelhouse", str(tmp_path / "wh")),
+                 ("fetch", str(stack_path), "--target", "cp310-linux_x86_64", "--dest", str(tmp_path / "wh")),
+                 ("abi", str(stack_path))):
+        r = cli(*args, "--lock", str(lock), "--json")
+        assert r.code == 2, (args[0], r.err)
+        [line] = errors(r)
+        assert "lock.pins[0].files[0].url" in line and why in line, (args[0], line)
+        assert "s3cret" not in r.err + r.out
+
+
 def test_a_hanging_index_fails_within_the_timeout_retries_included(
         cli: Cli, tmp_path: Path, musa: IndexServer, public: IndexServer) -> None:
     path = musa_profile(tmp_path / "s")

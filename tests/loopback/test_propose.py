@@ -220,3 +220,45 @@ def test_report_quotes_only_evidence_recorded_for_this_lock(cli: Cli, reference:
     assert "### Stale references ⚠️ stale" in r.out
     assert "<details><summary>" in r.out and "| torch | cp310-linux_x86_64 |" in r.out
     assert "### Build: gate log, tag, labels ⚪ not run" in r.out
+
+
+def test_report_reads_what_the_checks_record_by_default_and_names_every_missing_command(
+        cli: Cli, reference: tuple[IndexServer, IndexServer], stacks: Path) -> None:
+    """The walkthrough's steps as written (no --record) leave evidence where report reads it; a section that
+    cannot be made names the command that makes what it lacks; one wheel diff of several proves nothing yet."""
+    work = stacks.parent
+
+    def section(key: str) -> dict:  # type: ignore[type-arg]
+        rep = json.loads(cli("report", "torch-2.11-post2", "--json", cwd=work).out)
+        return next(s for s in rep["sections"] if s["key"] == key)  # type: ignore[no-any-return]
+
+    assert cli("resolve", "torch-2.11-post2", *idx(*reference), "--no-closure", cwd=work).code == 0
+    wd = section("wheel-diff")
+    assert wd["status"] == "not run" and wd["source"] == "stackctl resolve torch-2.11-post1"
+    assert "run `stackctl resolve torch-2.11-post1`" in wd["text"]
+    assert cli("resolve", "torch-2.11-post1", *idx(*reference), "--no-closure", cwd=work).code == 0
+    wd = section("wheel-diff")
+    assert wd["status"] == "not run" and "run `stackctl abi torch-2.11-post2 --record build/" in wd["text"]
+
+    write_inventory(work / "base.json")
+    r = cli("abi", "torch-2.11-post2", *idx(*reference), "--inventory", "base.json", cwd=work)
+    assert r.code == 0, r.out + r.err
+    assert (work / "build" / "torch-2.11-post2.abi.json").is_file()
+    assert section("abi")["status"] == "ok"
+    cli("scan", "stacks", "--stack", "torch-2.11-post2", "--since", "torch-2.11-post1", cwd=work)
+    assert section("scan")["status"] in ("ok", "failed")
+
+    wd = section("wheel-diff")
+    assert len(wd["lines"]) >= 2, wd
+    first, *rest = [shlex.split(line)[1:] for line in wd["lines"]]
+    assert cli(*first[:3], cwd=work).code == 0  # `wheel-diff OLD NEW`, as a user types it: recorded anyway
+    assert (work / "build" / "wheel-diffs.json").is_file()
+    wd = section("wheel-diff")
+    assert wd["status"] == "not run" and f"{len(rest)} of {len(rest) + 1} not recorded" in wd["text"]
+    for words in rest:
+        assert cli(*words[:3], cwd=work).code == 0
+    assert section("wheel-diff")["status"] == "ok"
+    (work / "build" / "torch-2.11-post2.abi.json").unlink()
+    assert cli("abi", "torch-2.11-post2", *idx(*reference), "--inventory", "base.json", "--no-record",
+               cwd=work).code == 0
+    assert not (work / "build" / "torch-2.11-post2.abi.json").exists()

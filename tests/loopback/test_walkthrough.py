@@ -225,3 +225,33 @@ def test_abi_checks_every_target_when_one_cannot_be_read(cli: Cli, clone: Path, 
     assert problem["exit_code"] == 3 and problem["error"].startswith("cp312-linux_x86_64: ")
     assert gone in problem["error"]
     assert [ln for ln in r.err.splitlines() if ln.startswith("error:")] == ["error: " + problem["error"]]
+
+
+def test_serve_never_overwrites_another_images_inventory(tmp_path: Path) -> None:
+    """`inventory IMAGE --out base.json` then `serve --inventory base.json`: the real one stays."""
+    import sys
+
+    real = tmp_path / "base.json"
+    real.write_text('{"format": 1, "image": "stackctl-base:bookworm", "arch": "x86_64"}\n')
+    before = real.read_text()
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / "vendor_index.py"), "serve", "--port", "0",
+                           "--inventory", str(real)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and real.read_text() == before
+    assert proc.stderr.strip() == (f"error: {real} already holds the inventory of stackctl-base:bookworm, not the "
+                                   "example's made-up musa-runtime:5.2.0-ubuntu22.04; give --inventory a file of "
+                                   "its own (e.g. example-base.json)")
+
+
+def test_abi_says_when_the_inventory_is_not_of_the_profiles_base(cli: Cli, clone: Path,
+                                                                   example: ExampleIndexes) -> None:
+    public = ("--index", f"public={example.public.url}")
+    assert cli("resolve", "public-example", "--no-closure", *public, cwd=clone).code == 0
+    r = cli("abi", "public-example", "--inventory", "example-base.json", "--json", *public, cwd=clone)
+    warning = ("example-base.json: is the inventory of musa-runtime:5.2.0-ubuntu22.04, not of the profile's base "
+               "image stackctl-base:bookworm")
+    assert any(w.startswith(warning) for w in json.loads(r.out)["warnings"]), r.out
+    assert warning in " ".join(r.err.split())
+    assert cli("resolve", "torch-2.11-post2", "--no-closure", *index_args(example), cwd=clone).code == 0
+    same = cli("abi", "torch-2.11-post2", "--inventory", "example-base.json", "--json", *index_args(example),
+               cwd=clone)
+    assert not [w for w in json.loads(same.out)["warnings"] if "is the inventory of" in w]

@@ -48,7 +48,7 @@ def test_scan_reads_every_library_member(stack_wheels: Wheels) -> None:
     assert scan.metadata.requires_python == ">=3.10"
 
 
-@pytest.mark.parametrize("compress", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2])
+@pytest.mark.parametrize("compress", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
 def test_member_streams_seek_and_read_like_the_bytes(tmp_path: Path, compress: int) -> None:
     data = os.urandom(300_000) + b"\0" * 200_000
     wheel = _zip(tmp_path / "x-1-py3-none-any.whl", {"x/a.bin": data, "x/b.txt": b"hello"}, compress)
@@ -232,20 +232,22 @@ def test_crc_checked_on_full_reads(tmp_path: Path) -> None:
         r.read("a.txt")
 
 
-def test_inflating_windows_with_small_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Random reads through a deflated member with tiny kept windows: every byte still comes out right."""
+@pytest.mark.parametrize("compress", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_inflating_windows_with_small_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compress: int) -> None:
+    """Random reads through a compressed member with tiny kept windows: every byte still comes out right."""
     import random
 
     from stackctl.wheels import archive as wheel_mod
 
     monkeypatch.setattr(wheel_mod._Inflating, "KEEP_HEAD", 1000)
     monkeypatch.setattr(wheel_mod._Inflating, "KEEP_RECENT", 70_000)
-    data = bytes(random.Random(1).choices(b"abcdefghij\0", k=3_000_000))  # compressible, like code
-    wheel = _zip(tmp_path / "w-1-py3-none-any.whl", {"w/x.so": data})
+    deflate = compress == zipfile.ZIP_DEFLATED  # the others restart slower: fewer, shorter rounds
+    data = bytes(random.Random(1).choices(b"abcdefghij\0", k=3_000_000 if deflate else 600_000))  # like code
+    wheel = _zip(tmp_path / "w-1-py3-none-any.whl", {"w/x.so": data}, compress)
     rnd = random.Random(2)
     with WheelReader(wheel) as r:
         fh = r.open("w/x.so")
-        for _ in range(200):
+        for _ in range(200 if deflate else 40):
             start = rnd.choice([rnd.randrange(0, 2000), rnd.randrange(0, len(data))])
             n = rnd.choice([1, 16, 4096, 100_000, 400_000])
             fh.seek(start)
@@ -288,3 +290,44 @@ def test_executables_in_bin_and_scripts_are_read(tmp_path: Path, elf_libs: Libs)
     assert sorted(e.path for e in scan.elves) == ["t/bin/tool", "t/lib/libk.so"]
     tool = next(e for e in scan.elves if e.path == "t/bin/tool")
     assert tool.info is not None and "libc.so.6" in tool.info.needed
+
+
+def test_a_stored_member_the_directory_calls_lzma_is_a_wheel_error(tmp_path: Path) -> None:
+    """A fuzzed wheel: the central directory says LZMA (method 14) for bytes that are not."""
+    # an LZMA header (version, 5 bytes of properties) whose properties no encoder writes, then junk
+    wheel = _zip(tmp_path / "l-1-py3-none-any.whl", {"l/a.so": b"\x09\x14\x05\x00" + b"\xff" * 5 + b"x" * 200},
+                 zipfile.ZIP_STORED)
+    data = bytearray(wheel.read_bytes())
+    for sig, at in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # method: local header, central directory
+        i = data.find(sig)
+        data[i + at:i + at + 2] = (14).to_bytes(2, "little")
+    wheel.write_bytes(bytes(data))
+    with WheelReader(wheel) as r, pytest.raises(WheelError, match=r"l/a\.so"):
+        r.read("l/a.so")
+
+
+@pytest.mark.parametrize("compress", [zipfile.ZIP_LZMA, zipfile.ZIP_BZIP2])
+def test_a_member_that_unpacks_large_is_streamed_not_held(tmp_path: Path, compress: int) -> None:
+    """LZMA and bzip2 reach ratios deflate cannot: reading the end of such a member holds a window of it."""
+    import tracemalloc
+
+    size = 96 << 20
+    wheel = tmp_path / "z-1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", compression=compress) as zf:
+        info = zipfile.ZipInfo("z/big.so", (2026, 1, 1, 0, 0, 0))
+        info.compress_type = compress
+        with zf.open(info, "w") as out:
+            chunk = b"\0" * (1 << 20)
+            for _ in range(size >> 20):
+                out.write(chunk)
+    assert wheel.stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        with WheelReader(wheel) as r:
+            fh = r.open("z/big.so")
+            fh.seek(size - 8)
+            assert fh.read() == b"\0" * 8
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 2, peak

@@ -74,7 +74,29 @@ def test_cli_wheel_diff_local_and_remote(cli: Cli, stack_wheels: Wheels) -> None
     assert [(s["size"], s["ranged"], s["verified"]) for s in data["sources"]] == [
         (sizes[0], True, "none"), (sizes[1], True, "none")]
     assert all(0 < s["fetched"] <= s["size"] for s in data["sources"])
-    assert h.code == 0 and h.out.count("NOT hash-checked (range reads never see the whole file)") == 2
+    assert h.code == 0 and h.out.count("not verified (no sha256 to compare with)") == 2
+
+
+def test_wheel_diff_checks_a_urls_sha256_when_it_read_the_whole_file(cli: Callable[..., Result],
+                                                                     stack_wheels: Wheels) -> None:
+    """URLs as index pages give them, with `#sha256=`: small wheels are read whole by the first range read,
+    so their hash is checked, and a wrong one is the server's fault."""
+    from tests.support.wheels import sha256_file
+
+    with IndexServer() as server:
+        server.add(stack_wheels.ext_v1)
+        server.add(stack_wheels.ext_v2)
+        urls = [f"{server.base}files/{w.name}#sha256={sha256_file(w)}" for w in (stack_wheels.ext_v1,
+                                                                                  stack_wheels.ext_v2)]
+        j = cli("wheel-diff", *urls, "--json", "--no-record")
+        h = cli("wheel-diff", *urls, "--no-record")
+        bad = cli("wheel-diff", urls[0], urls[1].split("#")[0] + "#sha256=" + "0" * 64, "--no-record")
+    assert j.code == 0, j.err
+    assert [(s["ranged"], s["verified"], s["hash_known"]) for s in json.loads(j.out)["sources"]] == [
+        (True, "sha256", True), (True, "sha256", True)]
+    assert h.out.count("sha256 checked: the whole file was read") == 2, h.out
+    assert "not verified" not in h.out and "NOT hash-checked" not in h.out
+    assert bad.code == 3 and f"{stack_wheels.ext_v2.name}: the whole file read has sha256 " in bad.err
 
 
 def test_cli_wheel_diff_bad_input(cli: Cli, stack_wheels: Wheels, tmp_path: Path) -> None:

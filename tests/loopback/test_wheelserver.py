@@ -191,3 +191,21 @@ def test_a_build_whose_stages_never_reached_the_server_names_send_wheels(tmp_pat
         where = f"http://127.0.0.1:{urlsplit(engine.proxy).port}"
         assert info.value.hint == (f"no install stage reached the wheel server at {where}; if this engine's "
                                    "containers cannot reach this machine, build with --send-wheels")
+
+
+def test_the_gateway_comes_from_the_bridge_interface_when_ipam_lists_none() -> None:
+    """An engine that found its bridge already configured lists a subnet and no Gateway; the interface the
+    network names carries the address (here the loopback interface stands in for docker0)."""
+    from stackctl.engine.docker import bridge_gateway
+
+    listed = {"IPAM": {"Config": [{"Subnet": "172.17.0.0/16", "Gateway": "172.17.0.1"}]}}
+    assert bridge_gateway(listed) == ("172.17.0.1", "the default bridge's gateway 172.17.0.1")
+    bare = {"IPAM": {"Config": [{"Subnet": "127.0.0.0/8"}]}, "Options": {"com.docker.network.bridge.name": "lo"}}
+    assert bridge_gateway(bare) == ("127.0.0.1", "127.0.0.1, the address of the bridge interface lo "
+                                                 "(the bridge lists no gateway)")
+    elsewhere = {**bare, "IPAM": {"Config": [{"Subnet": "10.99.0.0/16"}]}}
+    assert bridge_gateway(elsewhere) == (None, "the default bridge lists no gateway and its interface lo carries "
+                                               "127.0.0.1, outside the bridge's subnet 10.99.0.0/16")
+    missing = {**bare, "Options": {"com.docker.network.bridge.name": "nosuchbr0"}}
+    assert bridge_gateway(missing) == (None, "the default bridge lists no gateway and its interface nosuchbr0 "
+                                             "has no IPv4 address here")

@@ -227,6 +227,11 @@ def test_served_and_sent_wheels_build_the_same_layers_and_the_server_leaves_no_t
     assert served.code == 0 and sent.code == 0, served.err + sent.err
     a, b = json.loads(served.out), json.loads(sent.out)
     assert (a["wheels"], b["wheels"]) == ("served", "context")
+    # which way the wheels went and why, in the record (this machine's engine lists no bridge gateway:
+    # the address comes from the bridge interface then)
+    assert a["wheels_how"].startswith("served to the install stages at http://"), a["wheels_how"]
+    assert "bridge" in a["wheels_how"] and "stackctl:" not in a["wheels_how"]
+    assert b["wheels_how"] == "sent in the build context: --send-wheels"
     # the served context holds the wheels (hash-checked, in the record) but tells the engine to skip them
     assert (tmp_path / "s" / "ctx" / ".dockerignore").read_text() == "groups/*/*.whl\n"
     assert not (tmp_path / "c" / "ctx" / ".dockerignore").exists()

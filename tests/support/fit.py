@@ -59,23 +59,78 @@ def json_of(cli: Cli, *args: str, code: int = 0, cwd: Any = None) -> Any:
     return json.loads(r.out)
 
 
-def assert_whole(out: str, wanted: Iterable[str]) -> None:
-    """Each value on one line as a whole; no table line wider than 80 columns."""
+def assert_whole(out: str, wanted: Iterable[str], prose: Iterable[str] = ()) -> None:
+    """Each value on one line as a whole; no table line wider than 80 columns. A `prose` value (free text, a
+    list of items) may wrap between its words, never inside one: every word whole on a line, and the words
+    in order."""
     lines = out.splitlines()
     for line in lines:
         if any(c in line for c in _BOX):
             assert len(line) <= 80, f"table line wider than 80 columns: {line!r}"
     missing = [v for v in wanted if not any(shown(v) in line for line in lines)]
     assert not missing, f"values not whole on one line: {missing}\n{out}"
+    words = [w for line in lines for w in line.split()]
+    flat = " ".join(words)
+    for v in prose:
+        assert " ".join(v.split()) in flat, f"free text not all there, in order: {v!r}\n{out}"
 
 
 def check_fits(cli: Cli, monkeypatch: pytest.MonkeyPatch, args: list[str], keys: Iterable[str], *,
-               code: int = 0, cwd: Any = None, skip: Callable[[str], bool] = lambda v: False) -> tuple[Any, str]:
-    """Run ARGS with --json and piped at 80 columns; every value under `keys` must be whole in the latter."""
+               code: int = 0, cwd: Any = None, skip: Callable[[str], bool] = lambda v: False,
+               prose: Iterable[str] = ()) -> tuple[Any, str]:
+    """Run ARGS with --json and piped at 80 columns; every value under `keys` must be whole in the latter, every
+    value under `prose` there in full, wrapped between words at most."""
     doc = json_of(cli, *args, code=code, cwd=cwd)
     out = piped_80(cli, monkeypatch, *args, code=code, cwd=cwd)
     wanted = [v for v in values(doc, keys) if not skip(v)]
     assert wanted, f"nothing to look for under {list(keys)} in {doc}"
-    assert_whole(out, wanted)
+    assert_whole(out, wanted, values(doc, prose))
     return doc, out
 
+
+
+def in_terminal(args: list[str], cwd: Any, columns: int = 80, env: dict[str, str] | None = None) -> str:
+    """The output of `stackctl ARGS` in a real terminal `columns` wide (a pseudo-terminal, as tmux gives one),
+    escapes removed: what a person reads at that width."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, columns, 0, 0))
+    child_env = {k: v for k, v in (env or os.environ).items() if k not in ("COLUMNS", "LINES")}
+    child_env["TERM"] = "xterm"
+    proc = subprocess.Popen([sys.executable, "-m", "stackctl", *args], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=cwd, env=child_env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    try:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(master)
+        proc.wait(timeout=60)
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", text)
+
+
+def assert_fits_terminal(out: str, columns: int, whole: Iterable[str]) -> None:
+    """No line reaches past the terminal's edge (where it would fold inside a value); each of `whole` stands on
+    one line."""
+    from rich.cells import cell_len
+
+    lines = out.splitlines()
+    over = [line for line in lines if cell_len(line) > columns]
+    assert not over, f"lines past {columns} columns, folded by the terminal: {over}\n{out}"
+    missing = [v for v in whole if not any(v in line for line in lines)]
+    assert not missing, f"not whole on one line: {missing}\n{out}"

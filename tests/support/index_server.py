@@ -48,7 +48,8 @@ class IndexServer:
     html_only: bool = False
     latency: float = 0.0  # seconds added to every request, to look like a real network
     ranges: bool = True  # honour Range requests on files
-    head: bool = True  # answer HEAD; False: 405 for every HEAD, as some file servers do
+    head: bool = True  # answer HEAD; False: `head_status` for every HEAD, as some file servers do
+    head_status: int = 405  # 405 Method Not Allowed, or 501 Unsupported method as Python's http.server says
     auth: tuple[str, str] | None = None  # require HTTP basic auth
     tls: tuple[Path, Path] | None = None  # (certificate, key): serve https
     port: int = 0  # 0: any free port
@@ -155,7 +156,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         if not self.index.head:
             self.index.log.append((self.command, self.path, dict(self.headers.items())))
-            self.send(405, b"method not allowed", headers={"Allow": "GET"})
+            self.send(self.index.head_status, b"method not allowed", headers={"Allow": "GET"})
             return
         self.do_GET()
 

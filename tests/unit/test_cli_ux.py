@@ -213,7 +213,7 @@ def test_resolve_table_has_no_blank_column(tmp_path: Path, monkeypatch: pytest.M
 
     lock = Lock("s", "d", (LockedPin("a", "1", "public", (LockedFile("cp310-linux_x86_64", "a-1-py3-none-any.whl",
                                                                        "u", "0" * 64, upload_time=None),)),))
-    console = Console(record=True, width=120)
+    console = Console(record=True, width=160, force_terminal=True, color_system=None)
     monkeypatch.setattr(cmd, "console", console)
     cmd._print_lock(lock, None)
     yanked = replace(lock, pins=(replace(lock.pins[0], files=(replace(lock.pins[0].files[0], yanked=True),)),))
@@ -221,7 +221,7 @@ def test_resolve_table_has_no_blank_column(tmp_path: Path, monkeypatch: pytest.M
     tables = console.export_text().split("s: 1 pins")
     header = next(line for line in tables[1].splitlines() if "package" in line)
     cells = [c.strip() for c in header.strip("┃").split("┃")]
-    assert cells == ["package", "version", "index", "target", "uploaded", "newest in line"]
+    assert cells == ["package", "version", "index", "target", "file", "sha256", "uploaded", "newest in line"]
     assert "yanked" in tables[2]
 
 

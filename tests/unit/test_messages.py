@@ -90,7 +90,17 @@ def test_a_typo_in_a_stack_name_gets_did_you_mean(cli: Cli, tmp_path: Path) -> N
     assert r.err.splitlines() == ["error: unknown stack 'torch-2.11-pots2': no stacks/torch-2.11-pots2.toml",
                                   "hint: did you mean torch-2.11-post2 or torch-2.11-post1?"]
     r = cli("validate", "nothing-like-it", cwd=tmp_path)
-    assert r.code == 2 and "hint:" not in r.err
+    assert r.code == 2 and r.err.splitlines()[1] == ("hint: stacks/ here has public-example, torch-2.11-post1, "
+                                                     "torch-2.11-post2")
+
+
+def test_a_bare_stack_name_outside_the_repository_says_where_it_was_looked_for(cli: Cli, tmp_path: Path) -> None:
+    r = cli("show", "torch-2.11-post2", cwd=tmp_path)
+    assert r.code == 2
+    assert r.err.splitlines() == [
+        "error: unknown stack 'torch-2.11-post2': no stacks/torch-2.11-post2.toml",
+        f"hint: a bare stack name is looked for in stacks/ of the current directory ({tmp_path}), which has "
+        "none: run from the repository's top, or give the profile's path"]
 
 
 def test_a_typo_in_a_tag_template_pin_gets_did_you_mean(cli: Cli, tmp_path: Path) -> None:

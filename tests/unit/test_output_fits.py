@@ -40,7 +40,22 @@ def test_a_table_too_wide_for_the_pipe_becomes_key_value_lines() -> None:
                                  "package: numpy", "  version: 1.26.4"]
     assert render(200, True, ["torch", wheel, "a note"]).splitlines()[1].startswith("┏")
     narrow = render(60, True, ["torch", wheel, "a note"])
-    assert f"  version: {wheel}" in narrow.splitlines()
+    # a value too long to stand beside its key goes on its own line below it
+    assert narrow.splitlines()[2:4] == ["  version:", f"    {wheel}"]
+
+
+def test_free_text_in_a_narrow_terminal_wraps_between_items_and_words_never_inside_a_version() -> None:
+    """What a narrow terminal would otherwise fold inside `+musa5.2.0`: each item of a free-text cell on
+    its own lines, wrapped between words, within the width."""
+    other = ("2.11.0.post2+musa5.2.1mp22 (local label +musa5.2.1mp22; platform linux_aarch64); "
+             "2.9.1.post1+musa5.2.1mp22 (local label +musa5.2.1mp22; platform linux_aarch64; series 2.9)")
+    text = render(60, True, ["torch", "2.11.0.post2+musa5.2.0", other])
+    lines = text.splitlines()
+    assert all(len(line) <= 60 for line in lines), text
+    assert "  note:" in lines
+    assert any(line.startswith("    2.11.0.post2+musa5.2.1mp22 (local label") for line in lines)
+    assert any(line.startswith("    2.9.1.post1+musa5.2.1mp22 (local label") for line in lines)
+    assert " ".join(" ".join(lines).split()).count("platform linux_aarch64") == 2
 
 
 def test_hashes_shorten_to_twelve_hex() -> None:

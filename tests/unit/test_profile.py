@@ -70,8 +70,11 @@ def test_every_problem_in_a_file_is_reported_with_line_and_key() -> None:
     path = str(DATA / "bad-everything" / "stack.toml")
     assert f"{path}:3 stack.extend: unknown key; did you mean 'extends'?" in found
     assert f"{path}:14 indexes.public.token: unknown key; credentials never go in a profile" in text
-    # One run reports schema problems; semantic ones follow once the schema is clean.
-    assert len(found) == 2
+    # An unknown key hides nothing: the other problems of the same file come in the same run
+    assert f"{path}:18 pins.torch.index: 'vendr' is not a declared index; did you mean 'vendor'?" in found
+    assert f"{path}:6 targets.python.1: 'three' is not a Python version like \"3.12\"" in found
+    assert any(p.startswith(f"{path}:47 image.tag: renders to an invalid Docker tag") for p in found)
+    assert len(found) == 16
 
 
 def test_semantic_problems_name_line_and_key(tmp_path: Path) -> None:
