@@ -9,22 +9,35 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from stackctl.errors import CheckFailed
+from stackctl.errors import CheckFailed, ContentMismatch, InputError
 from stackctl.image import attest
 from stackctl.image.labels import LABEL_EPOCH, LABEL_INSTALLED, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import SBOM_PATH
 from stackctl.image.sbom import SbomEntry, entries
+from stackctl.image.sign import (
+    CYCLONEDX_PREDICATE,
+    SLSA_PROVENANCE,
+    STATEMENT_V1,
+    Opened,
+    VerifyingKey,
+    load_public_key,
+    open_envelope,
+)
 from stackctl.resolve.lock import Lock
+
+if TYPE_CHECKING:
+    from stackctl.image.rebuild import Rebuilt
 
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # "labels", "sbom", "provenance", "installed", "reproducible", "layers"
+    check: str  # "labels", "sbom", "provenance", "base", "signature", "installed", "reproducible", "layers"
     ok: bool
     detail: str
 
@@ -38,6 +51,7 @@ class Verification:
     findings: tuple[Finding, ...]
     sbom_components: int
     provenance_materials: int
+    rebuild: Rebuilt | None = None  # with --rebuild: what the rebuild compared and found
 
     @property
     def failed(self) -> tuple[Finding, ...]:
@@ -71,7 +85,25 @@ def _differences(what: str, have: Mapping[Any, str], want: Mapping[Any, str]) ->
 
 
 def verify_image(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
-                 stream_layers: bool = False) -> Verification:
+                 stream_layers: bool = False, key: VerifyingKey | None = None) -> Verification:
+    """Every check; content the registry holds that does not hash to its digest is a difference (exit 1):
+    what is there is not what was published."""
+    try:
+        return _verify(registry, repository, reference, lock, stream_layers=stream_layers, key=key)
+    except ContentMismatch as exc:
+        raise CheckFailed(f"{repository}:{reference} does not verify: {exc}") from None
+
+
+def read_key(path: Path) -> VerifyingKey:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the public key: {exc.strerror or exc}") from None
+    return load_public_key(data, str(path))
+
+
+def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
+            stream_layers: bool, key: VerifyingKey | None) -> Verification:
     digest, manifest, config = attest.remote_image(registry, repository, reference)
     labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
     findings: list[Finding] = []
@@ -149,32 +181,18 @@ def verify_image(registry: RegistryApi, repository: str, reference: str, lock: L
     check("installed", problems, "the distributions installed in the image are "
           + ("the lock's" if lock else "the SBOM's"))
 
-    # Provenance beside the image.
-    problems = []
+    # Provenance and the SBOM statement beside the image, in DSSE envelopes; with a key, signed by it.
+    problems, sig_problems = [], []
     materials: list[dict[str, Any]] = []
-    doc_raw = attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE)
-    if doc_raw is None:
+    found = statements(registry, repository, digest, key)
+    prov, sbom_st = found.get(SLSA_PROVENANCE), found.get(CYCLONEDX_PREDICATE)
+    if prov is None:
         problems.append(f"no provenance statement beside the image (tag {attest.artifact_tag(digest, 'att')})")
     else:
-        try:
-            doc = json.loads(doc_raw)
-        except ValueError:
-            doc = {}
-            problems.append("the provenance statement is not JSON")
-        subjects = [s.get("digest", {}).get("sha256") for s in doc.get("subject") or []]
-        if digest.removeprefix("sha256:") not in subjects:
-            problems.append(f"the provenance statement is about {subjects}, not {digest}")
-        if doc.get("predicateType") != "https://slsa.dev/provenance/v1":
-            problems.append(f"the provenance predicate is {doc.get('predicateType')!r}, not SLSA provenance v1")
+        doc = prov.statement
+        problems += retargeted("the provenance statement", doc, digest)
         materials = attest.statement_materials(doc)
-        by_name = {m.get("name"): m for m in materials}
-        lock_hex = ((by_name.get("lock") or {}).get("digest") or {}).get("sha256")
-        if f"sha256:{lock_hex}" != labels.get(LABEL_LOCK):
-            problems.append(f"provenance names lock sha256:{lock_hex}, label {LABEL_LOCK} says "
-                            f"{labels.get(LABEL_LOCK)}")
-        commit = ((by_name.get("source") or {}).get("digest") or {}).get("gitCommit")
-        if commit != (labels.get(f"{OCI}.revision") or "").removesuffix("-dirty"):
-            problems.append(f"provenance names revision {commit}, the label {labels.get(f'{OCI}.revision')}")
+        problems += provenance_problems(doc, labels, config, want)
         wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in materials
                   if str(m.get("name", "")).endswith(".whl")}
         sbom_wheels = {c.filename: c.sha256 for c in components}
@@ -182,8 +200,30 @@ def verify_image(registry: RegistryApi, repository: str, reference: str, lock: L
             missing = sorted(set(sbom_wheels) ^ set(wheels)) or sorted(k for k in wheels
                                                                        if wheels[k] != sbom_wheels[k])
             problems.append(f"provenance and SBOM name different wheels: {', '.join(missing[:5])}")
+    if sbom_st is not None:
+        problems += retargeted("the SBOM statement", sbom_st.statement, digest)
+        if sbom_doc is not None and sbom_st.statement.get("predicate") != _json_or_none(sbom_doc):
+            problems.append("the SBOM statement's predicate is not the SBOM in the image")
+    elif key is not None:
+        problems.append(f"no SBOM statement beside the image (tag {attest.artifact_tag(digest, 'att')})")
     check("provenance", problems, f"in-toto statement about {digest[:19]}; {len(materials)} materials agree "
-          "with the labels and the SBOM")
+          "with the labels, the config and the SBOM")
+
+    base = next((m for m in materials if m.get("name") == "base-image"), None)
+    if base is not None:
+        problems, said = base_in_registry(registry, base, config)
+        check("base", problems, said)
+
+    if key is not None:
+        for name, opened in (("provenance", prov), ("SBOM", sbom_st)):
+            if opened is None:
+                sig_problems.append(f"no {name} statement to check the signature of")
+            elif opened.signatures == 0:
+                sig_problems.append(f"the {name} statement is unsigned")
+            elif not opened.signed_by_key:
+                sig_problems.append(f"the {name} statement is wrongly signed: no signature verifies with key "
+                                    f"{key.keyid[:16]}")
+        check("signature", sig_problems, f"the provenance and SBOM statements are signed by key {key.keyid[:16]}")
 
     # The published config carries SOURCE_DATE_EPOCH: the digest anyone rebuilding gets again.
     epoch = labels.get(LABEL_EPOCH, "")
@@ -201,6 +241,121 @@ def verify_image(registry: RegistryApi, repository: str, reference: str, lock: L
         check("layers", problems, f"{len(ids)} layers hash to their digests and unpack to their diff_ids")
     return Verification(f"{repository}@{digest}", digest, manifest["config"]["digest"],
                         lock.digest() if lock else None, tuple(findings), len(components), len(materials))
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def statements(registry: RegistryApi, repository: str, digest: str,
+               key: VerifyingKey | None) -> dict[str, Opened]:
+    """predicate type → the envelope beside the image carrying it (opened; with `key`, its signatures
+    checked). An `.att` artifact of an older publication (a bare statement) reads as an unsigned one."""
+    out: dict[str, Opened] = {}
+    found = attest.fetch_attestations(registry, repository, digest)
+    for predicate, data in found or []:
+        opened = open_envelope(data, key, f"{repository}:{attest.artifact_tag(digest, 'att')}")
+        out.setdefault(str(opened.statement.get("predicateType") or predicate), opened)
+    if not out:
+        bare = attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE)
+        doc = _json_or_none(bare) if bare is not None else None
+        if isinstance(doc, dict):
+            out[str(doc.get("predicateType"))] = Opened(bare or b"", doc, 0, False if key is not None else None)
+    return out
+
+
+def retargeted(what: str, doc: Mapping[str, Any], digest: str) -> list[str]:
+    subjects = [str((s.get("digest") or {}).get("sha256")) for s in doc.get("subject") or [] if isinstance(s, dict)]
+    if digest.removeprefix("sha256:") in subjects:
+        return []
+    return [f"{what} is re-targeted: it is about {', '.join('sha256:' + x[:12] for x in subjects) or 'nothing'}, "
+            f"not {digest}"]
+
+
+def provenance_problems(doc: Mapping[str, Any], labels: Mapping[str, str], config: Mapping[str, Any],
+                        want: Mapping[str, tuple[str, str]] | None) -> list[str]:
+    """Every field of the SLSA statement that can be held against the image itself (and a lock)."""
+    problems = []
+    if doc.get("_type") != STATEMENT_V1:
+        problems.append(f"the statement's _type is {doc.get('_type')!r}, not {STATEMENT_V1}")
+    if doc.get("predicateType") != SLSA_PROVENANCE:
+        problems.append(f"the provenance predicate is {doc.get('predicateType')!r}, not SLSA provenance v1")
+    predicate = doc.get("predicate") or {}
+    definition = predicate.get("buildDefinition") or {}
+    run = predicate.get("runDetails") or {}
+    if definition.get("buildType") != attest.BUILD_TYPE:
+        problems.append(f"buildType is {definition.get('buildType')!r}, not stackctl's {attest.BUILD_TYPE}")
+    builder = (run.get("builder") or {}).get("id")
+    if builder != attest.BUILDER_ID:
+        problems.append(f"builder id is {builder!r}, not {attest.BUILDER_ID}")
+    params = definition.get("externalParameters") or {}
+    for param, label in (("stack", LABEL_STACK), ("target", LABEL_TARGET), ("revision", f"{OCI}.revision")):
+        if param in params and params[param] != labels.get(label):
+            problems.append(f"externalParameters.{param} is {params[param]!r}, label {label} says "
+                            f"{labels.get(label)!r}")
+    by_name = {m.get("name"): m for m in attest.statement_materials(doc)}
+    lock_hex = ((by_name.get("lock") or {}).get("digest") or {}).get("sha256")
+    if f"sha256:{lock_hex}" != labels.get(LABEL_LOCK):
+        problems.append(f"provenance names lock sha256:{lock_hex}, label {LABEL_LOCK} says {labels.get(LABEL_LOCK)}")
+    source = by_name.get("source") or {}
+    commit = (source.get("digest") or {}).get("gitCommit")
+    if commit != (labels.get(f"{OCI}.revision") or "").removesuffix("-dirty"):
+        problems.append(f"provenance names revision {commit}, the label {labels.get(f'{OCI}.revision')}")
+    dirty = (source.get("annotations") or {}).get("dirty")
+    if dirty is not False or (labels.get(f"{OCI}.revision") or "").endswith("-dirty"):
+        problems.append("the source tree was dirty (or the statement does not say it was clean): no checkout of "
+                        "the revision holds what was built")
+    problems += _base_problems(by_name.get("base-image"), config)
+    if want is not None:
+        wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in by_name.values()
+                  if str(m.get("name", "")).endswith(".whl")}
+        locked = {f"{v}:{h}" for v, h in want.values()}
+        named = {f"{(by_name[w].get('annotations') or {}).get('version')}:{h}" for w, h in wheels.items()}
+        if named != locked:
+            problems.append(f"provenance materials name {len(named - locked)} wheels the lock does not, and "
+                            f"miss {len(locked - named)} it has")
+    return problems
+
+
+def base_in_registry(registry: RegistryApi, base: Mapping[str, Any],
+                     config: Mapping[str, Any]) -> tuple[list[str], str]:
+    """The base image the statement names by manifest digest, read from its registry: its layers must be
+    the image's first ones. (problems, what was checked)"""
+    uri = str(base.get("uri", ""))
+    if not uri.startswith("oci://"):
+        return [], f"the base image is named by image id only ({uri[:40]}): it was never in a registry to check"
+    repository, _, digest = uri.removeprefix("oci://").rpartition("@")
+    first = repository.partition("/")[0]
+    if "/" not in repository or not ("." in first or ":" in first or first == "localhost"):
+        return [], f"the base image {repository} names no registry host: not read"
+    _, _, base_config = attest.remote_image(registry, repository, digest)
+    theirs = list((base_config.get("rootfs") or {}).get("diff_ids") or [])
+    ours = list((config.get("rootfs") or {}).get("diff_ids") or [])
+    if not theirs or ours[:len(theirs)] != theirs:
+        return [f"the image is not built on the base the statement names ({repository}@{digest[:19]}): its first "
+                f"{len(theirs)} layers differ"], ""
+    return [], f"built on {repository}@{digest[:19]}: its {len(theirs)} layers are the image's first"
+
+
+def _base_problems(base: Mapping[str, Any] | None, config: Mapping[str, Any]) -> list[str]:
+    if base is None:
+        return ["provenance names no base image"]
+    notes = base.get("annotations") or {}
+    uri, hexd = str(base.get("uri", "")), str((base.get("digest") or {}).get("sha256", ""))
+    problems = []
+    if notes.get("local_only"):
+        if uri != f"docker-image-id:sha256:{hexd}":
+            problems.append(f"base image {uri} does not name its image id sha256:{hexd[:12]}")
+    elif not (uri.startswith("oci://") and uri.endswith(f"@sha256:{hexd}") and len(hexd) == 64):
+        problems.append(f"base image {uri!r} is not named by a manifest digest")
+    layers = notes.get("layers")
+    ids = (config.get("rootfs") or {}).get("diff_ids") or []
+    if not isinstance(layers, int) or not 0 < layers <= len(ids):
+        problems.append(f"the base image's layer count {layers!r} does not fit the image's {len(ids)} layers")
+    return problems
 
 
 def raise_if_failed(v: Verification) -> None:
@@ -223,22 +378,18 @@ class Attached:
 
 def attached(registry: RegistryApi, repository: str, digest: str) -> Attached:
     sbom = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
-    att = attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE)
+    found = statements(registry, repository, digest, None)
     components: tuple[SbomEntry, ...] = ()
     if sbom is not None:
         try:
             components = entries(json.loads(sbom))
         except (ValueError, AttributeError):
             components = ()
-    doc: dict[str, Any] = {}
-    if att is not None:
-        try:
-            doc = json.loads(att)
-        except ValueError:
-            doc = {}
+    prov = found.get(SLSA_PROVENANCE)
+    doc: dict[str, Any] = prov.statement if prov is not None else {}
     materials = tuple((str(m.get("name")), ",".join(f"{k}:{v}" for k, v in (m.get("digest") or {}).items()))
                       for m in attest.statement_materials(doc))
     builder = ((doc.get("predicate") or {}).get("runDetails") or {}).get("builder") if doc else None
     return Attached(attest.artifact_tag(digest, "sbom") if sbom is not None else None, components,
-                    attest.artifact_tag(digest, "att") if att is not None else None,
+                    attest.artifact_tag(digest, "att") if found else None,
                     doc.get("predicateType") if doc else None, builder, materials)

@@ -95,7 +95,7 @@ def test_two_clean_builds_publish_one_digest_and_verify_from_the_registry(
         r = cli("verify", f"{repository}@{pub1['digest']}", "--lock", str(other.lock), "--json")
         assert r.code == 1, r.out + r.err
         failed = {f["check"]: f["detail"] for f in json.loads(r.out)["findings"] if not f["ok"]}
-        assert set(failed) == {"labels", "sbom", "installed"}
+        assert set(failed) == {"labels", "sbom", "installed", "provenance"}
         assert "toplib is 0.3.0 in the image, expected 0.4.0" in failed["installed"]
         assert "error: " in r.err and "toplib" in r.err
 
