@@ -83,7 +83,7 @@ def test_two_clean_builds_publish_one_digest_and_verify_from_the_registry(
         assert r.code == 0, r.out + r.err
         report = json.loads(r.out)
         assert report["ok"] and {f["check"] for f in report["findings"]} == {
-            "labels", "sbom", "installed", "provenance", "reproducible", "layers"}
+            "labels", "sbom", "installed", "provenance", "base", "reproducible", "layers"}
         assert report["sbom_components"] == 5
         r = cli("inspect", f"{repository}:{repo_tag(repo)}", "--json")
         attached = json.loads(r.out)["attached"]
