@@ -282,7 +282,7 @@ def fetch_attestations(registry: RegistryApi, repository: str, subject: str) -> 
     try:
         manifest = json.loads(got[1])
         layers = [x for x in manifest.get("layers") or [] if isinstance(x, dict)]
-    except (ValueError, AttributeError):
+    except (ValueError, RecursionError, AttributeError):
         return []
     return [(str((x.get("annotations") or {}).get(PREDICATE_ANNOTATION, "")), registry.blob(repository, x["digest"]))
             for x in layers if x.get("mediaType") == ENVELOPE_TYPE and x.get("digest")]

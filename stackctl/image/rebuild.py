@@ -71,7 +71,7 @@ def _object(raw: bytes) -> dict[str, Any]:
 
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict):
         raise ServiceError("the engine's image config is not a JSON object")

@@ -152,7 +152,7 @@ def open_envelope(data: bytes, key: VerifyingKey | None, what: str) -> Opened:
         sigs = doc["signatures"]  # required, even when empty
         if not isinstance(sigs, list):
             raise TypeError
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise CheckFailed(f"{what}: not a DSSE envelope") from None
     if payload_type != PAYLOAD_TYPE:
         raise CheckFailed(f"{what}: payload type {payload_type!r}, not {PAYLOAD_TYPE}")
@@ -160,7 +160,7 @@ def open_envelope(data: bytes, key: VerifyingKey | None, what: str) -> Opened:
         statement = json.loads(payload)
         if not isinstance(statement, dict):
             raise TypeError
-    except (ValueError, TypeError):
+    except (ValueError, RecursionError, TypeError):
         raise CheckFailed(f"{what}: the envelope's payload is not a JSON statement") from None
     signed: bool | None = None
     if key is not None:
@@ -204,7 +204,7 @@ def attestation_layers(statements: Sequence[bytes], key: SigningKey | None) -> t
     for raw in statements:
         try:
             predicate = str(json.loads(raw).get("predicateType") or "")
-        except (ValueError, AttributeError):
+        except (ValueError, RecursionError, AttributeError):
             raise InputError("a statement to sign is not a JSON object") from None
         out.append(Layer(envelope(raw, key), predicate))
     return tuple(out)

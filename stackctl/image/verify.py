@@ -129,7 +129,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
         try:
             label_installed = {canonicalize_name(k): str(v) for k, v in
                                json.loads(labels.get(LABEL_INSTALLED) or "{}").items()}
-        except (ValueError, AttributeError):
+        except (ValueError, RecursionError, AttributeError):
             label_installed = {}
             problems.append(f"label {LABEL_INSTALLED} is not a JSON object")
         problems += [f"label {LABEL_INSTALLED}: {d}" for d in
@@ -155,7 +155,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
     if sbom_doc is not None:
         try:
             components = entries(json.loads(sbom_doc))
-        except (ValueError, AttributeError):
+        except (ValueError, RecursionError, AttributeError):
             problems.append("the SBOM is not JSON")
     if want is not None and sbom_doc is not None:
         have = {canonicalize_name(c.name): f"{c.version} sha256:{c.sha256}" for c in components}
@@ -172,7 +172,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
     else:
         try:
             installed = {canonicalize_name(k): str(v) for k, v in json.loads(raw).items()}
-        except (ValueError, AttributeError):
+        except (ValueError, RecursionError, AttributeError):
             installed = {}
             problems.append(f"{attest.INSTALLED_PATH} is not a JSON object")
         expected = ({k: v for k, (v, _) in want.items()} if want is not None else
@@ -246,7 +246,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
 def _json_or_none(data: bytes) -> Any:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -383,7 +383,7 @@ def attached(registry: RegistryApi, repository: str, digest: str) -> Attached:
     if sbom is not None:
         try:
             components = entries(json.loads(sbom))
-        except (ValueError, AttributeError):
+        except (ValueError, RecursionError, AttributeError):
             components = ()
     prov = found.get(SLSA_PROVENANCE)
     doc: dict[str, Any] = prov.statement if prov is not None else {}
