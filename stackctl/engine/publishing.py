@@ -23,8 +23,9 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     from stackctl.engine.docker import DockerEngine
     from stackctl.engine.registry import Registry, check_registry, parse_ref
     from stackctl.image.labels import image_ref
-    from stackctl.image.publish import publish_stack
+    from stackctl.image.publish import publish_stack, read_signing_key
 
+    key = read_signing_key(sign_key) if sign_key is not None else None  # a bad key file costs no push
     engine = DockerEngine()
     target = image_ref(stack, repository)
     check_registry(str(target))  # before anything is tagged or pushed
@@ -32,7 +33,7 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     builder = engine.versions() if registry is not None else None
     engine.transfer = transfer
     return publish_stack(stack, lock, engine, record, repository, registry=registry, builder=builder,
-                         sign_key=sign_key, build_record=build_record)
+                         key=key, build_record=build_record)
 
 
 def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, key: Path | None = None,

@@ -166,7 +166,7 @@ def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFact
 
 def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None, *,
                   registry: RegistryApi | None = None, builder: Mapping[str, str] | None = None,
-                  sign_key: Path | None = None, build_record: Path | None = None) -> Publication:
+                  key: SigningKey | None = None, build_record: Path | None = None) -> Publication:
     """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name;
     with `registry` (a name on a registry host) move the tag to the reproducible manifest, check the
     registry's copy digest by digest and push the SBOM and provenance beside it, else pull back by
@@ -178,7 +178,6 @@ def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, reposi
     locked.require_made_from(stack)
     expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: locked.digest()}
     check_record_writable(record)
-    key = read_signing_key(sign_key) if sign_key is not None else None  # before any push
     built, ref = image_ref(stack), image_ref(stack, repository)
     moved: tuple[ImageFacts | None] | None = None
     if ref != built:

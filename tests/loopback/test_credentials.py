@@ -106,3 +106,18 @@ def test_a_failing_or_lying_helper_is_one_line_and_shows_nothing_of_its_own(
         assert r.code == 3, r.out + r.err
         assert r.err.count("error:") == 1 and says in r.err and "Traceback" not in r.err
         assert SECRET not in r.out + r.err
+
+
+def test_a_signing_key_that_cannot_be_used_stops_publish_before_the_engine(
+        tmp_path: Path, run: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.imagestack import make_stack_repo
+
+    repo = make_stack_repo(tmp_path, "e2e", "127.0.0.1:9/t/x")
+    key = tmp_path / "release.pem"
+    key.write_text("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA" + "A" * 20 + "\n-----END PRIVATE KEY-----\n")
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # an engine that is not there: never reached
+    monkeypatch.chdir(repo.root)
+    monkeypatch.setenv("STACKCTL_SIGN_KEY", str(key))
+    r = run("publish", "e2e")
+    assert r.code == 2 and r.err.count("error:") == 1 and f"{key}: not a PEM private key" in r.err, r.err
+    assert "AAAA" not in r.out + r.err and "engine" not in r.err

@@ -121,3 +121,15 @@ def test_layers_carry_the_predicate_type_as_cosign_annotates_it() -> None:
     assert json.loads(base64.b64decode(json.loads(layers[1].data)["payload"]))["predicate"] == {
         "bomFormat": "CycloneDX"}
     assert ENVELOPE_TYPE == "application/vnd.dsse.envelope.v1+json"
+
+
+def test_key_files_that_cannot_be_used_are_one_input_error_before_any_connection(
+        tmp_path: Any, cli: Any) -> None:
+    missing = tmp_path / "missing.pub"
+    r = cli("verify", "127.0.0.1:9/x/y:1", "--key", str(missing))
+    assert r.code == 2 and r.err.count("error:") == 1 and f"{missing}: cannot read the public key" in r.err
+    private, _ = pem_pair("p256")
+    wrong = tmp_path / "private.pem"
+    wrong.write_bytes(private)
+    r = cli("verify", "127.0.0.1:9/x/y:1", "--key", str(wrong), "--json")
+    assert r.code == 2 and f"{wrong}: not a PEM public key" in r.err and "PRIVATE" not in r.out + r.err
