@@ -17,6 +17,7 @@ from typing import Any
 from stackctl.errors import ServiceError
 from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import SBOM_PATH
+from stackctl.image.sign import Layer, SigningKey
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -247,7 +248,7 @@ def statement_materials(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def push_attestations(registry: RegistryApi, repository: str, subject: tuple[str, int, str],
-                      layers: Sequence[Any]) -> Artifact:
+                      layers: Sequence[Layer]) -> Artifact:
     """The `.att` manifest as cosign lays it out: one layer per DSSE envelope (`sign.Layer`), each with
     the predicate type in its annotations, under `sha256-<hex>.att`; `subject` also names the image
     for registries that index referrers."""
@@ -288,23 +289,19 @@ def fetch_attestations(registry: RegistryApi, repository: str, subject: str) -> 
             for x in layers if x.get("mediaType") == ENVELOPE_TYPE and x.get("digest")]
 
 
-@dataclass(frozen=True)
-class Attestations:
-    artifact: Artifact  # the `.att` manifest
-    statement: bytes  # the provenance statement's exact bytes (the first envelope's payload)
-
-
 def attach(registry: RegistryApi, repository: str, subject: tuple[str, int, str], sbom: bytes,
-           provenance: Callable[[Artifact], Mapping[str, Any]], key: Any = None) -> tuple[Artifact, Attestations]:
-    """Everything published beside an image, once the image itself is in place and checked: the SBOM as
-    the `.sbom` artifact, then under `.att` two DSSE envelopes (signed with `key`, a `sign.SigningKey`, when
-    given): the provenance statement (`provenance` makes it, given the SBOM's artifact) and the SBOM as an
-    in-toto statement with a CycloneDX predicate. Returns the two artifacts."""
+           statement: Callable[[Material], dict[str, Any]],
+           key: SigningKey | None = None) -> tuple[Artifact, dict[str, Any], Artifact]:
+    """Everything published beside an image once the image itself is in place and checked: the SBOM as the
+    `.sbom` artifact; then, under `.att`, two DSSE envelopes (signed with `key` when given): the provenance
+    statement (`statement` makes it, given the SBOM as a byproduct) and the SBOM as an in-toto statement
+    with a CycloneDX predicate. Returns the SBOM's artifact, the provenance statement and the `.att`
+    artifact."""
     from stackctl.image.sign import attestation_layers, sbom_statement
 
-    digest = subject[0]
     sbom_art = push_artifact(registry, repository, subject, "sbom", sbom, SBOM_TYPE)
-    statement_bytes = canonical(provenance(sbom_art))
-    sbom_doc = canonical(sbom_statement(repository, digest, json.loads(sbom)))
-    layers = attestation_layers((statement_bytes, sbom_doc), key)
-    return sbom_art, Attestations(push_attestations(registry, repository, subject, layers), statement_bytes)
+    doc = statement(Material("sbom", f"oci://{repository}@{sbom_art.digest}",
+                             (("sha256", sha256(sbom).removeprefix("sha256:")),)))
+    sbom_doc = sbom_statement(repository, subject[0], json.loads(sbom))
+    layers = attestation_layers((canonical(doc), canonical(sbom_doc)), key)
+    return sbom_art, doc, push_attestations(registry, repository, subject, layers)

@@ -138,17 +138,11 @@ def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFact
     assert sbom is not None
     subject = (new.digest, new.size, new.media_type)
     timing = dict(evidence.timing)
-    sbom_art, att = attest.attach(
-        registry, repo, subject, sbom, lambda sbom_art: attest.statement(
-            subject=repo, digest=new.digest, parameters=dict(evidence.parameters),
-            internal={"source_date_epoch": epoch, "engine_manifest": pushed},
-            materials=evidence.materials, builder=dict(evidence.builder),
-            invocation=evidence.invocation or when, started=timing.get("started"),
-            finished=timing.get("finished") or when,
-            byproducts=[attest.Material("sbom", f"oci://{repo}@{sbom_art.digest}",
-                                        (("sha256", attest.sha256(sbom).removeprefix("sha256:")),))]),
-        key)
-    doc = json.loads(att.statement)
+    sbom_art, doc, att = attest.attach(registry, repo, subject, sbom, lambda sbom_ref: attest.statement(
+        subject=repo, digest=new.digest, parameters=dict(evidence.parameters),
+        internal={"source_date_epoch": epoch, "engine_manifest": pushed},
+        materials=evidence.materials, builder=dict(evidence.builder), invocation=evidence.invocation or when,
+        started=timing.get("started"), finished=timing.get("finished") or when, byproducts=[sbom_ref]), key)
     check = (f"build the same lock at revision {local.label(f'{OCI}.revision')} and publish it: the manifest "
              f"digest is {new.digest} again (config times = SOURCE_DATE_EPOCH {epoch}); "
              f"`stackctl verify {repo}@{new.digest} --lock LOCK` re-checks it from the registry")
@@ -159,8 +153,8 @@ def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFact
                        local.label(LABEL_LOCK), local.label(LABEL_STACK), when, engine_digest=pushed,
                        config_digest=new.config_digest, source_date_epoch=epoch, reproducible=check,
                        verified=verified, sbom=f"{repo}:{sbom_art.tag}@{sbom_art.digest}",
-                       provenance_ref=f"{repo}:{att.artifact.tag}@{att.artifact.digest}",
-                       artifact_bytes=sbom_art.size + att.artifact.size, signed_by=key.keyid if key else None,
+                       provenance_ref=f"{repo}:{att.tag}@{att.digest}", artifact_bytes=sbom_art.size + att.size,
+                       signed_by=key.keyid if key else None,
                        provenance=doc)
 
 
