@@ -1,7 +1,7 @@
-"""The fuzz campaign: mutated profiles, locks, index pages (HTML and JSON), wheels and ELF files fed to the
-real parsing and command code, many times per kind, on every core.
+"""The fuzz campaign: mutated profiles, locks, index pages (HTML and JSON), wheels, ELF files and signed
+statements (DSSE envelopes) fed to the real parsing and command code, many times per kind, on every core.
 
-    python benchmarks/fuzz.py [--cases 100000] [--kinds profile,lock,html,json,wheel,elf] [--jobs 2]
+    python benchmarks/fuzz.py [--cases 100000] [--kinds profile,lock,html,json,wheel,elf,envelope] [--jobs 2]
                               [--case-seconds 5] [--memory-mb 2048] [--cli-every 50] [--findings DIR]
 
 The targets and mutations are tests/fuzz/targets.py's, which the test suite runs through `hypothesis` for

@@ -44,6 +44,11 @@ class ServiceError(StackctlError):
     exit_code = EXIT_SERVICE
 
 
+class ContentMismatch(ServiceError):
+    """A registry sent bytes that do not hash to the digest naming them. `verify` reports it as what differs
+    (exit 1): the content there is not what was published."""
+
+
 class Problems(StackctlError):
     """Several independent failures of one run (pin and target), every one reported; the run exits with
     the most severe code among them: a service failure (3) over bad input (2) over a failed check (1)."""

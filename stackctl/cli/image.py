@@ -318,6 +318,9 @@ def publish(
     record_file: Annotated[Path | None, typer.Option("--record", metavar="FILE", hidden=True,
                                                      help="The publication record file itself (older spelling).")]
     = None,
+    sign_key: Annotated[Path | None, typer.Option(
+        "--sign-key", metavar="PATH", envvar="STACKCTL_SIGN_KEY", show_envvar=True,
+        help="PEM private key (ECDSA P-256 or Ed25519) to sign the provenance and SBOM statements with.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Push with a reproducible digest and check the copy.
@@ -341,13 +344,16 @@ def publish(
     record = record_file or record_dir / "publications.jsonl"
     # Each layer's bytes as it is pushed, then pulled back: a bar per layer on a terminal, lines in a CI log.
     with progress_bar(not as_json, "publish") as transfer:
-        pub = publish_image(stack, lock_path(profile, lock), record, repository, transfer=transfer)
+        pub = publish_image(stack, lock_path(profile, lock), record, repository, transfer=transfer,
+                            sign_key=sign_key, build_record=record_dir / f"{stack.name}.build.json")
 
     def human() -> None:
         console.print(f"published {pub.tag}\n  digest   {pub.digest}" + (" (reproducible)" if pub.reproducible else "")
                       + f"\n  image id {pub.image_id}\n  revision {pub.revision}", markup=False)
         if pub.sbom:
             console.print(f"  sbom     {pub.sbom}\n  provenance {pub.provenance_ref}", markup=False)
+            signed = f"by key {pub.signed_by[:16]}" if pub.signed_by else "no (unsigned envelopes)"
+            console.print(f"  signed   {signed}", markup=False)
         for line in pub.verified:
             console.print(f"  checked  {line}", markup=False)
         console.print(f"  record   {record}", markup=False)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -180,10 +181,19 @@ class DockerEngine:
         )
 
     def push(self, repository: str, tag: str) -> str:
-        """Push with the Docker config's credentials (the SDK reads them; nothing here prints them)."""
+        """Push with the Docker config's credentials, resolved here with any helper's stderr captured and
+        handed to the push, so the SDK never runs a helper itself; nothing here prints them."""
+        from stackctl.engine.credentials import resolve
+        from stackctl.engine.registry import parse_ref
+
+        ref = parse_ref(f"{repository}:{tag}")
+        host = ref.registry if ref is not None else "docker.io"
+        login = resolve(host)
+        # An auth config without a login is still one: the SDK then sends none rather than looking one up.
+        auth = login.auth_config() if login is not None else {"serveraddress": host}
         digest = None
         with self.talking(f"push of {repository}:{tag} failed"):
-            for ev in self._client.api.push(repository, tag=tag, stream=True, decode=True):
+            for ev in self._client.api.push(repository, tag=tag, stream=True, decode=True, auth_config=auth):
                 if "error" in ev:
                     msg = str(ev.get("errorDetail", {}).get("message") or ev["error"]).strip()
                     raise ServiceError(f"push of {repository}:{tag} failed: {msg}")
@@ -194,6 +204,35 @@ class DockerEngine:
         if not digest:
             raise ServiceError(f"push of {repository}:{tag} reported no digest")
         return digest
+
+    def image_config(self, ref: str) -> bytes:
+        """The image's config JSON exactly as the engine holds it (its sha256 is the image id): read from
+        `docker save`'s stream, which the engine API offers as the one way to the raw document."""
+        import hashlib
+        import tarfile
+
+        facts = self.facts(ref)
+        if facts is None:
+            raise ServiceError(f"{ref}: the engine has no such image")
+        want = facts.id.removeprefix("sha256:")
+        with self.talking(f"cannot read the config of {ref}"):
+            raw = self._client.api.get_image(ref, chunk_size=1 << 20)
+            stream = io.BufferedReader(_Chunks(raw), 1 << 20)
+            try:
+                with tarfile.open(fileobj=stream, mode="r|") as tar:
+                    for member in tar:
+                        if member.isfile() and member.name in (f"{want}.json", f"blobs/sha256/{want}"):
+                            f = tar.extractfile(member)
+                            data = f.read() if f is not None else b""
+                            if hashlib.sha256(data).hexdigest() == want:
+                                return data
+            except tarfile.TarError as exc:
+                raise ServiceError(f"{ref}: the engine's image archive is not a tar ({exc})") from None
+            finally:
+                close = getattr(raw, "close", None)
+                if close is not None:
+                    close()
+        raise ServiceError(f"{ref}: the engine's image archive holds no config hashing to its id")
 
     def pull(self, ref: str) -> ImageFacts:
         repo, _, digest = ref.partition("@")
@@ -289,3 +328,25 @@ def check_local_ref(ref: str) -> None:
             and (not digest or re.fullmatch(r"[a-z0-9]+:[0-9a-f]{32,}", digest))):
         return
     raise InputError(f"{ref!r} is not an image reference (NAME[:TAG][@DIGEST], names in lowercase)")
+
+
+class _Chunks(io.RawIOBase):
+    """A readable file over an iterator of byte chunks, for tarfile's streaming mode."""
+
+    def __init__(self, chunks: Any) -> None:
+        self._it = iter(chunks)
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, out: Any) -> int:
+        while not self._buf:
+            try:
+                self._buf = next(self._it)
+            except StopIteration:
+                return 0
+        n = min(len(out), len(self._buf))
+        out[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n

@@ -3,18 +3,14 @@ pulling the image, and the blobs and manifests `publish` pushes beside it."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import ipaddress
-import json
-import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from stackctl.base.neterrors import cause_in_words
-from stackctl.errors import InputError, ServiceError
+from stackctl.errors import ContentMismatch, InputError, ServiceError
 
 MANIFEST_TYPES = ", ".join([
     "application/vnd.docker.distribution.manifest.v2+json",
@@ -61,68 +57,13 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _docker_config() -> tuple[Path, dict[str, Any]]:
-    cfg = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
-    try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return cfg, {}
-    return cfg, data if isinstance(data, dict) else {}
-
-
-def _host_of(key: str) -> str:
-    return re.sub(r"^https?://", "", key).rstrip("/").split("/")[0]
-
-
-def _helper(name: str, registry: str) -> tuple[str, str] | None:
-    """`docker-credential-NAME get`, as the docker CLI runs it: the server on stdin, JSON on stdout.
-    Neither the answer nor the helper's stderr is ever shown (both may hold the secret)."""
-    import shutil
-    import subprocess
-
-    exe = shutil.which(f"docker-credential-{name}")
-    if exe is None:
-        raise InputError(f"the Docker config names credential helper {name!r}, but docker-credential-{name} "
-                         "is not on PATH")
-    for server in (registry, f"https://{registry}"):
-        try:
-            proc = subprocess.run([exe, "get"], input=server, capture_output=True, text=True, timeout=60,
-                                  check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            raise ServiceError(f"credential helper docker-credential-{name} did not answer") from None
-        if proc.returncode != 0:
-            continue  # "credentials not found": try the other spelling of the server, then give up
-        try:
-            data = json.loads(proc.stdout)
-            user, secret = str(data["Username"]), str(data["Secret"])
-        except (ValueError, KeyError, TypeError):
-            raise ServiceError(f"credential helper docker-credential-{name} answered something other than "
-                               "its JSON") from None
-        return user, secret
-    return None
-
-
 def _docker_auth(registry: str) -> tuple[str, str] | None:
-    """user/password for `registry` from the Docker config: `credHelpers[registry]`, else `auths` (an
-    inline `auth`), else `credsStore`, the order the docker CLI uses. Used in headers only, never shown."""
-    cfg, data = _docker_config()
-    helpers = data.get("credHelpers") or {}
-    if isinstance(helpers, dict):
-        for key, name in helpers.items():
-            if _host_of(key) == registry and name:
-                return _helper(str(name), registry)
-    auths = data.get("auths") or {}
-    for key, entry in (auths.items() if isinstance(auths, dict) else ()):
-        if _host_of(key) == registry and isinstance(entry, dict) and entry.get("auth"):
-            try:
-                user, _, password = base64.b64decode(entry["auth"], validate=True).decode().partition(":")
-            except ValueError:
-                raise InputError(f"{cfg}: the auth entry for {registry} is not base64 of user:password") from None
-            return user, password
-    store = data.get("credsStore")
-    if isinstance(store, str) and store:
-        return _helper(store, registry)
-    return None
+    """user/password for `registry`, resolved as Docker resolves it (engine/credentials.py); used in
+    headers only, never shown."""
+    from stackctl.engine.credentials import resolve
+
+    login = resolve(registry)
+    return (login.username, login.password) if login is not None else None
 
 
 def _json(r: Any, what: str) -> dict[str, Any]:
@@ -141,7 +82,7 @@ def _checked(r: Any, digest: str, what: str) -> None:
     if algorithm != "sha256":
         raise ServiceError(f"{what}: digest {digest!r} is not sha256")
     if hashlib.sha256(r.content).hexdigest() != want:
-        raise ServiceError(f"{what}: the registry sent content that does not hash to {digest}")
+        raise ContentMismatch(f"{what}: the registry sent content that does not hash to {digest}")
 
 
 class _Client:
@@ -286,13 +227,13 @@ class Registry:
             if inflate is not None:
                 plain.update(inflate.flush())
         except zlib.error:
-            raise ServiceError(f"{repository}@{digest}: the layer is not valid gzip") from None
+            raise ContentMismatch(f"{repository}@{digest}: the layer is not valid gzip") from None
         except self._requests_errors() as exc:
             raise ServiceError(f"{repository}@{digest}: the registry stopped sending: {type(exc).__name__}") from None
         finally:
             r.close()
         if "sha256:" + packed.hexdigest() != digest:
-            raise ServiceError(f"{repository}@{digest}: the registry sent a layer that does not hash to its digest")
+            raise ContentMismatch(f"{repository}@{digest}: the registry sent a layer that does not hash to its digest")
         return "sha256:" + plain.hexdigest(), size
 
     @staticmethod
@@ -375,7 +316,7 @@ def read_remote(ref_text: str, registry: Registry | None = None) -> RemoteImage:
     digest = r.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(r.content).hexdigest()
     _checked(r, digest, what)
     if ref.reference.startswith("sha256:") and digest != ref.reference:
-        raise ServiceError(f"{what}: the registry sent manifest {digest} instead of the one asked for")
+        raise ContentMismatch(f"{what}: the registry sent manifest {digest} instead of the one asked for")
     manifest = _json(r, what)
     if "manifests" in manifest:  # a list: take linux/amd64
         chosen = next((m for m in manifest["manifests"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 from stackctl.errors import ServiceError
 from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import SBOM_PATH
+from stackctl.image.sign import Layer, SigningKey
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -244,3 +245,63 @@ def statement(*, subject: str, digest: str, parameters: Mapping[str, Any], inter
 def statement_materials(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     deps = ((doc.get("predicate") or {}).get("buildDefinition") or {}).get("resolvedDependencies")
     return [d for d in deps or [] if isinstance(d, dict)]
+
+
+def push_attestations(registry: RegistryApi, repository: str, subject: tuple[str, int, str],
+                      layers: Sequence[Layer]) -> Artifact:
+    """The `.att` manifest as cosign lays it out: one layer per DSSE envelope (`sign.Layer`), each with
+    the predicate type in its annotations, under `sha256-<hex>.att`; `subject` also names the image
+    for registries that index referrers."""
+    from stackctl.image.sign import COSIGN_CONFIG, ENVELOPE_TYPE
+
+    digest, size, subject_type = subject
+    blobs = [registry.put_blob(repository, layer.data) for layer in layers]
+    config = canonical({"architecture": "", "os": "", "config": {},
+                        "rootfs": {"type": "layers", "diff_ids": blobs}})
+    config_digest = registry.put_blob(repository, config)
+    manifest = {
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": COSIGN_CONFIG, "digest": config_digest, "size": len(config)},
+        "layers": [{"mediaType": ENVELOPE_TYPE, "digest": blob, "size": len(layer.data),
+                    "annotations": layer.annotations} for blob, layer in zip(blobs, layers, strict=True)],
+        "subject": {"mediaType": subject_type, "digest": digest, "size": size},
+    }
+    tag = artifact_tag(digest, "att")
+    pushed = registry.put_manifest(repository, tag, canonical(manifest), OCI_MANIFEST)
+    return Artifact("att", tag, pushed, blobs[0] if blobs else "", sum(len(x.data) for x in layers))
+
+
+def fetch_attestations(registry: RegistryApi, repository: str, subject: str) -> list[tuple[str, bytes]] | None:
+    """(predicate type, envelope bytes) of every DSSE layer under the image's `.att` tag; None when there is
+    no such manifest. The tag is derived from the digest verify was given, so the manifest found is the one
+    published for this image (or a forger's copy, which the envelopes' subjects and signatures expose)."""
+    from stackctl.image.sign import ENVELOPE_TYPE, PREDICATE_ANNOTATION
+
+    got = registry.manifest(repository, artifact_tag(subject, "att"))
+    if got is None:
+        return None
+    try:
+        manifest = json.loads(got[1])
+        layers = [x for x in manifest.get("layers") or [] if isinstance(x, dict)]
+    except (ValueError, RecursionError, AttributeError):
+        return []
+    return [(str((x.get("annotations") or {}).get(PREDICATE_ANNOTATION, "")), registry.blob(repository, x["digest"]))
+            for x in layers if x.get("mediaType") == ENVELOPE_TYPE and x.get("digest")]
+
+
+def attach(registry: RegistryApi, repository: str, subject: tuple[str, int, str], sbom: bytes,
+           statement: Callable[[Material], dict[str, Any]],
+           key: SigningKey | None = None) -> tuple[Artifact, dict[str, Any], Artifact]:
+    """Everything published beside an image once the image itself is in place and checked: the SBOM as the
+    `.sbom` artifact; then, under `.att`, two DSSE envelopes (signed with `key` when given): the provenance
+    statement (`statement` makes it, given the SBOM as a byproduct) and the SBOM as an in-toto statement
+    with a CycloneDX predicate. Returns the SBOM's artifact, the provenance statement and the `.att`
+    artifact."""
+    from stackctl.image.sign import attestation_layers, sbom_statement
+
+    sbom_art = push_artifact(registry, repository, subject, "sbom", sbom, SBOM_TYPE)
+    doc = statement(Material("sbom", f"oci://{repository}@{sbom_art.digest}",
+                             (("sha256", sha256(sbom).removeprefix("sha256:")),)))
+    sbom_doc = sbom_statement(repository, subject[0], json.loads(sbom))
+    layers = attestation_layers((canonical(doc), canonical(sbom_doc)), key)
+    return sbom_art, doc, push_attestations(registry, repository, subject, layers)

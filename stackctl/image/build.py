@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,7 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
     prep = req.prepared
     stack = prep.stack
+    started = now_iso()  # the provenance's startedOn; `time` below is its finishedOn
     if stack.image is None:
         raise InputError(f"{stack.name}: the profile has no image table")
     image = image_ref(stack, req.repository)
@@ -118,7 +120,8 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
                      bool(prep.git and prep.git.dirty), stack.image.base, base_facts.id, base_facts.repo_digests,
                      tuple(sorted(all_inputs.items())))
     built = engine.facts(str(image))
-    record = {"stack": stack.name, "time": now_iso(), "lock_digest": prep.lock.digest(),
+    record = {"stack": stack.name, "time": now_iso(), "started": started, "invocation": str(uuid.uuid4()),
+              "source": prep.git.remote if prep.git else None, "lock_digest": prep.lock.digest(),
               "profile_digest": stack.digest(), "labels": dict(built.labels) if built else {},
               "image": str(image), "image_id": result.image_id, "target": prep.target,
               "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),

@@ -112,8 +112,16 @@ def with_sbom(prep: Prepared, wheelhouse: Path | None) -> Prepared:
     found = {i.filename: licences(wheelhouse / i.filename) for g in plan.groups for i in g.items
              if wheelhouse is not None and (wheelhouse / i.filename).is_file()}
     urls = {i.name: i.url for i in prep.stack.indexes if i.url}
+    requires: dict[str, tuple[str, ...] | None] = {}
+    for pin in prep.lock.pins:
+        for f in pin.files:
+            if f.target == plan.target and f.filename.endswith(".whl"):
+                requires[pin.name] = f.requires_dist
+    for c in prep.lock.closure:
+        if c.target == plan.target and c.file is not None:
+            requires.setdefault(c.name, c.file.requires_dist)
     text = make_sbom(stack=plan.stack, target=plan.target, lock_digest=plan.lock_digest, groups=plan.groups,
-                     index_urls=urls, licences_of=found, epoch=plan.epoch)
+                     index_urls=urls, licences_of=found, epoch=plan.epoch, requires=requires)
     digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
     labels = tuple(sorted({**dict(plan.labels), LABEL_SBOM: digest}.items()))
     plan = dataclasses.replace(plan, sbom=text, labels=labels)

@@ -20,6 +20,7 @@ from stackctl.image.attest import Material
 from stackctl.image.buildlog import ImageFacts
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, OCI, ImageRef
 from stackctl.image.protocols import Engine, RegistryApi
+from stackctl.image.sign import SigningKey
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
@@ -32,7 +33,8 @@ class Evidence:
     materials: tuple[Material, ...]
     builder: tuple[tuple[str, str], ...]
     base_layers: tuple[str, ...] = ()  # the base image's diff_ids: the image must be built on them
-    invocation: str = ""
+    invocation: str = ""  # the build's own id (its build record's)
+    timing: tuple[tuple[str, str], ...] = ()  # ("started" | "finished", ISO time) of the build
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Publication:
     provenance_ref: str | None = None  # likewise, the provenance statement
     artifact_bytes: int | None = None  # bytes of the SBOM and the statement documents pushed
     provenance: dict[str, Any] | None = None  # the in-toto statement itself
+    signed_by: str | None = None  # keyid (sha256 of the public key) the statements are signed with
 
     @property
     def pinned_ref(self) -> str:
@@ -78,7 +81,7 @@ def stale(local: ImageFacts, expect: Mapping[str, str]) -> list[str]:
 
 def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None = None,
             now: datetime | None = None, registry: RegistryApi | None = None,
-            evidence: Evidence | None = None) -> Publication:
+            evidence: Evidence | None = None, key: SigningKey | None = None) -> Publication:
     """`expect`: labels the local image must carry (the current profile and lock digests) before any push:
     a tag that does not move when a pin does must not carry an image built before the change.
 
@@ -108,11 +111,11 @@ def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None =
             raise CheckFailed(f"{ref}@{digest} pulled back is not what was pushed: " + "; ".join(bad))
         return Publication(str(ref), digest, local.id, revision, local.label(LABEL_LOCK),
                            local.label(LABEL_STACK), when, verified=("pulled back through the engine",))
-    return _publish_reproducibly(registry, ref, local, digest, when, evidence or Evidence((), (), ()))
+    return _publish_reproducibly(registry, ref, local, digest, when, evidence or Evidence((), (), ()), key)
 
 
 def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFacts, pushed: str, when: str,
-                          evidence: Evidence) -> Publication:
+                          evidence: Evidence, key: SigningKey | None = None) -> Publication:
     from stackctl.image import attest
     from stackctl.image.render import SBOM_PATH
 
@@ -134,15 +137,12 @@ def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFact
         raise CheckFailed(f"{ref}@{new.digest} in the registry is not what was built: " + "; ".join(problems))
     assert sbom is not None
     subject = (new.digest, new.size, new.media_type)
-    sbom_art = attest.push_artifact(registry, repo, subject, "sbom", sbom, attest.SBOM_TYPE)
-    doc = attest.statement(
+    timing = dict(evidence.timing)
+    sbom_art, doc, att = attest.attach(registry, repo, subject, sbom, lambda sbom_ref: attest.statement(
         subject=repo, digest=new.digest, parameters=dict(evidence.parameters),
         internal={"source_date_epoch": epoch, "engine_manifest": pushed},
         materials=evidence.materials, builder=dict(evidence.builder), invocation=evidence.invocation or when,
-        started=None, finished=when,
-        byproducts=[attest.Material("sbom", f"oci://{repo}@{sbom_art.digest}",
-                                    (("sha256", attest.sha256(sbom).removeprefix("sha256:")),))])
-    att = attest.push_artifact(registry, repo, subject, "att", attest.canonical(doc), attest.STATEMENT_TYPE)
+        started=timing.get("started"), finished=timing.get("finished") or when, byproducts=[sbom_ref]), key)
     check = (f"build the same lock at revision {local.label(f'{OCI}.revision')} and publish it: the manifest "
              f"digest is {new.digest} again (config times = SOURCE_DATE_EPOCH {epoch}); "
              f"`stackctl verify {repo}@{new.digest} --lock LOCK` re-checks it from the registry")
@@ -154,11 +154,13 @@ def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFact
                        config_digest=new.config_digest, source_date_epoch=epoch, reproducible=check,
                        verified=verified, sbom=f"{repo}:{sbom_art.tag}@{sbom_art.digest}",
                        provenance_ref=f"{repo}:{att.tag}@{att.digest}", artifact_bytes=sbom_art.size + att.size,
+                       signed_by=key.keyid if key else None,
                        provenance=doc)
 
 
 def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None, *,
-                  registry: RegistryApi | None = None, builder: Mapping[str, str] | None = None) -> Publication:
+                  registry: RegistryApi | None = None, builder: Mapping[str, str] | None = None,
+                  key: SigningKey | None = None, build_record: Path | None = None) -> Publication:
     """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name;
     with `registry` (a name on a registry host) move the tag to the reproducible manifest, check the
     registry's copy digest by digest and push the SBOM and provenance beside it, else pull back by
@@ -182,10 +184,11 @@ def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, reposi
     local = engine.facts(str(ref))
     if registry is not None and local is not None:
         base = engine.facts(stack.image.base) if stack.image else None
-        evidence = gather_evidence(stack, locked, lock, local, base, builder or {})
+        evidence = gather_evidence(stack, locked, lock, local, base, builder or {},
+                                   read_build_record(build_record, local))
     try:
         pub = publish(engine, ref, expect=expect, registry=registry if evidence is not None else None,
-                      evidence=evidence)
+                      evidence=evidence, key=key)
     except StackctlError:
         if moved is not None:  # a failed publish leaves the other name as it found it
             if moved[0] is None:
@@ -195,6 +198,17 @@ def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, reposi
         raise
     append_record(record, pub)
     return pub
+
+
+def read_signing_key(path: Path) -> SigningKey:
+    """The PEM private key `--sign-key` names; messages name the file, never its content."""
+    from stackctl.image.sign import load_private_key
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the signing key: {exc.strerror or exc}") from None
+    return load_private_key(data, str(path))
 
 
 def check_record_writable(path: Path) -> None:
@@ -234,32 +248,61 @@ def read_records(path: Path) -> list[Publication]:
     return out
 
 
+def read_build_record(path: Path | None, local: ImageFacts) -> dict[str, Any]:
+    """The build record of the image being published (start and end, invocation id, git remote); empty when
+    there is none or it records another image (then the provenance says only what publish itself saw)."""
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("image_id") == local.id else {}
+
+
 def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts, base: ImageFacts | None,
-                    builder: Mapping[str, str]) -> Evidence:
-    """The provenance's materials: the git revision (and whether the tree was dirty), the lock by digest,
-    the base image by id and digests, and every wheel the image installs by sha256."""
+                    builder: Mapping[str, str], build: Mapping[str, Any] | None = None) -> Evidence:
+    """The provenance's materials: the git revision (and whether the tree was dirty) at the repository's
+    remote, the lock by digest, the base image by manifest digest (by image id where it was never in a
+    registry), and every wheel the image installs by sha256; from the build record, its times and id."""
+    from stackctl.base.urls import strip_userinfo
     from stackctl.image.attest import Material
     from stackctl.image.labels import LABEL_TARGET
     from stackctl.image.render import plan_layers
 
+    build = build or {}
     target = local.label(LABEL_TARGET) or ""
     revision = local.label(f"{OCI}.revision") or ""
     commit = revision.removesuffix("-dirty")
-    source = local.label(f"{OCI}.source") or ""
+    source = strip_userinfo(str(build.get("source") or local.label(f"{OCI}.source") or ""))
     materials = [
         Material("source", f"git+{source}@{commit}" if source else f"git:{commit}", (("gitCommit", commit),),
                  (("dirty", revision.endswith("-dirty")), ("ref", local.label(f"{OCI}.version") or ""))),
         Material("lock", f"file:{lock_file.as_posix()}", (("sha256", lock.digest().removeprefix("sha256:")),)),
     ]
     if base is not None and stack.image is not None:
-        materials.append(Material(
-            "base-image", f"docker-image:{stack.image.base}", (("sha256", base.id.removeprefix("sha256:")),),
-            (("repo_digests", list(base.repo_digests)),)))
+        materials.append(base_material(stack.image.base, base))
     for group in plan_layers(stack, lock, target):
         materials += [Material(i.filename, i.url or f"file:{i.filename}", (("sha256", i.sha256),),
                                (("name", i.name), ("version", i.version), ("index", i.index or "closure"),
                                 ("layer_group", group.name))) for i in group.items]
     parameters = (("stack", stack.name), ("target", target), ("profile", list(stack.sources)),
                   ("revision", revision), ("ref", local.label(f"{OCI}.version") or ""))
+    timing = tuple((k, str(build[v])) for k, v in (("started", "started"), ("finished", "time")) if build.get(v))
     return Evidence(parameters, tuple(materials), tuple(sorted(builder.items())),
-                    base.layers if base is not None else ())
+                    base.layers if base is not None else (), str(build.get("invocation") or ""), timing)
+
+
+def base_material(name: str, base: ImageFacts) -> Material:
+    """The base image by the manifest digest a registry knows it by (`repo@sha256:...`, the engine's
+    RepoDigests); an image never pushed or pulled has none, and is named by its image id, marked so."""
+    from stackctl.image.attest import Material
+
+    pinned = sorted(base.repo_digests)
+    annotations: tuple[tuple[str, Any], ...] = (("name", name), ("image_id", base.id), ("layers", len(base.layers)))
+    if pinned:
+        repo, _, digest = pinned[0].partition("@")
+        return Material("base-image", f"oci://{repo}@{digest}", (("sha256", digest.removeprefix("sha256:")),),
+                        annotations)
+    return Material("base-image", f"docker-image-id:{base.id}", (("sha256", base.id.removeprefix("sha256:")),),
+                    (*annotations, ("local_only", True)))

@@ -57,10 +57,39 @@ def licences(wheel: Path) -> tuple[str, ...]:
                          if str(c).startswith("License ::") and str(c).count("::") >= 2}))
 
 
+def depends_on(requires: Mapping[str, tuple[str, ...] | None], installed: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """canonical name → the installed distributions its Requires-Dist names (extras' requirements left
+    out: the image installs none). A name whose Requires-Dist the lock does not know is left out, so the
+    SBOM says nothing rather than "no dependencies"."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    present = {canonicalize_name(n) for n in installed}
+    out: dict[str, tuple[str, ...]] = {}
+    for name, reqs in requires.items():
+        if reqs is None:
+            continue
+        deps = set()
+        for text in reqs:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None and "extra" in str(req.marker):
+                continue
+            dep = canonicalize_name(req.name)
+            if dep in present and dep != canonicalize_name(name):
+                deps.add(dep)
+        out[canonicalize_name(name)] = tuple(sorted(deps))
+    return out
+
+
 def make_sbom(*, stack: str, target: str, lock_digest: str, groups: tuple[LayerGroup, ...],
-              index_urls: Mapping[str, str], licences_of: Mapping[str, tuple[str, ...]], epoch: int) -> str:
+              index_urls: Mapping[str, str], licences_of: Mapping[str, tuple[str, ...]], epoch: int,
+              requires: Mapping[str, tuple[str, ...] | None] | None = None) -> str:
     """The CycloneDX 1.6 JSON text. `index_urls`: profile index name → URL (those the profile names);
-    `licences_of`: wheel file name → licences."""
+    `licences_of`: wheel file name → licences; `requires`: distribution name → its Requires-Dist as
+    the lock records it (None: unknown), from which each component's dependsOn is made."""
     import warnings
 
     from cyclonedx.contrib.license.factories import LicenseFactory
@@ -101,6 +130,12 @@ def make_sbom(*, stack: str, target: str, lock_digest: str, groups: tuple[LayerG
     for c in members:
         bom.components.add(c)
     bom.register_dependency(root, members)
+    from packaging.utils import canonicalize_name
+
+    by_name: dict[str, Any] = {canonicalize_name(str(c.name)): c for c in members}
+    for name, deps in depends_on(requires or {}, by_name).items():
+        if name in by_name:
+            bom.register_dependency(by_name[name], [by_name[d] for d in deps])
     with warnings.catch_warnings():  # the library warns about graphs it cannot check; ours is flat on purpose
         warnings.simplefilter("ignore")
         text = JsonV1Dot6(bom).output_as_string(indent=None)

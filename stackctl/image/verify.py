@@ -9,22 +9,35 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from stackctl.errors import CheckFailed
+from stackctl.errors import CheckFailed, ContentMismatch, InputError
 from stackctl.image import attest
 from stackctl.image.labels import LABEL_EPOCH, LABEL_INSTALLED, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import SBOM_PATH
 from stackctl.image.sbom import SbomEntry, entries
+from stackctl.image.sign import (
+    CYCLONEDX_PREDICATE,
+    SLSA_PROVENANCE,
+    STATEMENT_V1,
+    Opened,
+    VerifyingKey,
+    load_public_key,
+    open_envelope,
+)
 from stackctl.resolve.lock import Lock
+
+if TYPE_CHECKING:
+    from stackctl.image.rebuild import Rebuilt
 
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # "labels", "sbom", "provenance", "installed", "reproducible", "layers"
+    check: str  # "labels", "sbom", "provenance", "base", "signature", "installed", "reproducible", "layers"
     ok: bool
     detail: str
 
@@ -38,6 +51,7 @@ class Verification:
     findings: tuple[Finding, ...]
     sbom_components: int
     provenance_materials: int
+    rebuild: Rebuilt | None = None  # with --rebuild: what the rebuild compared and found
 
     @property
     def failed(self) -> tuple[Finding, ...]:
@@ -70,183 +84,280 @@ def _differences(what: str, have: Mapping[Any, str], want: Mapping[Any, str]) ->
     return out
 
 
-def _json_object(raw: bytes | str | None) -> dict[str, Any] | None:
-    """A JSON object read from an image or a registry; None for anything else (absent, not JSON, a list)."""
-    if raw is None:
-        return None
+def verify_image(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
+                 stream_layers: bool = False, key: VerifyingKey | None = None) -> Verification:
+    """Every check; content the registry holds that does not hash to its digest is a difference (exit 1):
+    what is there is not what was published."""
     try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
+        return _verify(registry, repository, reference, lock, stream_layers=stream_layers, key=key)
+    except ContentMismatch as exc:
+        raise CheckFailed(f"{repository}:{reference} does not verify: {exc}") from None
 
 
-def _sbom_entries(raw: bytes | str | None) -> tuple[SbomEntry, ...] | None:
-    """The components of an SBOM; None when it is not a CycloneDX JSON document."""
-    if raw is None:
-        return None
+def read_key(path: Path) -> VerifyingKey:
     try:
-        return entries(json.loads(raw))
-    except (ValueError, AttributeError):
-        return None
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the public key: {exc.strerror or exc}") from None
+    return load_public_key(data, str(path))
 
 
-def _findings(kind: str, problems: list[str], ok_text: str) -> list[Finding]:
-    """One failed finding per problem, or one that passed."""
-    return [Finding(kind, False, p) for p in problems] or [Finding(kind, True, ok_text)]
+def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
+            stream_layers: bool, key: VerifyingKey | None) -> Verification:
+    digest, manifest, config = attest.remote_image(registry, repository, reference)
+    labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
+    findings: list[Finding] = []
 
+    def check(kind: str, problems: list[str], ok_text: str) -> None:
+        findings.extend(Finding(kind, False, p) for p in problems)
+        if not problems:
+            findings.append(Finding(kind, True, ok_text))
 
-def _label_problems(labels: Mapping[str, str], lock: Lock | None,
-                    want: dict[str, tuple[str, str]] | None) -> list[str]:
-    """stackctl's own labels are there, and with a lock they name it and its distributions."""
+    # Labels: stackctl's own, and against the lock.
     needed = (LABEL_STACK, LABEL_LOCK, LABEL_TARGET, LABEL_SBOM, LABEL_INSTALLED, f"{OCI}.revision")
     problems = [f"label {k} is missing" for k in needed if not labels.get(k)]
-    if lock is None or want is None:
-        return problems
     target = labels.get(LABEL_TARGET, "")
-    # a missing label is said once, above, as missing: compared here only when the image has one
-    if labels.get(LABEL_LOCK) and labels.get(LABEL_LOCK) != lock.digest():
-        problems.append(f"label {LABEL_LOCK} is {labels.get(LABEL_LOCK)}, the lock's digest is {lock.digest()}")
-    if labels.get(LABEL_STACK) not in (None, "", lock.stack):
-        problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)}, the lock is of {lock.stack}")
-    if not want:
-        problems.append(f"the lock has no wheels for the image's target {target}" if target else
-                        f"the image names no target (label {LABEL_TARGET}), so no wheels of the lock compare")
-    try:
-        label_installed = {canonicalize_name(k): str(v) for k, v in
-                           json.loads(labels.get(LABEL_INSTALLED) or "{}").items()}
-    except (ValueError, AttributeError):
-        label_installed = {}
-        problems.append(f"label {LABEL_INSTALLED} is not a JSON object")
-    return problems + [f"label {LABEL_INSTALLED}: {d}" for d in
-                       _differences("the label", label_installed, {k: v for k, (v, _) in want.items()})]
+    want: dict[str, tuple[str, str]] | None = None
+    if lock is not None:
+        want = lock_distributions(lock, target)
+        # a missing label is said once, above, as missing: compared here only when the image has one
+        if labels.get(LABEL_LOCK) and labels.get(LABEL_LOCK) != lock.digest():
+            problems.append(f"label {LABEL_LOCK} is {labels.get(LABEL_LOCK)}, the lock's digest is {lock.digest()}")
+        if labels.get(LABEL_STACK) not in (None, "", lock.stack):
+            problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)}, the lock is of {lock.stack}")
+        if not want:
+            problems.append(f"the lock has no wheels for the image's target {target}" if target else
+                            f"the image names no target (label {LABEL_TARGET}), so no wheels of the lock compare")
+        try:
+            label_installed = {canonicalize_name(k): str(v) for k, v in
+                               json.loads(labels.get(LABEL_INSTALLED) or "{}").items()}
+        except (ValueError, RecursionError, AttributeError):
+            label_installed = {}
+            problems.append(f"label {LABEL_INSTALLED} is not a JSON object")
+        problems += [f"label {LABEL_INSTALLED}: {d}" for d in
+                     _differences("the label", label_installed, {k: v for k, (v, _) in want.items()})]
+    check("labels", problems, "stackctl's labels are present" + (", and agree with the lock" if lock else ""))
 
-
-@dataclass(frozen=True)
-class _Sbom:
-    in_image: bytes | None
-    beside: bytes | None
-    components: tuple[SbomEntry, ...]
-
-    @property
-    def document(self) -> bytes | None:
-        return self.in_image if self.in_image is not None else self.beside
-
-
-def _sbom_problems(sbom: _Sbom, labels: Mapping[str, str], digest: str,
-                   want: dict[str, tuple[str, str]] | None) -> list[str]:
-    """The SBOM in the image is the one its label hashes and the one beside it, and lists the lock's wheels."""
+    # The image's own records, from its layers.
+    files = attest.image_files(registry, repository, manifest)
+    in_image = files.get(SBOM_PATH)
     problems = []
-    if sbom.in_image is None:
+    if in_image is None:
         problems.append(f"{SBOM_PATH} is not in the image's top layers")
-    elif attest.sha256(sbom.in_image) != labels.get(LABEL_SBOM):
-        problems.append(f"{SBOM_PATH} hashes to {attest.sha256(sbom.in_image)}, label {LABEL_SBOM} says "
+    elif attest.sha256(in_image) != labels.get(LABEL_SBOM):
+        problems.append(f"{SBOM_PATH} hashes to {attest.sha256(in_image)}, label {LABEL_SBOM} says "
                         f"{labels.get(LABEL_SBOM)}")
-    if sbom.beside is None:
+    beside = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
+    if beside is None:
         problems.append(f"no SBOM beside the image (tag {attest.artifact_tag(digest, 'sbom')})")
-    elif sbom.in_image is not None and sbom.beside != sbom.in_image:
+    elif in_image is not None and beside != in_image:
         problems.append("the SBOM beside the image is not the one inside it")
-    if sbom.document is not None and _sbom_entries(sbom.document) is None:
-        problems.append("the SBOM is not JSON")
-    if want is not None and sbom.document is not None:
-        have = {canonicalize_name(c.name): f"{c.version} sha256:{c.sha256}" for c in sbom.components}
+    components: tuple[SbomEntry, ...] = ()
+    sbom_doc = in_image if in_image is not None else beside
+    if sbom_doc is not None:
+        try:
+            components = entries(json.loads(sbom_doc))
+        except (ValueError, RecursionError, AttributeError):
+            problems.append("the SBOM is not JSON")
+    if want is not None and sbom_doc is not None:
+        have = {canonicalize_name(c.name): f"{c.version} sha256:{c.sha256}" for c in components}
         problems += [f"SBOM: {d}" for d in _differences("the SBOM", have, {k: f"{v} sha256:{h}"
                                                                              for k, (v, h) in want.items()})]
+    check("sbom", problems, f"{len(components)} components; in the image, beside it and under its label alike"
+          + (", as the lock has them" if lock else ""))
+
+    # Installed distributions, as the gate recorded them in the image.
+    problems = []
+    raw = files.get(attest.INSTALLED_PATH)
+    if raw is None:
+        problems.append(f"{attest.INSTALLED_PATH} is not in the image's top layers")
+    else:
+        try:
+            installed = {canonicalize_name(k): str(v) for k, v in json.loads(raw).items()}
+        except (ValueError, RecursionError, AttributeError):
+            installed = {}
+            problems.append(f"{attest.INSTALLED_PATH} is not a JSON object")
+        expected = ({k: v for k, (v, _) in want.items()} if want is not None else
+                    {canonicalize_name(c.name): c.version for c in components})
+        problems += _differences("the image", installed, expected)
+    check("installed", problems, "the distributions installed in the image are "
+          + ("the lock's" if lock else "the SBOM's"))
+
+    # Provenance and the SBOM statement beside the image, in DSSE envelopes; with a key, signed by it.
+    problems, sig_problems = [], []
+    materials: list[dict[str, Any]] = []
+    found = statements(registry, repository, digest, key)
+    prov, sbom_st = found.get(SLSA_PROVENANCE), found.get(CYCLONEDX_PREDICATE)
+    if prov is None:
+        problems.append(f"no provenance statement beside the image (tag {attest.artifact_tag(digest, 'att')})")
+    else:
+        doc = prov.statement
+        problems += retargeted("the provenance statement", doc, digest)
+        materials = attest.statement_materials(doc)
+        problems += provenance_problems(doc, labels, config, want)
+        wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in materials
+                  if str(m.get("name", "")).endswith(".whl")}
+        sbom_wheels = {c.filename: c.sha256 for c in components}
+        if sbom_doc is not None and wheels != sbom_wheels:
+            missing = sorted(set(sbom_wheels) ^ set(wheels)) or sorted(k for k in wheels
+                                                                       if wheels[k] != sbom_wheels[k])
+            problems.append(f"provenance and SBOM name different wheels: {', '.join(missing[:5])}")
+    if sbom_st is not None:
+        problems += retargeted("the SBOM statement", sbom_st.statement, digest)
+        if sbom_doc is not None and sbom_st.statement.get("predicate") != _json_or_none(sbom_doc):
+            problems.append("the SBOM statement's predicate is not the SBOM in the image")
+    elif key is not None:
+        problems.append(f"no SBOM statement beside the image (tag {attest.artifact_tag(digest, 'att')})")
+    check("provenance", problems, f"in-toto statement about {digest[:19]}; {len(materials)} materials agree "
+          "with the labels, the config and the SBOM")
+
+    base = next((m for m in materials if m.get("name") == "base-image"), None)
+    if base is not None:
+        problems, said = base_in_registry(registry, base, config)
+        check("base", problems, said)
+
+    if key is not None:
+        for name, opened in (("provenance", prov), ("SBOM", sbom_st)):
+            if opened is None:
+                sig_problems.append(f"no {name} statement to check the signature of")
+            elif opened.signatures == 0:
+                sig_problems.append(f"the {name} statement is unsigned")
+            elif not opened.signed_by_key:
+                sig_problems.append(f"the {name} statement is wrongly signed: no signature verifies with key "
+                                    f"{key.keyid[:16]}")
+        check("signature", sig_problems, f"the provenance and SBOM statements are signed by key {key.keyid[:16]}")
+
+    # The published config carries SOURCE_DATE_EPOCH: the digest anyone rebuilding gets again.
+    epoch = labels.get(LABEL_EPOCH, "")
+    problems = []
+    if not epoch.isdigit():
+        problems.append(f"label {LABEL_EPOCH} is missing")
+    elif config.get("created") != attest.iso(int(epoch)):
+        problems.append(f"config created {config.get('created')} is not SOURCE_DATE_EPOCH {epoch} "
+                        f"({attest.iso(int(epoch))}): not the reproducible manifest `stackctl publish` writes")
+    check("reproducible", problems, f"config times are SOURCE_DATE_EPOCH {epoch}")
+
+    if stream_layers:
+        ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
+        problems = attest.compare_with_build(registry, repository, digest, ids, labels)
+        check("layers", problems, f"{len(ids)} layers hash to their digests and unpack to their diff_ids")
+    return Verification(f"{repository}@{digest}", digest, manifest["config"]["digest"],
+                        lock.digest() if lock else None, tuple(findings), len(components), len(materials))
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def statements(registry: RegistryApi, repository: str, digest: str,
+               key: VerifyingKey | None) -> dict[str, Opened]:
+    """predicate type → the envelope beside the image carrying it (opened; with `key`, its signatures
+    checked). An `.att` artifact of an older publication (a bare statement) reads as an unsigned one."""
+    out: dict[str, Opened] = {}
+    found = attest.fetch_attestations(registry, repository, digest)
+    for predicate, data in found or []:
+        opened = open_envelope(data, key, f"{repository}:{attest.artifact_tag(digest, 'att')}")
+        out.setdefault(str(opened.statement.get("predicateType") or predicate), opened)
+    if not out:
+        bare = attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE)
+        doc = _json_or_none(bare) if bare is not None else None
+        if isinstance(doc, dict):
+            out[str(doc.get("predicateType"))] = Opened(bare or b"", doc, 0, False if key is not None else None)
+    return out
+
+
+def retargeted(what: str, doc: Mapping[str, Any], digest: str) -> list[str]:
+    subjects = [str((s.get("digest") or {}).get("sha256")) for s in doc.get("subject") or [] if isinstance(s, dict)]
+    if digest.removeprefix("sha256:") in subjects:
+        return []
+    return [f"{what} is re-targeted: it is about {', '.join('sha256:' + x[:12] for x in subjects) or 'nothing'}, "
+            f"not {digest}"]
+
+
+def provenance_problems(doc: Mapping[str, Any], labels: Mapping[str, str], config: Mapping[str, Any],
+                        want: Mapping[str, tuple[str, str]] | None) -> list[str]:
+    """Every field of the SLSA statement that can be held against the image itself (and a lock)."""
+    problems = []
+    if doc.get("_type") != STATEMENT_V1:
+        problems.append(f"the statement's _type is {doc.get('_type')!r}, not {STATEMENT_V1}")
+    if doc.get("predicateType") != SLSA_PROVENANCE:
+        problems.append(f"the provenance predicate is {doc.get('predicateType')!r}, not SLSA provenance v1")
+    predicate = doc.get("predicate") or {}
+    definition = predicate.get("buildDefinition") or {}
+    run = predicate.get("runDetails") or {}
+    if definition.get("buildType") != attest.BUILD_TYPE:
+        problems.append(f"buildType is {definition.get('buildType')!r}, not stackctl's {attest.BUILD_TYPE}")
+    builder = (run.get("builder") or {}).get("id")
+    if builder != attest.BUILDER_ID:
+        problems.append(f"builder id is {builder!r}, not {attest.BUILDER_ID}")
+    params = definition.get("externalParameters") or {}
+    for param, label in (("stack", LABEL_STACK), ("target", LABEL_TARGET), ("revision", f"{OCI}.revision")):
+        if param in params and params[param] != labels.get(label):
+            problems.append(f"externalParameters.{param} is {params[param]!r}, label {label} says "
+                            f"{labels.get(label)!r}")
+    by_name = {m.get("name"): m for m in attest.statement_materials(doc)}
+    lock_hex = ((by_name.get("lock") or {}).get("digest") or {}).get("sha256")
+    if f"sha256:{lock_hex}" != labels.get(LABEL_LOCK):
+        problems.append(f"provenance names lock sha256:{lock_hex}, label {LABEL_LOCK} says {labels.get(LABEL_LOCK)}")
+    source = by_name.get("source") or {}
+    commit = (source.get("digest") or {}).get("gitCommit")
+    if commit != (labels.get(f"{OCI}.revision") or "").removesuffix("-dirty"):
+        problems.append(f"provenance names revision {commit}, the label {labels.get(f'{OCI}.revision')}")
+    dirty = (source.get("annotations") or {}).get("dirty")
+    if dirty is not False or (labels.get(f"{OCI}.revision") or "").endswith("-dirty"):
+        problems.append("the source tree was dirty (or the statement does not say it was clean): no checkout of "
+                        "the revision holds what was built")
+    problems += _base_problems(by_name.get("base-image"), config)
+    if want is not None:
+        wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in by_name.values()
+                  if str(m.get("name", "")).endswith(".whl")}
+        locked = {f"{v}:{h}" for v, h in want.values()}
+        named = {f"{(by_name[w].get('annotations') or {}).get('version')}:{h}" for w, h in wheels.items()}
+        if named != locked:
+            problems.append(f"provenance materials name {len(named - locked)} wheels the lock does not, and "
+                            f"miss {len(locked - named)} it has")
     return problems
 
 
-def _installed_problems(raw: bytes | None, components: tuple[SbomEntry, ...],
-                        want: dict[str, tuple[str, str]] | None) -> list[str]:
-    """The distributions the gate recorded in the image are the lock's (without a lock: the SBOM's)."""
-    if raw is None:
-        return [f"{attest.INSTALLED_PATH} is not in the image's top layers"]
+def base_in_registry(registry: RegistryApi, base: Mapping[str, Any],
+                     config: Mapping[str, Any]) -> tuple[list[str], str]:
+    """The base image the statement names by manifest digest, read from its registry: its layers must be
+    the image's first ones. (problems, what was checked)"""
+    uri = str(base.get("uri", ""))
+    if not uri.startswith("oci://"):
+        return [], f"the base image is named by image id only ({uri[:40]}): it was never in a registry to check"
+    repository, _, digest = uri.removeprefix("oci://").rpartition("@")
+    first = repository.partition("/")[0]
+    if "/" not in repository or not ("." in first or ":" in first or first == "localhost"):
+        return [], f"the base image {repository} names no registry host: not read"
+    _, _, base_config = attest.remote_image(registry, repository, digest)
+    theirs = list((base_config.get("rootfs") or {}).get("diff_ids") or [])
+    ours = list((config.get("rootfs") or {}).get("diff_ids") or [])
+    if not theirs or ours[:len(theirs)] != theirs:
+        return [f"the image is not built on the base the statement names ({repository}@{digest[:19]}): its first "
+                f"{len(theirs)} layers differ"], ""
+    return [], f"built on {repository}@{digest[:19]}: its {len(theirs)} layers are the image's first"
+
+
+def _base_problems(base: Mapping[str, Any] | None, config: Mapping[str, Any]) -> list[str]:
+    if base is None:
+        return ["provenance names no base image"]
+    notes = base.get("annotations") or {}
+    uri, hexd = str(base.get("uri", "")), str((base.get("digest") or {}).get("sha256", ""))
     problems = []
-    try:
-        installed = {canonicalize_name(k): str(v) for k, v in json.loads(raw).items()}
-    except (ValueError, AttributeError):
-        installed = {}
-        problems.append(f"{attest.INSTALLED_PATH} is not a JSON object")
-    expected = ({k: v for k, (v, _) in want.items()} if want is not None else
-                {canonicalize_name(c.name): c.version for c in components})
-    return problems + _differences("the image", installed, expected)
-
-
-def _provenance_problems(raw: bytes | None, digest: str, labels: Mapping[str, str], sbom: _Sbom,
-                         ) -> tuple[list[str], list[dict[str, Any]]]:
-    """The provenance statement beside the image is about it, is SLSA provenance v1, and names the lock,
-    revision and wheels the labels and the SBOM name; and its materials."""
-    if raw is None:
-        return [f"no provenance statement beside the image (tag {attest.artifact_tag(digest, 'att')})"], []
-    problems = []
-    doc = _json_object(raw)
-    if doc is None:
-        doc = {}
-        problems.append("the provenance statement is not JSON")
-    subjects = [s.get("digest", {}).get("sha256") for s in doc.get("subject") or []]
-    if digest.removeprefix("sha256:") not in subjects:
-        problems.append(f"the provenance statement is about {subjects}, not {digest}")
-    if doc.get("predicateType") != "https://slsa.dev/provenance/v1":
-        problems.append(f"the provenance predicate is {doc.get('predicateType')!r}, not SLSA provenance v1")
-    materials = attest.statement_materials(doc)
-    by_name = {m.get("name"): m for m in materials}
-    lock_hex = ((by_name.get("lock") or {}).get("digest") or {}).get("sha256")
-    if f"sha256:{lock_hex}" != labels.get(LABEL_LOCK):
-        problems.append(f"provenance names lock sha256:{lock_hex}, label {LABEL_LOCK} says "
-                        f"{labels.get(LABEL_LOCK)}")
-    commit = ((by_name.get("source") or {}).get("digest") or {}).get("gitCommit")
-    if commit != (labels.get(f"{OCI}.revision") or "").removesuffix("-dirty"):
-        problems.append(f"provenance names revision {commit}, the label {labels.get(f'{OCI}.revision')}")
-    wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in materials
-              if str(m.get("name", "")).endswith(".whl")}
-    sbom_wheels = {c.filename: c.sha256 for c in sbom.components}
-    if sbom.document is not None and wheels != sbom_wheels:
-        missing = sorted(set(sbom_wheels) ^ set(wheels)) or sorted(k for k in wheels if wheels[k] != sbom_wheels[k])
-        problems.append(f"provenance and SBOM name different wheels: {', '.join(missing[:5])}")
-    return problems, materials
-
-
-def _epoch_problems(config: Mapping[str, Any], epoch: str) -> list[str]:
-    """The published config carries SOURCE_DATE_EPOCH: the digest anyone rebuilding gets again."""
-    if not epoch.isdigit():
-        return [f"label {LABEL_EPOCH} is missing"]
-    if config.get("created") != attest.iso(int(epoch)):
-        return [f"config created {config.get('created')} is not SOURCE_DATE_EPOCH {epoch} "
-                f"({attest.iso(int(epoch))}): not the reproducible manifest `stackctl publish` writes"]
-    return []
-
-
-def verify_image(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
-                 stream_layers: bool = False) -> Verification:
-    """Each check of `stackctl verify`, read from the registry alone: labels, SBOM, installed distributions,
-    provenance, the reproducible config, and with `stream_layers` every layer's bytes."""
-    digest, manifest, config = attest.remote_image(registry, repository, reference)
-    labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
-    want = lock_distributions(lock, labels.get(LABEL_TARGET, "")) if lock is not None else None
-    files = attest.image_files(registry, repository, manifest)
-    in_image = files.get(SBOM_PATH)
-    beside = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
-    sbom = _Sbom(in_image, beside, _sbom_entries(in_image if in_image is not None else beside) or ())
-    provenance, materials = _provenance_problems(
-        attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE), digest, labels, sbom)
-    epoch = labels.get(LABEL_EPOCH, "")
-    findings = [
-        *_findings("labels", _label_problems(labels, lock, want),
-                   "stackctl's labels are present" + (", and agree with the lock" if lock else "")),
-        *_findings("sbom", _sbom_problems(sbom, labels, digest, want),
-                   f"{len(sbom.components)} components; in the image, beside it and under its label alike"
-                   + (", as the lock has them" if lock else "")),
-        *_findings("installed", _installed_problems(files.get(attest.INSTALLED_PATH), sbom.components, want),
-                   "the distributions installed in the image are " + ("the lock's" if lock else "the SBOM's")),
-        *_findings("provenance", provenance, f"in-toto statement about {digest[:19]}; {len(materials)} materials "
-                   "agree with the labels and the SBOM"),
-        *_findings("reproducible", _epoch_problems(config, epoch), f"config times are SOURCE_DATE_EPOCH {epoch}"),
-    ]
-    if stream_layers:
-        ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
-        findings += _findings("layers", attest.compare_with_build(registry, repository, digest, ids, labels),
-                              f"{len(ids)} layers hash to their digests and unpack to their diff_ids")
-    return Verification(f"{repository}@{digest}", digest, manifest["config"]["digest"],
-                        lock.digest() if lock else None, tuple(findings), len(sbom.components), len(materials))
+    if notes.get("local_only"):
+        if uri != f"docker-image-id:sha256:{hexd}":
+            problems.append(f"base image {uri} does not name its image id sha256:{hexd[:12]}")
+    elif not (uri.startswith("oci://") and uri.endswith(f"@sha256:{hexd}") and len(hexd) == 64):
+        problems.append(f"base image {uri!r} is not named by a manifest digest")
+    layers = notes.get("layers")
+    ids = (config.get("rootfs") or {}).get("diff_ids") or []
+    if not isinstance(layers, int) or not 0 < layers <= len(ids):
+        problems.append(f"the base image's layer count {layers!r} does not fit the image's {len(ids)} layers")
+    return problems
 
 
 def raise_if_failed(v: Verification) -> None:
@@ -269,12 +380,18 @@ class Attached:
 
 def attached(registry: RegistryApi, repository: str, digest: str) -> Attached:
     sbom = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
-    att = attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE)
-    components = _sbom_entries(sbom) or ()
-    doc = _json_object(att) or {}
+    found = statements(registry, repository, digest, None)
+    components: tuple[SbomEntry, ...] = ()
+    if sbom is not None:
+        try:
+            components = entries(json.loads(sbom))
+        except (ValueError, RecursionError, AttributeError):
+            components = ()
+    prov = found.get(SLSA_PROVENANCE)
+    doc: dict[str, Any] = prov.statement if prov is not None else {}
     materials = tuple((str(m.get("name")), ",".join(f"{k}:{v}" for k, v in (m.get("digest") or {}).items()))
                       for m in attest.statement_materials(doc))
     builder = ((doc.get("predicate") or {}).get("runDetails") or {}).get("builder") if doc else None
     return Attached(attest.artifact_tag(digest, "sbom") if sbom is not None else None, components,
-                    attest.artifact_tag(digest, "att") if att is not None else None,
+                    attest.artifact_tag(digest, "att") if found else None,
                     doc.get("predicateType") if doc else None, builder, materials)

@@ -30,7 +30,7 @@ from typing import Any
 from stackctl.errors import InputError, StackctlError
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines")
+KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope")
 
 # --- mutations -------------------------------------------------------------------------------------
 # ("flip", pos, value) | ("insert", pos, bytes) | ("delete", pos, length) | ("dup", pos, length)
@@ -147,7 +147,7 @@ def random_mutations(rng: random.Random, kind: str, size: int) -> list[Mutation]
         elif r < 0.25:
             out.append(("flip", pos, rng.getrandbits(8)))
         elif r < 0.45 and not binary:
-            if kind in ("lock", "json") and rng.random() < 0.7:
+            if kind in ("lock", "json", "envelope") and rng.random() < 0.7:
                 out.append(("json_value", rng.getrandbits(16), rng.getrandbits(16)))
             else:
                 out.append((rng.choice(("token", "replace_token")), pos, rng.getrandbits(16)))
@@ -177,7 +177,7 @@ def mutation_strategy(kind: str) -> Any:
         ops.append(st.tuples(st.just("int"), pos, st.sampled_from((1, 2, 4, 8)), value))
     else:
         ops += [st.tuples(st.sampled_from(("token", "replace_token")), pos, st.integers(0, 1 << 16))]
-    if kind in ("lock", "json"):
+    if kind in ("lock", "json", "envelope"):
         ops += [st.tuples(st.just("json_value"), st.integers(0, 1 << 16), st.integers(0, 1 << 16))] * 3
     return st.lists(st.one_of(*ops), min_size=1, max_size=5)
 
@@ -198,10 +198,13 @@ class Corpus:
     wheels: tuple[bytes, ...]
     elves: tuple[bytes, ...]
     engines: bytes = ENGINES
+    envelopes: tuple[bytes, ...] = ()  # a signed DSSE envelope, and the provenance statement inside it
+    public_key: Any = None  # the key the envelope is signed with
 
     def seeds(self, kind: str) -> tuple[bytes, ...]:
         return {"profile": tuple(self.profiles.values()), "lock": (self.lock,), "html": (self.html,),
-                "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "engines": (self.engines,)}[kind]
+                "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "engines": (self.engines,),
+                "envelope": self.envelopes}[kind]
 
 
 PROJECT = "torch"
@@ -279,7 +282,36 @@ def make_corpus(tmp: Path) -> Corpus:
     profiles = {p.name: p.read_bytes() for p in sorted(stacks.glob("*.toml"))}
     html, js = _pages()
     elves = _elf_seeds(tmp)
-    return Corpus(profiles, _lock_text(stacks, "torch-2.11-post2.toml"), html, js, _wheel_seeds(tmp, elves), elves)
+    envelopes, public = _envelope_seeds()
+    return Corpus(profiles, _lock_text(stacks, "torch-2.11-post2.toml"), html, js, _wheel_seeds(tmp, elves), elves,
+                  envelopes, public)
+
+
+def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
+    """A provenance statement as publish writes it, alone and in an envelope signed with a fresh P-256 key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from stackctl.image import attest
+    from stackctl.image.sign import envelope, load_private_key, load_public_key
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = load_private_key(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                 serialization.NoEncryption()), "fuzz.key")
+    public = load_public_key(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                           serialization.PublicFormat.SubjectPublicKeyInfo), "fuzz.pub")
+    materials = [attest.Material("source", "git+https://example.invalid/x.git@" + "a" * 40, (("gitCommit", "a" * 40),),
+                                 (("dirty", False),)),
+                 attest.Material("lock", "file:stacks/x.lock", (("sha256", _SHA),)),
+                 attest.Material("base-image", f"oci://127.0.0.1:5000/base@sha256:{_SHA}", (("sha256", _SHA),),
+                                 (("layers", 1),)),
+                 attest.Material("x-1.0-py3-none-any.whl", "http://h/x.whl", (("sha256", _SHA),),
+                                 (("version", "1.0"),))]
+    doc = attest.statement(subject="r/x", digest="sha256:" + _SHA, parameters={"stack": "x", "revision": "a" * 40},
+                           internal={}, materials=materials, builder={"stackctl": "0"}, invocation="i",
+                           started="2026-01-01T00:00:00Z", finished="2026-01-01T00:00:01Z")
+    raw = attest.canonical(doc)
+    return (envelope(raw, private), raw), public
 
 
 # --- targets ---------------------------------------------------------------------------------------
@@ -437,9 +469,23 @@ def target_engines(corpus: Corpus, data: bytes) -> None:
         assert spec.url is not None and spec.address
 
 
+def target_envelope(corpus: Corpus, data: bytes) -> None:
+    """Open a fuzzed envelope with the key (as `verify --key` does), then hold its statement, and the fuzzed
+    bytes taken as a statement themselves, against an image's labels and config as `verify` does."""
+    from stackctl.image.sign import envelope, open_envelope
+    from stackctl.image.verify import provenance_problems, retargeted
+
+    labels = {"org.opencontainers.image.revision": "a" * 40, "io.stackctl.lock-digest": "sha256:" + _SHA}
+    config = {"rootfs": {"diff_ids": ["sha256:" + _SHA] * 3}, "config": {"Labels": labels}}
+    for raw in (data, envelope(data, None)):
+        opened = open_envelope(raw, corpus.public_key, "fuzz.att")
+        retargeted("the statement", opened.statement, "sha256:" + _SHA)
+        provenance_problems(opened.statement, labels, config, {"x": ("1.0", _SHA)})
+
+
 TARGETS: dict[str, Callable[[Corpus, bytes], None]] = {
     "profile": target_profile, "lock": target_lock, "html": target_html, "json": target_json,
-    "wheel": target_wheel, "elf": target_elf, "engines": target_engines,
+    "wheel": target_wheel, "elf": target_elf, "engines": target_engines, "envelope": target_envelope,
 }
 
 

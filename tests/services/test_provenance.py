@@ -82,7 +82,7 @@ def test_two_clean_builds_publish_one_digest_and_verify_from_the_registry(
         assert r.code == 0, r.out + r.err
         report = json.loads(r.out)
         assert report["ok"] and {f["check"] for f in report["findings"]} == {
-            "labels", "sbom", "installed", "provenance", "reproducible", "layers"}
+            "labels", "sbom", "installed", "provenance", "base", "reproducible", "layers"}
         assert report["sbom_components"] == 5
         r = cli("inspect", f"{repository}:{repo_tag(repo)}", "--json")
         attached = json.loads(r.out)["attached"]
@@ -94,7 +94,7 @@ def test_two_clean_builds_publish_one_digest_and_verify_from_the_registry(
         r = cli("verify", f"{repository}@{pub1['digest']}", "--lock", str(other.lock), "--json")
         assert r.code == 1, r.out + r.err
         failed = {f["check"]: f["detail"] for f in json.loads(r.out)["findings"] if not f["ok"]}
-        assert set(failed) == {"labels", "sbom", "installed"}
+        assert set(failed) == {"labels", "sbom", "installed", "provenance"}
         assert "toplib is 0.3.0 in the image, expected 0.4.0" in failed["installed"]
         assert "error: " in r.err and "toplib" in r.err
 

@@ -161,7 +161,8 @@ def make_lock(stack: Stack, wheels: dict[str, Path], target: str = TARGET) -> Lo
     def lf(name: str) -> LockedFile:
         w = wheels[name]
         return LockedFile(target=target, filename=w.name, url=f"http://127.0.0.1:9/files/{w.name}",
-                          sha256=sha256_file(w), size=w.stat().st_size, requires_dist=())
+                          sha256=sha256_file(w), size=w.stat().st_size,
+                          requires_dist=("helperdep>=1",) if name == "toplib" else ())
 
     pins = tuple(LockedPin(p.name, p.version, p.index, (lf(p.name),)) for p in stack.pins)
     closure = (ClosureEntry(target, "helperdep", VERSIONS["helperdep"], lf("helperdep"),
