@@ -13,6 +13,7 @@ from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.profile.model import Stack
 from stackctl.resolve.export import drift, read_existing, render_requirements
+from stackctl.resolve.gatelock import require_installable
 from stackctl.resolve.lock import Lock, read_lock
 from stackctl.resolve.reqcheck import pin_findings
 
@@ -88,6 +89,8 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
                 locked = None
             else:
                 passes.append(f"{lock_path} matches {stack.name}")
+                # a gate the lock cannot pass is the profile's mistake, refused like bad input (exit 2)
+                require_installable(stack, locked, tuple(t.label for t in stack.targets))
     if requirements is not None and (locked is not None or not hashes):
         expected = render_requirements(stack, locked if hashes else None)
         existing = read_existing(requirements, expected)
