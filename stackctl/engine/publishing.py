@@ -19,10 +19,12 @@ if TYPE_CHECKING:
 
 
 def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
-                  transfer: Progress | None = None, engine: DockerEngine | None = None) -> Publication:
+                  transfer: Progress | None = None, engine: DockerEngine | None = None,
+                  stack_image: bool = False) -> Publication:
     """Push the stack's built image; on a registry host through its API as well (the reproducible manifest,
     SBOM and provenance), else pulled back through the engine (`engine`, else DOCKER_HOST's: the one that
-    built it). `transfer` sees each layer's bytes."""
+    built it). `transfer` sees each layer's bytes. `stack_image`: under [image.app], the stack image beneath
+    the project's (TAG-stack)."""
     from stackctl.engine.docker import DockerEngine
     from stackctl.engine.registry import Registry, check_registry, parse_ref
     from stackctl.image.labels import image_ref
@@ -34,7 +36,8 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     registry = Registry() if parse_ref(str(target)) is not None else None
     builder = engine.versions() if registry is not None else None
     engine.transfer = transfer
-    return publish_stack(stack, lock, engine, record, repository, registry=registry, builder=builder)
+    return publish_stack(stack, lock, engine, record, repository, registry=registry, builder=builder,
+                         stack_image=stack_image)
 
 
 def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False) -> Verification:

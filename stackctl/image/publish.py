@@ -158,11 +158,13 @@ def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFact
 
 
 def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None, *,
-                  registry: RegistryApi | None = None, builder: Mapping[str, str] | None = None) -> Publication:
+                  registry: RegistryApi | None = None, builder: Mapping[str, str] | None = None,
+                  stack_image: bool = False) -> Publication:
     """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name;
     with `registry` (a name on a registry host) move the tag to the reproducible manifest, check the
     registry's copy digest by digest and push the SBOM and provenance beside it, else pull back by
     digest and compare; then append the publication record."""
+    from stackctl.image.app import stack_image_ref
     from stackctl.image.labels import LABEL_PROFILE, image_ref
     from stackctl.resolve.lock import read_lock
 
@@ -170,7 +172,9 @@ def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, reposi
     locked.require_made_from(stack)
     expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: locked.digest()}
     check_record_writable(record)
-    built, ref = image_ref(stack), image_ref(stack, repository)
+    # stack_image: under [image.app], the stack image beneath the project's (tagged TAG-stack)
+    name = stack_image_ref if stack_image else image_ref
+    built, ref = name(stack), name(stack, repository)
     moved: tuple[ImageFacts | None] | None = None
     if ref != built:
         # The other name follows the current build: an older image left under it must not be pushed.
@@ -238,6 +242,7 @@ def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts
                     builder: Mapping[str, str]) -> Evidence:
     """The provenance's materials: the git revision (and whether the tree was dirty), the lock by digest,
     the base image by id and digests, and every wheel the image installs by sha256."""
+    from stackctl.image.app import app_materials
     from stackctl.image.attest import Material
     from stackctl.image.labels import LABEL_TARGET
     from stackctl.image.render import plan_layers
@@ -259,6 +264,7 @@ def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts
         materials += [Material(i.filename, i.url or f"file:{i.filename}", (("sha256", i.sha256),),
                                (("name", i.name), ("version", i.version), ("index", i.index or "closure"),
                                 ("layer_group", group.name))) for i in group.items]
+    materials += app_materials(dict(local.labels))  # [image.app]: the stack image, Dockerfile and context
     parameters = (("stack", stack.name), ("target", target), ("profile", list(stack.sources)),
                   ("revision", revision), ("ref", local.label(f"{OCI}.version") or ""))
     return Evidence(parameters, tuple(materials), tuple(sorted(builder.items())),
