@@ -205,6 +205,7 @@ class DockerEngine:
             repo_digests=tuple(attrs.get("RepoDigests") or ()),
             size=int(attrs.get("Size") or 0),
             layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+            parent=str(attrs.get("Parent") or ""),
         )
 
     def push(self, repository: str, tag: str) -> str:

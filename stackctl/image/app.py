@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 from stackctl.base.files import write_atomic
 from stackctl.base.progress import Steps as StepProgress
 from stackctl.errors import CheckFailed, InputError
-from stackctl.image.buildlog import BuildFailed, BuildResult
+from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
 from stackctl.image.labels import LABEL_INSTALLED, LABEL_SBOM, OCI, ImageRef, image_ref
 from stackctl.image.protocols import Engine
 from stackctl.image.render import SBOM_PATH, label_value
@@ -232,9 +232,22 @@ def _write_tree(root: Path, files: Mapping[str, bytes | str], epoch: int) -> Non
             os.utime(Path(dirpath) / name, (epoch, epoch))
 
 
+def unlabelled(facts: ImageFacts | None, stack_id: str, engine: Engine) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The id the project's Dockerfile builds FROM, and the labels the final image must carry again: the stack
+    image's last step only sets its labels (the revision among them), so its parent holds the very same layers
+    and keeps its id from one commit to the next: the project's own cached steps stay cached when only its
+    source moves. Falls back to the stack image itself when the engine names no parent of the same layers."""
+    if facts is None:
+        return stack_id, ()
+    parent = engine.facts(facts.parent) if facts.parent else None
+    if parent is not None and parent.layers == facts.layers:
+        return parent.id, facts.labels
+    return stack_id, ()
+
+
 def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], stack_ref: ImageRef, stack_id: str,
               final_ref: ImageRef, revision: str, epoch: int, work: Path, engine: Engine, no_cache: bool,
-              on_step: StepProgress | None = None) -> AppBuilt:
+              on_step: StepProgress | None = None, stack_facts: ImageFacts | None = None) -> AppBuilt:
     """The project's Dockerfile FROM the stack image (by id), the whole gate run in it (its freeze makes the
     SBOM), then the final image: the gate as its last build step, the labels after it. Raises BuildFailed with
     the FAIL lines when the gate fails."""
@@ -243,7 +256,8 @@ def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], sta
     app = stack.app
     assert app is not None
     sources = AppSources.of(stack, app)
-    args = {**dict(app.args), app.stack_arg: stack_id}
+    base_id, inherited = unlabelled(stack_facts, stack_id, engine)
+    args = {**dict(app.args), app.stack_arg: base_id}
     app_result = engine.build(sources.context, None, on_step, nocache=no_cache, buildargs=args,
                               dockerfile=sources.dockerfile, target=app.target)
     ran = gate_in_image(engine, app_result.image_id, spec, freeze=True)
@@ -258,8 +272,9 @@ def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], sta
     if ran.freeze is None:
         raise CheckFailed(f"the gate in the image of {app.dockerfile} passed but left no list of what is installed")
     sbom = app_sbom(stack_sbom, ran.freeze, locked)
-    labels = app_labels(stack_ref=stack_ref, stack_id=stack_id, sources=sources, revision=revision, sbom=sbom,
-                        freeze=ran.freeze)
+    labels = tuple(sorted({**dict(inherited), **dict(app_labels(
+        stack_ref=stack_ref, stack_id=stack_id, sources=sources, revision=revision, sbom=sbom,
+        freeze=ran.freeze))}.items()))
     from stackctl.base.assets import asset_root
 
     ctx = work / "app-gate"
@@ -290,10 +305,11 @@ def finish_app(prep: Prepared, stack_result: BuildResult, stack_image: str, repo
     spec = gatespec.dumps(gatespec.gate_spec(stack, installed, prep.target))  # the whole gate
     stack_ref = stack_image_ref(stack, repository)
     epoch = int(dict(plan.labels).get(LABEL_EPOCH, "0"))
+    facts = engine.facts(stack_result.image_id)
     built = build_app(stack=stack, spec=spec, stack_sbom=plan.sbom, locked={canonicalize_name(n) for n, _ in installed},
                       stack_ref=stack_ref, stack_id=stack_result.image_id, final_ref=image_ref(stack, repository),
                       revision=prep.revision, epoch=epoch, work=work, engine=engine, no_cache=no_cache,
-                      on_step=on_step)
+                      on_step=on_step, stack_facts=facts)
     final = engine.facts(built.image)
     sbom_path = work / "app.sbom.cdx.json"
     try:

@@ -66,12 +66,16 @@ def test_app_image_builds_gates_publishes_and_verifies(app_repo: Path, tmp_path:
         assert record["image"] == f"{repository}:{tag}"
         stack = record["stack_image"]
         assert stack["image"] == f"{repository}:{tag}-stack"
-        # the stack image gates the stack phase only; the final image the whole gate, in its declared order
-        assert [ln for ln in stack["gate"] if ln.startswith(("PASS import", "FAIL"))] == [
-            "PASS import pycparser version=2.22", "PASS import cffi version=1.17.1"]
-        assert [ln for ln in record["gate"] if ln.startswith(("PASS import", "FAIL"))] == [
-            "PASS import pycparser version=2.22", "PASS import cffi version=1.17.1",
-            "PASS import greeter version=0.1.0"]
+        # the stack image gates the stack phase only; the final image the whole gate, in its declared order (a
+        # step an earlier build of the same layers passed comes from the engine's cache: `gate --image` below
+        # runs the gate in any case)
+        if not stack["gate_cached"]:
+            assert [ln for ln in stack["gate"] if ln.startswith(("PASS import", "FAIL"))] == [
+                "PASS import pycparser version=2.22", "PASS import cffi version=1.17.1"]
+        if not record["gate_cached"]:
+            assert [ln for ln in record["gate"] if ln.startswith(("PASS import", "FAIL"))] == [
+                "PASS import pycparser version=2.22", "PASS import cffi version=1.17.1",
+                "PASS import greeter version=0.1.0"]
         final = docker_client.images.get(record["image"])
         labels = final.labels
         assert labels["org.opencontainers.image.base.name"] == stack["image"]
@@ -94,6 +98,9 @@ def test_app_image_builds_gates_publishes_and_verifies(app_repo: Path, tmp_path:
 
         g = cli("gate", "public-example-app", "--image", record["image"], "--json", cwd=app_repo)
         assert g.code == 0, g.out + g.err
+        assert [r["line"] for r in json.loads(g.out)["results"]][:3] == [
+            "PASS import pycparser version=2.22", "PASS import cffi version=1.17.1",
+            "PASS import greeter version=0.1.0"]
         assert json.loads(g.out)["failed"] == 0 and json.loads(g.out)["passed"] == 6
         g = cli("gate", "public-example-app", "--image", base_image, cwd=app_repo)
         assert g.code == 1
