@@ -24,6 +24,9 @@ def check(
     hashes: Annotated[bool, typer.Option("--hashes", help="The requirement files carry the lock's --hash lines.")]
     = False,
     annotations: AnnotationsOpt = None,
+    target: Annotated[str | None, typer.Option("--target", metavar="LABEL", help="The requirement files are one "
+                                               "target's (`export --target LABEL`), e.g. cp310-linux_x86_64.")]
+    = None,
     as_json: JsonOpt = False,
 ) -> None:
     """For CI: exit 1 when the lock or requirement files are stale.
@@ -36,7 +39,8 @@ def check(
     from stackctl.resolve import check_stack, lock_path
 
     stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
-    report = check_stack(stack, lock_path(profile, lock), requirements, hashes=hashes, profile_arg=profile)
+    report = check_stack(stack, lock_path(profile, lock), requirements, hashes=hashes, profile_arg=profile,
+                         target=target)
 
     def human() -> None:
         for line in report.passed:

@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -32,6 +32,8 @@ from stackctl.resolve import lock_path
 
 if TYPE_CHECKING:
     from stackctl.base import Progress, Steps
+    from stackctl.image import GateRun
+    from stackctl.profile import Stack
 
 TargetOpt = Annotated[str | None, typer.Option("--target", metavar="LABEL",
                                                help="Target label, e.g. cp311-linux_x86_64 "
@@ -74,10 +76,13 @@ def tag(
 @app.command()
 def gate(
     profile: ProfileArg,
-    python: Annotated[str, typer.Option("--python", metavar="PY",
-                                        help="Interpreter whose environment is gated (default: the one "
-                                        "running stackctl).",
-                                        show_default=False)] = sys.executable,
+    python: Annotated[str | None, typer.Option("--python", metavar="PY",
+                                               help="Interpreter whose environment is gated (default: the one "
+                                               "running stackctl; with --image: python3 in the image).")] = None,
+    image: Annotated[str | None, typer.Option("--image", metavar="REF", help="Gate an image on the engine instead: "
+                                              "the gate runs in a container of it, with no network.")] = None,
+    phase: Annotated[str, typer.Option("--phase", metavar="PHASE", help="stack, app or all (default): which "
+                                       "entries of the gate run.")] = "all",
     lock: LockOpt = None,
     target: TargetOpt = None,
     spec_out: Annotated[Path | None, typer.Option("--spec-out", metavar="FILE",
@@ -88,24 +93,26 @@ def gate(
 ) -> None:
     """Run the stack's import/version gate; exit 1 on any FAIL.
 
-    The gate runs under --python (default: this interpreter); --spec-only renders its spec and runs nothing.
+    The gate runs under --python (default: this interpreter), or with --image in a container of any image
+    on the engine (CI's gate on an image built another way); --spec-only renders its spec and runs nothing.
     """
-    from stackctl.image import gate_spec_text, run_gate, verdict
+    from stackctl.image import gate_phase, gate_spec_text, verdict
     from stackctl.resolve import read_lock
 
     stack = load_profile(profile)
-    spec = gate_spec_text(stack, read_lock(lock) if lock is not None else None, target)
+    spec = gate_spec_text(stack, read_lock(lock) if lock is not None else None, target, gate_phase(phase))
     if spec_out:
         _write(spec_out, spec, "the gate spec")
     if spec_only:
         if not spec_out:
             sys.stdout.write(spec)
         return
+    where = f"image {image}" if image is not None else python or sys.executable
     if not as_json and console_err.is_terminal:
-        with console_err.status(f"gating {stack.name} under {python}"):
-            run = run_gate(stack, python, spec)
+        with console_err.status(f"gating {stack.name} in {where}"):
+            run = _gate_run(stack, python, image, spec)
     else:
-        run = run_gate(stack, python, spec)
+        run = _gate_run(stack, python, image, spec)
     problem = verdict(stack.name, run)
 
     def human() -> None:
@@ -115,11 +122,22 @@ def gate(
         if run.crashed and run.stderr.strip():
             console_err.print(run.stderr.rstrip(), style="dim", markup=False, soft_wrap=True)
 
-    emit({"stack": stack.name, "python": python, "passed": run.passed, "failed": run.failed,
+    emit({"stack": stack.name, "python": run.python, "image": image, "phase": phase, "passed": run.passed,
+          "failed": run.failed,
           "finished": run.finished, "exit_status": run.returncode,
           "results": [{"ok": ok, "line": ln} for ok, ln in run.results]}, as_json, human)
     if problem is not None:
         raise problem
+
+
+def _gate_run(stack: Stack, python: str | None, image: str | None, spec: str) -> GateRun:
+    if image is None:
+        from stackctl.image import run_gate
+
+        return run_gate(stack, python or sys.executable, spec)
+    from stackctl.engine import gate_image
+
+    return gate_image(image, spec, python)
 
 
 @app.command()
@@ -290,8 +308,15 @@ def build(
     result, record, record_path, image = built.result, built.record, built.record_path, built.image
 
     def human() -> None:
+        stack_image = record.get("stack_image")
+        if stack_image:
+            console.print(f"stack image {stack_image['image']} ({stack_image['image_id'][:19]}), its stack-phase "
+                          f"gate {'cached' if stack_image['gate_cached'] else 'passed'}", markup=False)
         for ln in result.gate_lines:
             console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
+        if record.get("gate_left"):
+            console.print(f"gate: {', '.join(record['gate_left'])} left to the app phase: `stackctl gate {profile} "
+                          "--image REF` checks them in the image your project builds", style="yellow", markup=False)
         if result.gate_cached:
             console.print("gate: step taken from the cache (the same layers passed it before; --no-cache "
                           "runs it again)", style="dim")
@@ -344,10 +369,17 @@ def publish(
     record = record_file or record_dir / "publications.jsonl"
     # Each layer's bytes as it is pushed, then pulled back: a bar per layer on a terminal, lines in a CI log.
     with progress_bar(not as_json, "publish") as transfer:
+        # [image.app]: the stack image first (the final image names it as its base), then the final image
+        build_record = record_dir / f"{stack.name}.build.json"
+        below = (publish_image(stack, lock_path(profile, lock), record, repository, transfer=transfer,
+                               sign_key=sign_key, build_record=build_record, stack_image=True)
+                 if stack.app is not None else None)
         pub = publish_image(stack, lock_path(profile, lock), record, repository, transfer=transfer,
-                            sign_key=sign_key, build_record=record_dir / f"{stack.name}.build.json")
+                            sign_key=sign_key, build_record=build_record)
 
     def human() -> None:
+        if below is not None:
+            console.print(f"published {below.tag} (the stack image)\n  digest   {below.digest}", markup=False)
         console.print(f"published {pub.tag}\n  digest   {pub.digest}" + (" (reproducible)" if pub.reproducible else "")
                       + f"\n  image id {pub.image_id}\n  revision {pub.revision}", markup=False)
         if pub.sbom:
@@ -358,7 +390,7 @@ def publish(
             console.print(f"  checked  {line}", markup=False)
         console.print(f"  record   {record}", markup=False)
 
-    emit(pub, as_json, human)
+    emit(pub if below is None else {**asdict(pub), "stack_image": below}, as_json, human)
 
 
 @app.command()

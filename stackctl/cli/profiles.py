@@ -84,16 +84,20 @@ def export(
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the requirement files.")] = Path("."),
     lock: GivenLockOpt = None,
     check: Annotated[bool, typer.Option("--check", help="Compare with the files in --out; exit 1 on drift.")] = False,
+    target: Annotated[str | None, typer.Option("--target", metavar="LABEL", help="Only this target's files "
+                                               "(e.g. cp310-linux_x86_64): markers evaluated, pins for other "
+                                               "targets left out, no marker text.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write the pip requirement files the profile declares.
 
-    With --check, write nothing: exit 1 with a diff when the files in --out drifted.
+    With --check, write nothing: exit 1 with a diff when the files in --out drifted. With --target, the
+    files one image of that target installs.
     """
     from stackctl.resolve import export_requirements
 
     s = load_profile(profile)
-    result = export_requirements(s, out, lock, check=check)
+    result = export_requirements(s, out, lock, check=check, target=target)
     if result.checked:
         def show_drift() -> None:
             for d in result.drift:

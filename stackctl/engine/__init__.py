@@ -11,6 +11,7 @@ from stackctl.base.lazy import lazy_api
 
 if TYPE_CHECKING:
     from stackctl.engine.docker import DockerEngine
+    from stackctl.engine.gating import gate_image
     from stackctl.engine.inventory import image_inventory
     from stackctl.engine.pool import (
         EngineSpec,
@@ -25,13 +26,25 @@ if TYPE_CHECKING:
     from stackctl.engine.publishing import publish_image, verify_remote
 
 __all__ = [
-    "DockerEngine", "EngineSpec", "Pool", "PoolBuild", "Published", "Unreachable", "build_over_pool", "engine_specs",
-    "image_inventory", "publish_image", "publish_over_pool", "verify_remote",
+    "DockerEngine",
+    "EngineSpec",
+    "Pool",
+    "PoolBuild",
+    "Published",
+    "Unreachable",
+    "build_over_pool",
+    "engine_specs",
+    "gate_image",
+    "image_inventory",
+    "publish_image",
+    "publish_over_pool",
+    "verify_remote",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
     __getattr__ = lazy_api(__name__, {
         "docker": ("DockerEngine",),
+        "gating": ("gate_image",),
         "inventory": ("image_inventory",),
         "pool": ("EngineSpec", "Pool", "PoolBuild", "Published", "Unreachable", "build_over_pool", "engine_specs",
                  "publish_over_pool"),

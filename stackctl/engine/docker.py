@@ -128,18 +128,71 @@ class DockerEngine:
         except self._lost as exc:
             raise ServiceError(f"{what}: lost the engine at {self.address}: {cause_in_words(exc)}") from exc
 
-    def build(self, context: Path, tag: str, on_step: Steps | None = None, *,
-              nocache: bool = False, proxy: str | None = None, cache_from: Sequence[str] = ()) -> BuildResult:
+    def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
+              nocache: bool = False, proxy: str | None = None, cache_from: Sequence[str] = (),
+              buildargs: Mapping[str, str] | None = None, dockerfile: Path | None = None,
+              target: str | None = None) -> BuildResult:
         # `http_proxy` is one of the builder's predefined arguments: kept out of the cache key and the
         # image's history, so the wheel server's port never costs a cached step.
-        buildargs = {"http_proxy": proxy} if proxy else None
-        with self.talking(f"build of {tag}"):
+        args = {**(buildargs or {}), **({"http_proxy": proxy} if proxy else {})} or None
+        # A Dockerfile outside the context is sent inside it by the SDK, as the docker CLI does.
+        extra = {"dockerfile": str(dockerfile)} if dockerfile is not None else {}
+        with self.talking(f"build of {tag or context}"):
             # A step may print nothing for long (pip unpacking a multi-GB torch wheel, the engine committing
             # its layer): the client's 600 s read timeout would cut a healthy build's stream.
             events = self._client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
                                             pull=False, nocache=nocache, timeout=SILENT_STEP_LIMIT,
-                                            buildargs=buildargs, cache_from=list(cache_from) or None)
+                                            buildargs=args, cache_from=list(cache_from) or None, target=target,
+                                            **extra)
             return parse_build_stream(events, on_step)
+
+    def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,
+                       timeout: float = 600.0) -> tuple[int, str, str, bytes | None]:
+        """Run `argv` in a container of `image` with no network, after putting `files` (absolute path → bytes)
+        into it; (exit status, stdout, stderr, the bytes of `fetch` afterwards or None). The container is
+        removed however the run ends."""
+        import io
+        import tarfile
+
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            for path, data in files.items():
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+        with self.talking(f"cannot run a container of {image}"):
+            try:
+                self._client.api.inspect_image(image)
+            except self._errors.ImageNotFound:
+                raise InputError(f"image {image} is not in the engine at {self.address}",
+                                 hint="build or pull it first") from None
+            container = self._client.api.create_container(image, command=argv[1:], entrypoint=[argv[0]],
+                                                          network_disabled=True, user="")
+            cid = container["Id"]
+            try:
+                self._client.api.put_archive(cid, "/", archive.getvalue())
+                self._client.api.start(cid)
+                status = int(self._client.api.wait(cid, timeout=timeout).get("StatusCode", -1))
+                out = self._client.api.logs(cid, stdout=True, stderr=False).decode("utf-8", "replace")
+                err = self._client.api.logs(cid, stdout=False, stderr=True).decode("utf-8", "replace")
+                fetched = self._fetch(cid, fetch) if fetch else None
+            finally:
+                with suppress(*self._lost):
+                    self._client.api.remove_container(cid, force=True)
+        return status, out, err, fetched
+
+    def _fetch(self, cid: str, path: str) -> bytes | None:
+        import io
+        import tarfile
+
+        try:
+            stream, _ = self._client.api.get_archive(cid, path)
+        except self._errors.NotFound:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = next((m for m in tar.getmembers() if m.isfile()), None)
+            handle = tar.extractfile(member) if member is not None else None
+            return handle.read() if handle is not None else None
 
     def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServer | str:
         """A server for `root/GROUP/NAME.whl` (each `GROUP/NAME.whl` in `sha256`, checked against it) that this
@@ -178,6 +231,7 @@ class DockerEngine:
             repo_digests=tuple(attrs.get("RepoDigests") or ()),
             size=int(attrs.get("Size") or 0),
             layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+            parent=str(attrs.get("Parent") or ""),
         )
 
     def push(self, repository: str, tag: str) -> str:

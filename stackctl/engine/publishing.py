@@ -20,11 +20,13 @@ if TYPE_CHECKING:
 
 def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
                   transfer: Progress | None = None, engine: DockerEngine | None = None,
-                  sign_key: Path | None = None, build_record: Path | None = None) -> Publication:
+                  sign_key: Path | None = None, build_record: Path | None = None,
+                  stack_image: bool = False) -> Publication:
     """Push the stack's built image; on a registry host through its API as well (the reproducible manifest,
     SBOM and provenance, signed with `sign_key` when given), else pulled back through the engine (`engine`,
     else DOCKER_HOST's: the one that built it). `transfer` sees each layer's bytes; `build_record` gives the
-    provenance the build's times and id."""
+    provenance the build's times and id. `stack_image`: under [image.app], the stack image beneath the
+    project's (TAG-stack)."""
     from stackctl.engine.docker import DockerEngine
     from stackctl.engine.registry import Registry, check_registry, parse_ref
     from stackctl.image.labels import image_ref
@@ -38,7 +40,7 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     builder = engine.versions() if registry is not None else None
     engine.transfer = transfer
     return publish_stack(stack, lock, engine, record, repository, registry=registry, builder=builder,
-                         key=key, build_record=build_record)
+                         key=key, build_record=build_record, stack_image=stack_image)
 
 
 def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, key: Path | None = None,

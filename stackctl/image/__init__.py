@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from stackctl.base.lazy import lazy_api
 
 if TYPE_CHECKING:
+    from stackctl.image.app import gate_in_container, gate_phase
     from stackctl.image.build import BuildRequest, Built, build_image
     from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
     from stackctl.image.context import WrittenContext, check_wheelhouse_arg, render_context
@@ -25,12 +26,14 @@ __all__ = [
     "BuildFailed", "BuildRequest", "BuildResult", "Built", "CellResult", "Engine", "Event", "GateRun", "ImageFacts",
     "ImageRef", "Matrix", "Prepared",
     "Publication", "RegistryApi", "Verification", "WheelServing", "WrittenContext", "build_image",
-    "check_wheelhouse_arg", "gate_spec_text", "image_ref", "prepare_build", "publish_stack", "raise_if_failed",
+    "check_wheelhouse_arg", "gate_in_container", "gate_phase",
+    "gate_spec_text", "image_ref", "prepare_build", "publish_stack", "raise_if_failed",
     "render_context", "run_gate", "verdict", "verify_image",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
     __getattr__ = lazy_api(__name__, {
+        "app": ("gate_in_container", "gate_phase"),
         "build": ("BuildRequest", "Built", "build_image"),
         "buildlog": ("BuildFailed", "BuildResult", "ImageFacts"),
         "context": ("WrittenContext", "check_wheelhouse_arg", "render_context"),

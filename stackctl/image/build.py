@@ -17,10 +17,11 @@ from stackctl.base.jsonout import dumps
 from stackctl.base.progress import Progress, Steps
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError
+from stackctl.image.app import finish_app, stack_image_ref
 from stackctl.image.buildlog import BuildFailed, BuildResult
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
-from stackctl.image.labels import image_ref
+from stackctl.image.gatespec import left_for_app
 from stackctl.image.prepare import Prepared, with_sbom
 from stackctl.image.protocols import Engine
 from stackctl.index.client import IndexClient
@@ -80,7 +81,7 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     started = now_iso()  # the provenance's startedOn; `time` below is its finishedOn
     if stack.image is None:
         raise InputError(f"{stack.name}: the profile has no image table")
-    image = image_ref(stack, req.repository)
+    image = stack_image_ref(stack, req.repository)  # the profile's tag, or TAG-stack under [image.app]
     base_facts = engine.facts(stack.image.base)
     if base_facts is None:  # before any download: a missing base makes every later byte wasted
         raise InputError(f"base image {stack.image.base} is not in the engine", hint=base_image_hint(stack.image.base))
@@ -129,9 +130,19 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
               "wheels_how": wheels_how,
               "warnings": [w for w in (prep.lock.override_warning(),) if w],
               "fingerprint": fp, "fingerprint_digest": fp.digest()}
-    record_path = req.record_dir / f"{stack.name}.build.json"
+    if stack.app is not None:
+        app, fields = finish_app(prep, result, str(image), req.repository, base, engine, req.no_cache, on_step)
+        record.update(fields)
+        return _recorded(req, stack.name, app.image, app.result, record)
+    else:
+        record["gate_left"] = list(left_for_app(stack, prep.target))  # for `stackctl gate --image`
+    return _recorded(req, stack.name, str(image), result, record)
+
+
+def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, record: dict[str, Any]) -> Built:
+    record_path = req.record_dir / f"{stack}.build.json"
     try:
         write_atomic(record_path, dumps(record) + "\n")
     except OSError as exc:
         raise InputError(f"{record_path}: cannot write the build record of {image}: {exc.strerror or exc}") from None
-    return Built(str(image), result, record_path, record)
+    return Built(image, result, record_path, record)

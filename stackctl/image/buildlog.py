@@ -90,6 +90,7 @@ class ImageFacts:
     repo_digests: tuple[str, ...]
     size: int
     layers: tuple[str, ...] = ()
+    parent: str = ""  # the image of the step before (a local build's), "" when the engine names none
 
     def label(self, key: str) -> str | None:
         return dict(self.labels).get(key)

@@ -17,7 +17,7 @@ from stackctl.base.concurrency import run_child
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.image.buildlog import RESULT_MARK, GateResult, clean_line, disagreement, gate_result
-from stackctl.profile.model import Stack
+from stackctl.profile.model import GatePhase, Stack
 from stackctl.resolve.lock import Lock
 
 SUMMARY = ("gate ok: ", "gate FAILED: ")
@@ -108,8 +108,10 @@ def verdict(stack: str, run: GateRun) -> StackctlError | None:
     return None
 
 
-def gate_spec_text(stack: Stack, lock: Lock | None = None, target: str | None = None) -> str:
-    """The gate spec (JSON) the profile renders; with a lock, `preserve` also holds the lock's closure."""
+def gate_spec_text(stack: Stack, lock: Lock | None = None, target: str | None = None,
+                   phase: GatePhase | None = None) -> str:
+    """The gate spec (JSON) the profile renders; with a lock, `preserve` also holds the lock's closure; for
+    one `phase`, only its entries."""
     from stackctl.image import gatespec
     from stackctl.image.prepare import pick_target
 
@@ -118,7 +120,7 @@ def gate_spec_text(stack: Stack, lock: Lock | None = None, target: str | None = 
         lock.require_made_from(stack)
         tgt = pick_target(stack, target)
         preserve = gatespec.installed_pins(stack, lock, tgt)
-    return gatespec.dumps(gatespec.gate_spec(stack, preserve, tgt))
+    return gatespec.dumps(gatespec.gate_spec(stack, preserve, tgt, phase))
 
 
 def run_gate(stack: Stack, python: str, spec: str, timeout: float = 600.0) -> GateRun:

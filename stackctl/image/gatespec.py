@@ -16,7 +16,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from stackctl.errors import InputError
-from stackctl.profile.model import GateCheck, GateEntry, GateMode, Stack
+from stackctl.profile.model import GateCheck, GateEntry, GateMode, GatePhase, Stack
 from stackctl.resolve.lock import Lock
 
 SPEC_FORMAT = 1
@@ -88,22 +88,23 @@ def installed_pins(stack: Stack, lock: Lock | None, target: str | None) -> tuple
 
 
 def gate_spec(stack: Stack, preserve: Iterable[tuple[str, str]] | None = None,
-              target: str | None = None) -> dict[str, Any]:
+              target: str | None = None, phase: GatePhase | None = None) -> dict[str, Any]:
     """The spec gate.py reads. `preserve` defaults to the stack's pins; for one `target` (an image's),
-    a pin limited to other targets is neither gated nor preserved."""
+    a pin limited to other targets is neither gated nor preserved; for one `phase`, only its entries and
+    probes (None: the whole gate, in its declared order)."""
     tgt = stack.target(target) if target is not None else None
     probes = [
         {k: v for k, v in (("name", p.name), ("kind", p.kind), ("package", p.package), ("glob", p.glob),
                            ("count", p.count), ("module", p.module), ("attr", p.attr), ("value", p.value))
          if v is not None}
-        for p in stack.probes
+        for p in stack.probes if phase is None or p.phase is phase
     ]
     pins = preserve if preserve is not None else (
         (p.name, p.version) for p in stack.image_pins if tgt is None or p.applies_to(tgt))
     return {
         "format": SPEC_FORMAT,
         "stack": stack.name,
-        "entries": [_entry(stack, e) for e in stack.gate_entries(tgt)],
+        "entries": [_entry(stack, e) for e in stack.gate_entries(tgt, phase)],
         "probes": probes,
         "preserve": [{"dist": d, "version": v} for d, v in pins],
     }
@@ -111,3 +112,11 @@ def gate_spec(stack: Stack, preserve: Iterable[tuple[str, str]] | None = None,
 
 def dumps(spec: dict[str, Any]) -> str:
     return json.dumps(spec, indent=2, sort_keys=True) + "\n"
+
+
+def left_for_app(stack: Stack, target: str | None = None) -> tuple[str, ...]:
+    """The app-phase entries and probes: what a stack image alone is not gated on."""
+    tgt = stack.target(target) if target is not None else None
+    return (tuple(e.dist for e in stack.gate_entries(tgt, GatePhase.APP))
+            + tuple(f"probe {p.name}" for p in stack.probes if p.phase is GatePhase.APP))
+

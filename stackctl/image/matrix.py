@@ -32,8 +32,9 @@ MATRIX_RECORD = "matrix.json"
 
 
 class PoolEngine(Engine, Protocol):
-    def build(self, context: Path, tag: str, on_step: Steps | None = None, *, nocache: bool = False,
-              proxy: str | None = None, cache_from: Sequence[str] = ()) -> BuildResult: ...
+    def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *, nocache: bool = False,
+              proxy: str | None = None, cache_from: Sequence[str] = (), buildargs: Mapping[str, str] | None = None,
+              dockerfile: Path | None = None, target: str | None = None) -> BuildResult: ...
     def pull_cache(self, ref: str) -> int | None: ...
 
 
@@ -147,9 +148,15 @@ class _CachedBuild:
     def __init__(self, inner: PoolEngine, cache_from: Sequence[str]) -> None:
         self._inner, self._cache_from = inner, tuple(cache_from)
 
-    def build(self, context: Path, tag: str, on_step: Steps | None = None, *,
-              nocache: bool = False, proxy: str | None = None) -> BuildResult:
-        return self._inner.build(context, tag, on_step, nocache=nocache, proxy=proxy, cache_from=self._cache_from)
+    def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
+              nocache: bool = False, proxy: str | None = None, buildargs: Mapping[str, str] | None = None,
+              dockerfile: Path | None = None, target: str | None = None) -> BuildResult:
+        return self._inner.build(context, tag, on_step, nocache=nocache, proxy=proxy, cache_from=self._cache_from,
+                                 buildargs=buildargs, dockerfile=dockerfile, target=target)
+
+    def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,
+                       timeout: float = 600.0) -> tuple[int, str, str, bytes | None]:
+        return self._inner.run_with_files(image, files, argv, fetch=fetch, timeout=timeout)
 
     def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServing | str | None:
         return self._inner.wheel_server(root, sha256)

@@ -16,7 +16,8 @@ from stackctl.base.git import GitInfo, read_git
 from stackctl.base.times import now_iso
 from stackctl.errors import InputError, StackctlError
 from stackctl.image.render import BuildPlan, Rendered
-from stackctl.profile.model import Stack
+from stackctl.profile.model import GatePhase, Stack
+from stackctl.resolve.gatelock import require_installable
 from stackctl.resolve.lock import Lock, read_lock
 
 
@@ -148,8 +149,10 @@ def prepare_build(stack: Stack, lock: Path, target: str | None, revision: str | 
         raise InputError(f"the work tree of {stack.name} has {what}: the revision label would lie",
                          hint="commit first, or pass --allow-dirty (the label then says <revision>-dirty)")
     prov = provenance(git, revision, ref)
+    require_installable(stack, locked, (tgt,))  # before anything is fetched or built
     installed = gatespec.installed_pins(stack, locked, tgt)
-    spec = gatespec.dumps(gatespec.gate_spec(stack, installed, tgt))
+    # The stack image gates what the lock installs; app-phase entries run after [image.app] (or `gate --image`).
+    spec = gatespec.dumps(gatespec.gate_spec(stack, installed, tgt, GatePhase.STACK))
     labels = oci_labels(stack, prov=prov, lock_digest=locked.digest(), target=tgt, installed=installed,
                         created=created_value(created))
     layers = plan_layers(stack, locked, tgt)

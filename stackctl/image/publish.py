@@ -160,11 +160,13 @@ def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFact
 
 def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None, *,
                   registry: RegistryApi | None = None, builder: Mapping[str, str] | None = None,
-                  key: SigningKey | None = None, build_record: Path | None = None) -> Publication:
+                  key: SigningKey | None = None, build_record: Path | None = None,
+                  stack_image: bool = False) -> Publication:
     """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name;
     with `registry` (a name on a registry host) move the tag to the reproducible manifest, check the
     registry's copy digest by digest and push the SBOM and provenance beside it, else pull back by
     digest and compare; then append the publication record."""
+    from stackctl.image.app import stack_image_ref
     from stackctl.image.labels import LABEL_PROFILE, image_ref
     from stackctl.resolve.lock import read_lock
 
@@ -172,7 +174,9 @@ def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, reposi
     locked.require_made_from(stack)
     expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: locked.digest()}
     check_record_writable(record)
-    built, ref = image_ref(stack), image_ref(stack, repository)
+    # stack_image: under [image.app], the stack image beneath the project's (tagged TAG-stack)
+    name = stack_image_ref if stack_image else image_ref
+    built, ref = name(stack), name(stack, repository)
     moved: tuple[ImageFacts | None] | None = None
     if ref != built:
         # The other name follows the current build: an older image left under it must not be pushed.
@@ -266,6 +270,7 @@ def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts
     remote, the lock by digest, the base image by manifest digest (by image id where it was never in a
     registry), and every wheel the image installs by sha256; from the build record, its times and id."""
     from stackctl.base.urls import strip_userinfo
+    from stackctl.image.app import app_materials
     from stackctl.image.attest import Material
     from stackctl.image.labels import LABEL_TARGET
     from stackctl.image.render import plan_layers
@@ -286,6 +291,7 @@ def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts
         materials += [Material(i.filename, i.url or f"file:{i.filename}", (("sha256", i.sha256),),
                                (("name", i.name), ("version", i.version), ("index", i.index or "closure"),
                                 ("layer_group", group.name))) for i in group.items]
+    materials += app_materials(dict(local.labels))  # [image.app]: the stack image, Dockerfile and context
     parameters = (("stack", stack.name), ("target", target), ("profile", list(stack.sources)),
                   ("revision", revision), ("ref", local.label(f"{OCI}.version") or ""))
     timing = tuple((k, str(build[v])) for k, v in (("started", "started"), ("finished", "time")) if build.get(v))

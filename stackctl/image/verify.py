@@ -16,6 +16,8 @@ from packaging.utils import canonicalize_name
 
 from stackctl.errors import CheckFailed, ContentMismatch, InputError
 from stackctl.image import attest
+from stackctl.image.app import FREEZE as APP_FREEZE
+from stackctl.image.app import app_installed
 from stackctl.image.labels import LABEL_EPOCH, LABEL_INSTALLED, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import SBOM_PATH
@@ -107,6 +109,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
     digest, manifest, config = attest.remote_image(registry, repository, reference)
     labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
     findings: list[Finding] = []
+    files = attest.image_files(registry, repository, manifest, (SBOM_PATH, attest.INSTALLED_PATH, APP_FREEZE))
 
     def check(kind: str, problems: list[str], ok_text: str) -> None:
         findings.extend(Finding(kind, False, p) for p in problems)
@@ -135,11 +138,11 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
             label_installed = {}
             problems.append(f"label {LABEL_INSTALLED} is not a JSON object")
         problems += [f"label {LABEL_INSTALLED}: {d}" for d in
-                     _differences("the label", label_installed, {k: v for k, (v, _) in want.items()})]
+                     _differences("the label", label_installed, {k: v for k, (v, _) in want.items()}
+                                  | app_installed(files.get(SBOM_PATH)))]
     check("labels", problems, "stackctl's labels are present" + (", and agree with the lock" if lock else ""))
 
     # The image's own records, from its layers.
-    files = attest.image_files(registry, repository, manifest)
     in_image = files.get(SBOM_PATH)
     problems = []
     if in_image is None:
@@ -160,7 +163,9 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
         except (ValueError, RecursionError, AttributeError):
             problems.append("the SBOM is not JSON")
     if want is not None and sbom_doc is not None:
-        have = {canonicalize_name(c.name): f"{c.version} sha256:{c.sha256}" for c in components}
+        from_app = app_installed(sbom_doc)  # an [image.app] image: what its own build installed, not the lock
+        have = {canonicalize_name(c.name): f"{c.version} sha256:{c.sha256}" for c in components
+                if canonicalize_name(c.name) not in from_app}
         problems += [f"SBOM: {d}" for d in _differences("the SBOM", have, {k: f"{v} sha256:{h}"
                                                                              for k, (v, h) in want.items()})]
     check("sbom", problems, f"{len(components)} components; in the image, beside it and under its label alike"
@@ -168,7 +173,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
 
     # Installed distributions, as the gate recorded them in the image.
     problems = []
-    raw = files.get(attest.INSTALLED_PATH)
+    raw = files.get(APP_FREEZE, files.get(attest.INSTALLED_PATH))  # the whole gate's record, in an app image
     if raw is None:
         problems.append(f"{attest.INSTALLED_PATH} is not in the image's top layers")
     else:
@@ -177,7 +182,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
         except (ValueError, RecursionError, AttributeError):
             installed = {}
             problems.append(f"{attest.INSTALLED_PATH} is not a JSON object")
-        expected = ({k: v for k, (v, _) in want.items()} if want is not None else
+        expected = ({k: v for k, (v, _) in want.items()} | app_installed(sbom_doc) if want is not None else
                     {canonicalize_name(c.name): c.version for c in components})
         problems += _differences("the image", installed, expected)
     check("installed", problems, "the distributions installed in the image are "
@@ -197,7 +202,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
         problems += provenance_problems(doc, labels, config, want)
         wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in materials
                   if str(m.get("name", "")).endswith(".whl")}
-        sbom_wheels = {c.filename: c.sha256 for c in components}
+        sbom_wheels = {c.filename: c.sha256 for c in components if c.filename}
         if sbom_doc is not None and wheels != sbom_wheels:
             missing = sorted(set(sbom_wheels) ^ set(wheels)) or sorted(k for k in wheels
                                                                        if wheels[k] != sbom_wheels[k])

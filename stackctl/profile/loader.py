@@ -24,8 +24,10 @@ from stackctl.errors import Problem, ProfileError
 from stackctl.profile.model import (
     AbiPolicy,
     AbiRole,
+    AppImage,
     GateCheck,
     GateMode,
+    GatePhase,
     GateRole,
     Image,
     Index,
@@ -48,13 +50,14 @@ else:  # pragma: no cover
 # string naming one of its values (checked in _build, which suggests the nearest). `stackctl schema` turns this
 # table into the JSON Schema editors read, so a key added here appears there too.
 _GATE: dict[str, Any] = {"order": int, "module": str, "check": GateCheck, "mode": GateMode, "prefix": str,
-                         "expect": str, "skip_import_if": str, "before": [str], "remove": bool}
+                         "expect": str, "skip_import_if": str, "before": [str], "remove": bool,
+                         "phase": GatePhase}
 _PIN: dict[str, Any] = {"version": str, "index": str, "file": str, "train": str, "note": str, "abi": AbiRole,
                         "python": [str], "platforms": [str], "marker": str,
                         "gate": {k: v for k, v in _GATE.items() if k not in ("expect", "remove")},
                         "remove": bool}
 _PROBE: dict[str, Any] = {"name": str, "kind": str, "package": str, "glob": str, "count": int,
-                          "module": str, "attr": str, "value": str}
+                          "module": str, "attr": str, "value": str, "phase": str}
 SCHEMA: dict[str, Any] = {
     "stack": {"name": str, "extends": str, "description": str},
     "targets": {"python": [str], "platforms": [str]},
@@ -63,7 +66,8 @@ SCHEMA: dict[str, Any] = {
     "gate": {"extra": {"*": _GATE}, "probe": [_PROBE]},
     "abi": {"allow": [str], "inventory": str},
     "image": {"base": str, "repository": str, "tag": str, "python": str, "vars": {"*": str},
-              "labels": {"*": str}, "installer": str, "bytecode": (bool, str)},
+              "labels": {"*": str}, "installer": str, "bytecode": (bool, str),
+              "app": {"dockerfile": str, "context": str, "target": str, "args": {"*": str}, "stack_arg": str}},
 }
 INSTALLERS = ("pip", "uv")
 _CREDENTIAL_WORDS = ("password", "token", "secret", "auth")
@@ -120,6 +124,8 @@ def load_stack(path: str | Path, source: Source | None = None) -> Stack:
         table.pop(key, None)
     merged = _merge_chain(collector)
     stack = _build(merged, collector)
+    if stack is not None:
+        _check_app_files(stack, source, name, collector)
     if collector.problems:
         raise ProfileError(tuple(collector.problems))
     assert stack is not None
@@ -302,6 +308,7 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
     check = _enum(GateCheck, raw.get("check", "exact" if pinned else "present"), (*path, "check"), out,
                   [c.value for c in GateCheck])
     mode = _enum(GateMode, raw.get("mode", "import"), (*path, "mode"), out, [m.value for m in GateMode])
+    phase = _phase(raw, path, out)
     if check is GateCheck.PREFIX and not pinned and not raw.get("prefix"):
         out.add(None, (*path, "check"), "check = \"prefix\" needs a prefix (for example \"1.26.\")")
     if check is GateCheck.EXACT and not pinned and not raw.get("expect"):
@@ -320,11 +327,19 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
             first = str(exc).splitlines()[0] if str(exc).strip() else "invalid"  # one line per problem
             out.add(None, (*path, "skip_import_if"), f"not a requirement like 'torch_musa<2.11': {first}")
             skip = None  # flagged: nothing downstream parses it again
-    if check is None or mode is None:
+    if check is None or mode is None or phase is None:
         return None
     module = raw.get("module") or dist.replace("-", "_")
     return GateRole(order=raw["order"], module=module, check=check, mode=mode, prefix=raw.get("prefix"),
-                    expect=raw.get("expect"), skip_import_if=skip, before=tuple(raw.get("before", ())))
+                    expect=raw.get("expect"), skip_import_if=skip, before=tuple(raw.get("before", ())),
+                    phase=phase)
+
+
+def _phase(raw: dict[str, Any], path: tuple[str, ...], out: _Collector) -> GatePhase | None:
+    """Where a gate entry or probe runs: `stack` (the default) in the stack image, `app` after [image.app]."""
+    phase: GatePhase | None = _enum(GatePhase, raw.get("phase", "stack"), (*path, "phase"), out,
+                                    [p.value for p in GatePhase])
+    return phase
 
 
 def _exact_version(value: str, path: tuple[str, ...], out: _Collector) -> None:
@@ -535,7 +550,7 @@ def _probe(t: dict[str, Any], i: int, out: _Collector) -> Probe:
             if k not in t:
                 out.add(None, (*path, k), f"missing: a {kind} probe needs {', '.join(needs[kind])}")
     return Probe(t.get("name", f"probe {i + 1}"), kind or "", t.get("package"), t.get("glob"), t.get("count"),
-                 t.get("module"), t.get("attr"), t.get("value"))
+                 t.get("module"), t.get("attr"), t.get("value"), _phase(t, path, out) or GatePhase.STACK)
 
 
 def _image(t: dict[str, Any] | None, stack: str, pythons: list[str], pins: list[Pin],
@@ -573,4 +588,61 @@ def _image(t: dict[str, Any] | None, stack: str, pythons: list[str], pins: list[
     if not all(k in t for k in ("base", "repository", "tag")):
         return None
     return Image(t["base"], t["repository"], t["tag"], python, tuple(t.get("vars", {}).items()),
-                 tuple(t.get("labels", {}).items()), installer, bytecode)
+                 tuple(t.get("labels", {}).items()), installer, bytecode, _app_image(t.get("app"), out))
+
+
+def _app_image(t: dict[str, Any] | None, out: _Collector) -> AppImage | None:
+    """`[image.app]`: the project's own Dockerfile on top of the stack image. Its files are checked once the
+    profile has loaded (`_check_app_files`): here only the table's own values."""
+    from stackctl.profile.app import CREDENTIAL_ARG, check_arg_name, credential_in
+
+    if t is None:
+        return None
+    path = ("image", "app")
+    if "dockerfile" not in t:
+        out.add(None, (*path, "dockerfile"), "missing: the project's Dockerfile, relative to the repository root")
+    for key in ("dockerfile", "context"):
+        if key in t and (why := _repo_relative(t[key])) is not None:
+            out.add(None, (*path, key), why)
+    stack_arg = t.get("stack_arg", "STACK_IMAGE")
+    if (why := check_arg_name(stack_arg)) is not None:
+        out.add(None, (*path, "stack_arg"), why)
+    args = t.get("args", {})
+    for name, value in args.items():
+        if (why := check_arg_name(name)) is not None:
+            out.add(None, (*path, "args", name), why)
+        elif name == stack_arg:
+            out.add(None, (*path, "args", name), "is the stack argument: stackctl passes the stack image in it")
+        elif CREDENTIAL_ARG.search(name) or credential_in(value):
+            out.add(None, (*path, "args", name), "looks like a credential: a build argument is kept in the "
+                    "image's history for anyone who pulls it; give the build a secret another way")
+    if "dockerfile" not in t:
+        return None
+    return AppImage(t["dockerfile"], t.get("context", "."), t.get("target") or None, tuple(args.items()), stack_arg)
+
+
+def _repo_relative(value: str) -> str | None:
+    """Why `value` is not a path inside the repository (None when it is)."""
+    from pathlib import PurePosixPath
+
+    p = PurePosixPath(value)
+    if not value or p.is_absolute() or ".." in p.parts or "\\" in value:
+        return f"{value[:200]!r} must be a path inside the repository, relative to its root"
+    return None
+
+
+def _check_app_files(stack: Stack, source: Source, name: str, out: _Collector) -> None:
+    """The Dockerfile of [image.app] exists and takes the stack image through its argument in a FROM."""
+    from stackctl.profile.app import dockerfile_problems
+    from stackctl.profile.sources import read_repo_file
+
+    app = stack.app
+    if app is None:
+        return
+    found = read_repo_file(source, name, app.dockerfile)
+    if found is None:
+        out.add(None, ("image", "app", "dockerfile"), f"{app.dockerfile}: no such file in the repository")
+        return
+    display, text = found
+    for line, message in dockerfile_problems(text, app.stack_arg, app.target):
+        out.problems.append(Problem(display, line, "", message))

@@ -9,7 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 from packaging.utils import NormalizedName, canonicalize_name
 
@@ -24,6 +24,11 @@ class GateMode(str, Enum):
     IMPORT = "import"  # import the module, then read the version
     SPEC = "spec"  # find the module without importing it (imports that need a GPU)
     VERSION = "version"  # read the distribution's version only; never import
+
+
+class GatePhase(str, Enum):
+    STACK = "stack"  # in the stack image: what the lock installs
+    APP = "app"  # after the project's own Dockerfile ([image.app]): what the app build installs
 
 
 class AbiRole(str, Enum):
@@ -90,6 +95,7 @@ class GateRole:
     expect: str | None = None  # only for gate entries that are not pins
     skip_import_if: str | None = None  # a requirement on another pin: when it holds, check version only
     before: tuple[str, ...] = ()  # entries this one must precede (torchada patches torch at import)
+    phase: GatePhase = GatePhase.STACK
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,7 @@ class GateEntry:
     expected: str | None  # full version for EXACT, prefix for PREFIX, None for PRESENT
     skip_import_if: str | None
     pinned: bool
+    phase: GatePhase = GatePhase.STACK
 
 
 @dataclass(frozen=True)
@@ -171,11 +178,23 @@ class Probe:
     module: str | None = None
     attr: str | None = None
     value: str | None = None
+    phase: GatePhase = GatePhase.STACK
 
     def describe(self) -> str:
         if self.kind == "file-count":
             return f"{self.count} files {self.package}/{self.glob}"
         return f"{self.module}.{self.attr} == {self.value!r}"
+
+
+@dataclass(frozen=True)
+class AppImage:
+    """`[image.app]`: the project's own Dockerfile, built FROM the stack image passed by id in `stack_arg`."""
+
+    dockerfile: str  # relative to the profile's repository root
+    context: str = "."  # likewise
+    target: str | None = None  # a stage of the Dockerfile
+    args: tuple[tuple[str, str], ...] = ()
+    stack_arg: str = "STACK_IMAGE"
 
 
 @dataclass(frozen=True)
@@ -192,6 +211,7 @@ class Image:
     # compile .pyc files at build time: True, False (see README: why it is the default), or "pins": the
     # profile's pins (trains and single pins, what the gate imports) but not the resolver's closure
     bytecode: bool | Literal["pins"] = False
+    app: AppImage | None = None
 
 
 @dataclass(frozen=True)
@@ -241,8 +261,9 @@ class Stack:
         tool = self.installer_pin
         return tuple(p for p in self.pins if tool is None or p.key != tool.key)
 
-    def gate_entries(self, target: Target | None = None) -> tuple[GateEntry, ...]:
-        """The gate in order; for one `target` (an image's), only the pins installed there."""
+    def gate_entries(self, target: Target | None = None, phase: GatePhase | None = None) -> tuple[GateEntry, ...]:
+        """The gate in order; for one `target` (an image's), only the pins installed there; for one `phase`,
+        only its entries (None: the whole gate)."""
         entries = [
             GateEntry(
                 dist=p.name,
@@ -253,6 +274,7 @@ class Stack:
                 expected=_expected(p.gate, p.version),
                 skip_import_if=p.gate.skip_import_if,
                 pinned=True,
+                phase=p.gate.phase,
             )
             for p in self.pins
             if p.gate is not None and (target is None or p.applies_to(target))
@@ -267,10 +289,15 @@ class Stack:
                 expected=_expected(role, role.expect),
                 skip_import_if=role.skip_import_if,
                 pinned=False,
+                phase=role.phase,
             )
             for name, role in self.gate_extra
         ]
-        return tuple(sorted(entries, key=lambda e: e.order))
+        return tuple(sorted((e for e in entries if phase is None or e.phase is phase), key=lambda e: e.order))
+
+    @property
+    def app(self) -> AppImage | None:
+        return self.image.app if self.image is not None else None
 
     def requirement_files(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(p.file for p in self.pins if p.file))
@@ -307,4 +334,18 @@ def canonical_json(stack: Stack) -> str:
             image.pop("installer")
         if image.get("bytecode") is False:
             image.pop("bytecode")
+        if image.get("app") is None:
+            image.pop("app", None)
+    _drop_stack_phase(data)
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _drop_stack_phase(data: dict[str, Any]) -> None:
+    """Gate roles and probes in the default phase write no phase: the digests of profiles from before phases
+    stay as they were."""
+    roles = [pin.get("gate") for pin in data.get("pins", [])]
+    roles += [pair[1] for pair in data.get("gate_extra", [])]
+    roles += list(data.get("probes", []))
+    for role in roles:
+        if isinstance(role, dict) and role.get("phase") == GatePhase.STACK.value:
+            role.pop("phase")

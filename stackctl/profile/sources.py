@@ -104,3 +104,36 @@ class PendingSource:
 
     def exists(self, name: str) -> bool:
         return name == self.name or self.base.exists(name)
+
+
+def repo_root(directory: Path) -> Path:
+    """The profile's repository root, which [image.app]'s paths are relative to: the git work tree holding
+    `directory`; without git, the directory above a `stacks/` directory, else `directory` itself."""
+    start = directory.resolve()
+    for d in (start, *start.parents):
+        if (d / ".git").exists():
+            return d
+    return start.parent if start.name == "stacks" else start
+
+
+def read_repo_file(source: Source, profile: str, relative: str) -> tuple[str, str] | None:
+    """(how to name it, text) of the file at `relative` to the repository root of `profile` (a file name
+    within `source`), or None when there is no such file."""
+    if isinstance(source, PendingSource):
+        source = source.base
+    if isinstance(source, GitSource):
+        spec = f"{source.rev}:{PurePosixPath(relative).as_posix()}"
+        proc = subprocess.run(["git", "-C", str(source.root), "show", spec], capture_output=True, text=True,
+                              check=False)
+        return (f"{relative}@{source.rev}", proc.stdout) if proc.returncode == 0 else None
+    if isinstance(source, DirSource):
+        path = repo_root((source.directory / profile).parent) / relative
+        try:
+            shown = path.relative_to(Path.cwd().resolve())
+        except ValueError:
+            shown = path
+        try:
+            return str(shown), path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    return None

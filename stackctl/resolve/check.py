@@ -13,6 +13,7 @@ from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.profile.model import Stack
 from stackctl.resolve.export import drift, read_existing, render_requirements
+from stackctl.resolve.gatelock import require_installable
 from stackctl.resolve.lock import Lock, read_lock
 from stackctl.resolve.reqcheck import pin_findings
 
@@ -78,8 +79,12 @@ def pin_drift(stack: Stack, lock: Lock) -> list[str]:
 
 
 def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, hashes: bool,
-                profile_arg: str) -> CheckReport:
-    """`profile_arg` is the profile as the user named it, for the commands the failures suggest."""
+                profile_arg: str, target: str | None = None) -> CheckReport:
+    """`profile_arg` is the profile as the user named it, for the commands the failures suggest; `target`
+    compares the requirement files with what `export --target` writes for it."""
+    from stackctl.resolve.export import one_target
+
+    tgt = one_target(stack, target) if target is not None else None
     if requirements is not None and requirements.exists() and not requirements.is_dir():
         raise InputError(f"--requirements {requirements}: not a directory (the one `stackctl export --out` wrote)")
     failures: list[Failure] = []
@@ -105,12 +110,15 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
                 locked = None
             else:
                 passes.append(f"{lock_path} matches {stack.name}")
+                # a gate the lock cannot pass is the profile's mistake, refused like bad input (exit 2)
+                require_installable(stack, locked, tuple(t.label for t in stack.targets))
     if requirements is not None and (locked is not None or not hashes):
-        expected = render_requirements(stack, locked if hashes else None)
+        expected = render_requirements(stack, locked if hashes else None, target)
         existing = read_existing(requirements, expected)
         drifted = {d.file for d in drift(expected, existing)}
-        fix = f"run `stackctl export {profile_arg} --out {requirements}" + (f" --lock {lock_path}`" if hashes else "`")
-        findings = pin_findings(stack, {n: t for n, t in existing.items() if n in stack.requirement_files()})
+        fix = (f"run `stackctl export {profile_arg} --out {requirements}" + (f" --target {target}" if target else "")
+               + (f" --lock {lock_path}`" if hashes else "`"))
+        findings = pin_findings(stack, {n: t for n, t in existing.items() if n in stack.requirement_files()}, tgt)
         for name in expected:
             if name not in drifted:
                 passes.append(f"{requirements / name} matches {stack.name}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 
-from stackctl.profile.model import Stack
+from stackctl.profile.model import Stack, Target
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,9 @@ def _marker(text: str | None) -> str | None:
         return text
 
 
-def pin_findings(stack: Stack, files: Mapping[str, str | None]) -> tuple[Finding, ...]:
-    """`files`: each requirement file the profile exports to → its text on disk (None: missing)."""
+def pin_findings(stack: Stack, files: Mapping[str, str | None], target: Target | None = None) -> tuple[Finding, ...]:
+    """`files`: each requirement file the profile exports to → its text on disk (None: missing). For one
+    `target`, the files are that target's (`export --target`): its pins, bare, and no other."""
     lines = [pl for name, text in files.items() if text is not None for pl in parse_lines(name, text)]
     by_name: dict[NormalizedName, list[PinLine]] = {}
     out: list[Finding] = []
@@ -93,7 +94,8 @@ def pin_findings(stack: Stack, files: Mapping[str, str | None]) -> tuple[Finding
             where = ", ".join(f"{pl.text} ({pl.file}:{pl.line})" for pl in found)
             out.append(Finding(found[1].file, f"{len(found)} pins for {name}: {where}; a stack pins each "
                                               "distribution once", found[1].line))
-    for pin in stack.pins:
+    mine = stack.pins if target is None else stack.pins_for(target)
+    for pin in mine:
         if pin.file is None or files.get(pin.file) is None:
             continue
         want = f"{pin.name}=={pin.version}"
@@ -105,7 +107,7 @@ def pin_findings(stack: Stack, files: Mapping[str, str | None]) -> tuple[Finding
                                             f"{pin.file}", pl.line))
         if not home:
             out.append(Finding(pin.file, f"no pin for {pin.name} ({stack.name} pins {want})"))
-        marker = pin.requirement_marker()
+        marker = pin.requirement_marker() if target is None else None
         for pl in home:
             if pl.version != pin.version:
                 out.append(Finding(pin.file, f"line {pl.line} pins {pl.text}, {stack.name} pins {want}", pl.line))
@@ -113,9 +115,12 @@ def pin_findings(stack: Stack, files: Mapping[str, str | None]) -> tuple[Finding
                 where = f"only where {marker}" if marker else "for every target"
                 out.append(Finding(pin.file, f"line {pl.line} pins {pl.text}; {stack.name} pins {pin.name} {where}",
                                    pl.line))
-    pinned = {p.key for p in stack.pins}
+    pinned, elsewhere = {p.key for p in mine}, {p.key for p in stack.pins}
     for pl in lines:
-        if pl.name is not None and pl.name not in pinned:
+        if target is not None and pl.name in elsewhere and pl.name not in pinned:
+            out.append(Finding(pl.file, f"line {pl.line}: {pl.text}: {stack.name} installs no {pl.name} for "
+                                        f"{target.label}", pl.line))
+        elif pl.name is not None and pl.name not in pinned:
             kind = "pin" if pl.version is not None else "requirement"
             out.append(Finding(pl.file, f"line {pl.line}: {pl.text} is a {kind} {stack.name} does not declare",
                                pl.line))

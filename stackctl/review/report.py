@@ -309,15 +309,27 @@ def _build(ev: Recorded, digest: str | None) -> Section:
         return Section("build", title, STALE, cmd, b.get("time"),
                        text=f"{ev.build_path} is a build of another lock; run `{cmd}`")
     labels = {k: v for k, v in dict(b.get("labels", {})).items() if k != LABEL_INSTALLED}
-    rows = (("image", str(b.get("image"))), ("image id", str(b.get("image_id"))),
+    rows: tuple[tuple[str, str], ...] = (("image", str(b.get("image"))), ("image id", str(b.get("image_id"))),
             ("target", str(b.get("target"))), ("fingerprint", str(b.get("fingerprint_digest"))),
             ("steps (cached)", f"{b.get('steps')} ({b.get('cached_steps')})"),
             ("gate", "from the cache: these very layers passed it before" if b.get("gate_cached") else "ran"))
+    rows += _app_rows(b)
     gate = tuple(str(x) for x in b.get("gate", []))
     failed = any(x.startswith("FAIL ") for x in gate)
     return Section("build", title, FAILED if failed else OK, cmd, b.get("time"),
                    (Table(("", ""), rows), Table(("label", "value"), tuple(sorted(labels.items())), "labels")),
                    lines=gate, text=f"{sum(x.startswith('PASS ') for x in gate)} gate checks passed")
+
+
+def _app_rows(b: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """[image.app]: the stack image beneath the final one, the project's Dockerfile, what its build installed."""
+    stack, app = b.get("stack_image"), b.get("app")
+    if not isinstance(stack, dict) or not isinstance(app, dict):
+        return ()
+    installed = dict(app.get("installed_by_app") or {})
+    return (("stack image", f"{stack.get('image')} ({stack.get('image_id')})"),
+            ("app Dockerfile", f"{app.get('dockerfile')} ({app.get('dockerfile_digest')})"),
+            ("installed by the app", ", ".join(f"{k}=={v}" for k, v in sorted(installed.items())) or "—"))
 
 
 def _latest_publication(ev: Recorded, digest: str | None) -> Publication | None:
@@ -340,6 +352,12 @@ def _publication(ev: Recorded, digest: str | None) -> Section:
     rows: tuple[tuple[str, str], ...] = (
         ("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref), ("image id", pub.image_id),
         ("revision", pub.revision), ("lock digest", pub.lock_digest or "—"))
+    from stackctl.image.app import STACK_SUFFIX
+
+    below = next((p for p in reversed(ev.publications) if p.tag == pub.tag + STACK_SUFFIX
+                  and p.lock_digest == pub.lock_digest), None)
+    if below is not None:  # [image.app]: the stack image was published beneath it
+        rows += (("stack image", f"{below.tag}@{below.digest}"),)
     if pub.reproducible:  # published with its SBOM and provenance, checked digest by digest in the registry
         rows += (("reproducible", pub.reproducible), ("sbom", pub.sbom or "—"),
                  ("provenance", pub.provenance_ref or "—"))

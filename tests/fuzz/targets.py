@@ -30,7 +30,7 @@ from typing import Any
 from stackctl.errors import InputError, StackctlError
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope")
+KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope", "dockerfile")
 
 # --- mutations -------------------------------------------------------------------------------------
 # ("flip", pos, value) | ("insert", pos, bytes) | ("delete", pos, length) | ("dup", pos, length)
@@ -47,6 +47,9 @@ TOKENS: dict[str, tuple[bytes, ...]] = {
                 b"{python:>999999999}", b"{python.__class__}", b"{pins[torch][0]}", b"{python!r}",
                 b'"http://[::1/"', b'"http://h:99999/"', b'"torch_musa<<2"', b'"2.2"', b'"2.2.0"',
                 b"\xff\xfe", b"true", b"1979-05-27T07:32:00Z", b"[" * 1200, b"extends = \"../x\"\n"),
+    "dockerfile": (b"ARG STACK_IMAGE\n", b"FROM ${STACK_IMAGE}", b" AS ", b"\\\n", b"# syntax=x\n", b"# escape=`\n",
+                   b"FROM --platform=$X ${STACK_IMAGE:-a} AS b\n", b"${", b"}", b"$STACK_IMAGE@sha256:",
+                   b"ARG STACK_IMAGE=\n", b"\x00", b"\xff\xfe", b"ONBUILD FROM x\n", b"`\n", b"\r\n"),
     "lock": (b"1", b"null", b"[]", b"{}", b'"../evil.whl"', b'"/abs.whl"', b"9" * 5000, b"1e999",
              b'"x\\u0000y"', b"true", b"[" * 3000, b'"a\\nRUN x"'),
     "html": (b"<a href=\"http://[::1/x-1.0-py3-none-any.whl\">x-1.0-py3-none-any.whl</a>",
@@ -200,11 +203,12 @@ class Corpus:
     engines: bytes = ENGINES
     envelopes: tuple[bytes, ...] = ()  # a signed DSSE envelope, and the provenance statement inside it
     public_key: Any = None  # the key the envelope is signed with
+    dockerfiles: tuple[bytes, ...] = ()
 
     def seeds(self, kind: str) -> tuple[bytes, ...]:
         return {"profile": tuple(self.profiles.values()), "lock": (self.lock,), "html": (self.html,),
                 "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "engines": (self.engines,),
-                "envelope": self.envelopes}[kind]
+                "envelope": self.envelopes, "dockerfile": self.dockerfiles}[kind]
 
 
 PROJECT = "torch"
@@ -283,8 +287,10 @@ def make_corpus(tmp: Path) -> Corpus:
     html, js = _pages()
     elves = _elf_seeds(tmp)
     envelopes, public = _envelope_seeds()
+    dockerfiles = ((ROOT / "examples" / "app" / "Dockerfile").read_bytes(),
+                   b"ARG BASE=x\nFROM scratch AS a\nFROM ${BASE} AS runtime\nRUN a \\\n  b\n")
     return Corpus(profiles, _lock_text(stacks, "torch-2.11-post2.toml"), html, js, _wheel_seeds(tmp, elves), elves,
-                  envelopes, public)
+                  envelopes=envelopes, public_key=public, dockerfiles=dockerfiles)
 
 
 def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
@@ -354,6 +360,8 @@ def target_profile(corpus: Corpus, data: bytes, seed_index: int = 0) -> None:
     rendered_tag(stack)
     gate_spec(stack)
     render_requirements(stack)
+    for t in stack.targets:
+        render_requirements(stack, target=t.label)
     for other in names:
         diff_stacks(load_stack(other, _MemSource(corpus.profiles)), stack)
 
@@ -483,9 +491,20 @@ def target_envelope(corpus: Corpus, data: bytes) -> None:
         provenance_problems(opened.statement, labels, config, {"x": ("1.0", _SHA)})
 
 
+def target_dockerfile(corpus: Corpus, data: bytes) -> None:
+    """Check a fuzzed project Dockerfile as [image.app]'s validation does: problems are answers, never a crash."""
+    from stackctl.profile.app import dockerfile_problems
+
+    text = data.decode("utf-8", "replace")  # the loader reads the file as UTF-8; undecodable is "no such file"
+    for arg, stage in (("STACK_IMAGE", None), ("BASE", "runtime")):
+        for line, message in dockerfile_problems(text, arg, stage):
+            assert line is None or line >= 1, (line, message)
+
+
 TARGETS: dict[str, Callable[[Corpus, bytes], None]] = {
     "profile": target_profile, "lock": target_lock, "html": target_html, "json": target_json,
     "wheel": target_wheel, "elf": target_elf, "engines": target_engines, "envelope": target_envelope,
+    "dockerfile": target_dockerfile,
 }
 
 

@@ -212,3 +212,28 @@ def test_lock_check_annotates_the_stale_lock(cli: Cli, tmp_path: Path) -> None:
     assert "was made from another version of torch-2.11-post2" in line
     assert line.endswith(f"; run `stackctl resolve {profile}` and commit the lock")
     assert "was made from another version of torch-2.11-post2" in r.err
+
+
+def test_a_stack_phase_gate_entry_the_lock_does_not_install_is_refused_with_its_fix(cli: Cli, tmp_path: Path) -> None:
+    profile = _setup(tmp_path)
+    parent = tmp_path / "torch-2.11-post1.toml"
+    # the gate as it was before phases: the project's own installs checked in the stack image
+    parent.write_text(parent.read_text().replace('phase = "app"\n', ""))
+    stack = load_stack(profile)
+    lock = Lock(stack.name, stack.digest(), load_lock_pins(profile))
+    write_lock(profile.with_suffix(".lock"), lock)
+    r = cli("check", str(profile))
+    assert r.code == 2, r.out + r.err
+    lines = r.err.splitlines()
+    assert len(lines) == 5 and all(ln.startswith("error: torch-2.11-post2: gate entry ") for ln in lines)
+    assert lines[0] == (
+        "error: torch-2.11-post2: gate entry uvloop (order 17) runs in the stack phase, but the lock installs no "
+        "uvloop for cp310-linux_x86_64, cp312-linux_x86_64: pin it ([pins.uvloop]), or mark it phase = \"app\" "
+        "when the project's own build installs it")
+    assert [ln.split()[4] for ln in lines] == ["uvloop", "pycountry", "pytest", "vllm", "vllm_musa"]
+
+
+def load_lock_pins(profile: Path) -> tuple[LockedPin, ...]:
+    from stackctl.resolve.lock import read_lock
+
+    return read_lock(profile.with_suffix(".lock")).pins
