@@ -34,7 +34,8 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     registry = Registry() if parse_ref(str(target)) is not None else None
     builder = engine.versions() if registry is not None else None
     engine.transfer = transfer
-    return publish_stack(stack, lock, engine, record, repository, registry=registry, builder=builder)
+    return publish_stack(stack, lock, engine, record, repository, registry=registry, builder=builder,
+                         transfer=transfer)
 
 
 def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False) -> Verification:
