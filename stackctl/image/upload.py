@@ -219,6 +219,8 @@ def _export_pass(engine: Exporter, registry: PushApi, repository: str, ref: str,
                         job = start()
                         for at in range(0, len(data), PIECE):
                             job.feed(data[at:at + PIECE])
+                            if transfer:
+                                transfer(label, min(at + PIECE, len(data)), len(data))
                         job.feed(None)
                     continue
                 if m.size in skip_sizes:
