@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stackctl.base.files import write_atomic
 from stackctl.base.progress import Progress
@@ -27,6 +27,12 @@ from stackctl.resolve.lock import Lock
 
 if TYPE_CHECKING:
     from stackctl.image.upload import PushApi
+
+
+class PublishingEngine(Engine, Protocol):
+    """An engine publish pushes from: it hands over the image's layer tars (its export stream)."""
+
+    def export(self, ref: str) -> Iterator[bytes]: ...
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ def stale(local: ImageFacts, expect: Mapping[str, str]) -> list[str]:
             if local.label(key) != want]
 
 
-def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None = None,
+def publish(engine: PublishingEngine, ref: ImageRef, *, expect: Mapping[str, str] | None = None,
             now: datetime | None = None, registry: PushApi | None = None,
             evidence: Evidence | None = None, transfer: Progress | None = None,
             known_file: Path | None = None) -> Publication:
@@ -122,7 +128,7 @@ def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None =
                                  transfer, known_file)
 
 
-def _publish_reproducibly(engine: Engine, registry: PushApi, ref: ImageRef, local: ImageFacts, when: str,
+def _publish_reproducibly(engine: PublishingEngine, registry: PushApi, ref: ImageRef, local: ImageFacts, when: str,
                           evidence: Evidence, transfer: Progress | None, known_file: Path | None) -> Publication:
     from stackctl.image import attest
     from stackctl.image.layers import COMPRESSOR
@@ -189,7 +195,7 @@ def attach(registry: RegistryApi, repo: str, subject: tuple[str, int, str], sbom
     return sbom_art, doc, att
 
 
-def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None, *,
+def publish_stack(stack: Stack, lock: Path, engine: PublishingEngine, record: Path, repository: str | None = None, *,
                   registry: PushApi | None = None, builder: Mapping[str, str] | None = None,
                   transfer: Progress | None = None) -> Publication:
     """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name;

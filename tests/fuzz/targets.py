@@ -282,7 +282,7 @@ def make_corpus(tmp: Path) -> Corpus:
     html, js = _pages()
     elves = _elf_seeds(tmp)
     return Corpus(profiles, _lock_text(stacks, "torch-2.11-post2.toml"), html, js, _wheel_seeds(tmp, elves), elves,
-                  _export_seeds())
+                  exports=_export_seeds())
 
 
 def _tar(members: dict[str, bytes]) -> bytes:
