@@ -288,6 +288,12 @@ class DockerEngine:
                     close()
         raise ServiceError(f"{ref}: the engine's image archive holds no config hashing to its id")
 
+    def export(self, ref: str) -> Iterator[bytes]:
+        """The image as `docker save` streams it: a tar holding each layer's uncompressed tar (the bytes its
+        diff_id hashes), the engine's config and manifest.json."""
+        with self.talking(f"export of {ref} from the engine failed"):
+            yield from self._client.api.get_image(ref, chunk_size=1 << 20)
+
     def pull(self, ref: str) -> ImageFacts:
         repo, _, digest = ref.partition("@")
         if not digest:

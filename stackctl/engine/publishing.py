@@ -40,7 +40,7 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     builder = engine.versions() if registry is not None else None
     engine.transfer = transfer
     return publish_stack(stack, lock, engine, record, repository, registry=registry, builder=builder,
-                         key=key, build_record=build_record, stack_image=stack_image)
+                         key=key, build_record=build_record, stack_image=stack_image, transfer=transfer)
 
 
 def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, key: Path | None = None,

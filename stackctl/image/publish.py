@@ -1,4 +1,5 @@
-"""Publication: push, pull back by digest, compare, and only then record.
+"""Publication: push by digest, check the registry's copy, attach the SBOM and provenance, move the tag,
+and only then record.
 
 `publish` takes an `Engine` (the Protocol in image/buildlog.py); the checks and the record are values.
 """
@@ -7,22 +8,32 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stackctl.base.files import write_atomic
+from stackctl.base.progress import Progress
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
 from stackctl.image.attest import Material
 from stackctl.image.buildlog import ImageFacts
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, OCI, ImageRef
-from stackctl.image.protocols import Engine, RegistryApi
+from stackctl.image.protocols import Engine
 from stackctl.image.sign import SigningKey
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
+
+if TYPE_CHECKING:
+    from stackctl.image.upload import PushApi
+
+
+class PublishingEngine(Engine, Protocol):
+    """An engine publish pushes from: it hands over the image's layer tars (its export stream)."""
+
+    def export(self, ref: str) -> Iterator[bytes]: ...
 
 
 @dataclass(frozen=True)
@@ -46,7 +57,7 @@ class Publication:
     lock_digest: str | None
     stack: str | None
     time: str  # ISO 8601 UTC
-    engine_digest: str | None = None  # the manifest `docker push` wrote (engine times; same layers)
+    engine_digest: str | None = None  # the manifest `docker push` wrote (records of earlier publishes)
     config_digest: str | None = None  # the reproducible manifest's config: the id a pull gives
     source_date_epoch: int | None = None
     reproducible: str | None = None  # how anyone re-checks `digest`
@@ -56,6 +67,9 @@ class Publication:
     artifact_bytes: int | None = None  # bytes of the SBOM and the statement documents pushed
     provenance: dict[str, Any] | None = None  # the in-toto statement itself
     signed_by: str | None = None  # keyid (sha256 of the public key) the statements are signed with
+    pushed_bytes: int | None = None  # compressed layer bytes uploaded by this publish
+    layers_pushed: int | None = None  # layers compressed and uploaded
+    layers_present: int | None = None  # layers the registry had (in this repository or mounted from another)
 
     @property
     def pinned_ref(self) -> str:
@@ -79,15 +93,17 @@ def stale(local: ImageFacts, expect: Mapping[str, str]) -> list[str]:
             if local.label(key) != want]
 
 
-def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None = None,
-            now: datetime | None = None, registry: RegistryApi | None = None,
-            evidence: Evidence | None = None, key: SigningKey | None = None) -> Publication:
+def publish(engine: PublishingEngine, ref: ImageRef, *, expect: Mapping[str, str] | None = None,
+            now: datetime | None = None, registry: PushApi | None = None,
+            evidence: Evidence | None = None, key: SigningKey | None = None, transfer: Progress | None = None,
+            known_file: Path | None = None) -> Publication:
     """`expect`: labels the local image must carry (the current profile and lock digests) before any push:
     a tag that does not move when a pin does must not carry an image built before the change.
 
-    With `registry` (a repository on a registry host), the tag is moved to the reproducible manifest, the
-    registry's image is compared with the build digest by digest, and the SBOM and provenance are pushed
-    beside it; without, the image is pulled back through the engine and compared."""
+    With `registry` (a repository on a registry host), stackctl pushes the image itself, by digest: layers
+    compressed here, the reproducible config and manifest; then checks the registry's copy digest by
+    digest, pushes the SBOM and provenance beside it, and only then moves the tag. Any failure before
+    leaves the tag where it was. Without, the engine pushes and the image is pulled back and compared."""
     local = engine.facts(str(ref))
     if local is None:
         raise InputError(f"{ref}: no such image in the engine; run `stackctl build` first")
@@ -102,66 +118,80 @@ def publish(engine: Engine, ref: ImageRef, *, expect: Mapping[str, str] | None =
             evidence.base_layers:
         raise CheckFailed(f"{ref} is not built on the base image the profile names (its first layers differ)",
                           hint="run `stackctl build` again, then publish")
-    digest = engine.push(ref.repository, ref.tag)
     when = now_iso(now)
     if registry is None:
+        digest = engine.push(ref.repository, ref.tag)
         pulled = engine.pull(f"{ref.repository}@{digest}")
         bad = mismatches(local, pulled)
         if bad:
             raise CheckFailed(f"{ref}@{digest} pulled back is not what was pushed: " + "; ".join(bad))
         return Publication(str(ref), digest, local.id, revision, local.label(LABEL_LOCK),
                            local.label(LABEL_STACK), when, verified=("pulled back through the engine",))
-    return _publish_reproducibly(registry, ref, local, digest, when, evidence or Evidence((), (), ()), key)
+    return _publish_reproducibly(engine, registry, ref, local, when, evidence or Evidence((), (), ()),
+                                 transfer, known_file, key)
 
 
-def _publish_reproducibly(registry: RegistryApi, ref: ImageRef, local: ImageFacts, pushed: str, when: str,
-                          evidence: Evidence, key: SigningKey | None = None) -> Publication:
+def _publish_reproducibly(engine: PublishingEngine, registry: PushApi, ref: ImageRef, local: ImageFacts, when: str,
+                          evidence: Evidence, transfer: Progress | None, known_file: Path | None,
+                          key: SigningKey | None = None) -> Publication:
     from stackctl.image import attest
+    from stackctl.image.layers import COMPRESSOR
     from stackctl.image.render import SBOM_PATH
+    from stackctl.image.upload import check_pushed, push_image
 
     epoch_label = local.label(LABEL_EPOCH) or ""
     if not epoch_label.isdigit():
         raise CheckFailed(f"{ref}: has no {LABEL_EPOCH} label; run `stackctl build` again, then publish")
     epoch = int(epoch_label)
     repo = ref.repository
-    new = attest.rewrite(registry, repo, pushed, ref.tag, epoch)
-    problems = attest.compare_with_build(registry, repo, new.digest, local.layers, dict(local.labels))
-    files = attest.image_files(registry, repo, new.manifest)
-    sbom = files.get(SBOM_PATH)
+    # 1. every blob, the config and the manifest, by digest: the tag is untouched
+    pushed = push_image(engine, registry, repo, str(ref), local.id, local.layers, epoch, known_file=known_file,
+                        wanted_files=(SBOM_PATH,), transfer=transfer)
+    # 2. the registry's copy against the build
+    problems = check_pushed(registry, repo, pushed, local.layers, dict(local.labels))
+    sbom = pushed.files.get(SBOM_PATH)
+    if sbom is None:  # its layer was not read from the engine: the registry has it, and it is small
+        sbom = attest.image_files(registry, repo, json.loads(pushed.manifest), (SBOM_PATH,)).get(SBOM_PATH)
     if sbom is None:
         problems.append(f"{SBOM_PATH} is not in the image's top layers")
     elif attest.sha256(sbom) != local.label(LABEL_SBOM):
-        problems.append(f"{SBOM_PATH} in the registry hashes to {attest.sha256(sbom)}, the label says "
+        problems.append(f"{SBOM_PATH} in the image hashes to {attest.sha256(sbom)}, the label says "
                         f"{local.label(LABEL_SBOM)}")
     if problems:
-        raise CheckFailed(f"{ref}@{new.digest} in the registry is not what was built: " + "; ".join(problems))
+        raise CheckFailed(f"{ref}@{pushed.digest} in the registry is not what was built: " + "; ".join(problems))
     assert sbom is not None
-    subject = (new.digest, new.size, new.media_type)
+    # 3. what is published beside the image (signed DSSE envelopes when a key is given)
+    subject = (pushed.digest, len(pushed.manifest), pushed.media_type)
     timing = dict(evidence.timing)
     sbom_art, doc, att = attest.attach(registry, repo, subject, sbom, lambda sbom_ref: attest.statement(
-        subject=repo, digest=new.digest, parameters=dict(evidence.parameters),
-        internal={"source_date_epoch": epoch, "engine_manifest": pushed},
+        subject=repo, digest=pushed.digest, parameters=dict(evidence.parameters),
+        internal={"source_date_epoch": epoch, "layer_compression": COMPRESSOR},
         materials=evidence.materials, builder=dict(evidence.builder), invocation=evidence.invocation or when,
         started=timing.get("started"), finished=timing.get("finished") or when, byproducts=[sbom_ref]), key)
+    # 4. only now the tag
+    registry.put_manifest(repo, ref.tag, pushed.manifest, pushed.media_type)
     check = (f"build the same lock at revision {local.label(f'{OCI}.revision')} and publish it: the manifest "
-             f"digest is {new.digest} again (config times = SOURCE_DATE_EPOCH {epoch}); "
-             f"`stackctl verify {repo}@{new.digest} --lock LOCK` re-checks it from the registry")
-    verified = (f"manifest {new.digest} and config {new.config_digest} hash to their digests",
-                f"{len(local.layers)} layers: each blob hashes to its digest and unpacks to the build's diff_id",
+             f"digest is {pushed.digest} again (config times = SOURCE_DATE_EPOCH {epoch}, layers compressed "
+             f"with {COMPRESSOR}); `stackctl verify {repo}@{pushed.digest} --lock LOCK` re-checks it from the "
+             "registry")
+    verified = (f"manifest {pushed.digest} and config {pushed.config_digest} hash to their digests",
+                f"{len(local.layers)} layers: each blob hashed here from the engine's layer tar (its diff_id) and "
+                "in the registry by digest and size",
                 "labels equal the build's", f"{SBOM_PATH} hashes to the {LABEL_SBOM} label")
-    return Publication(str(ref), new.digest, local.id, local.label(f"{OCI}.revision") or "",
-                       local.label(LABEL_LOCK), local.label(LABEL_STACK), when, engine_digest=pushed,
-                       config_digest=new.config_digest, source_date_epoch=epoch, reproducible=check,
+    return Publication(str(ref), pushed.digest, local.id, local.label(f"{OCI}.revision") or "",
+                       local.label(LABEL_LOCK), local.label(LABEL_STACK), when,
+                       config_digest=pushed.config_digest, source_date_epoch=epoch, reproducible=check,
                        verified=verified, sbom=f"{repo}:{sbom_art.tag}@{sbom_art.digest}",
                        provenance_ref=f"{repo}:{att.tag}@{att.digest}", artifact_bytes=sbom_art.size + att.size,
                        signed_by=key.keyid if key else None,
-                       provenance=doc)
+                       provenance=doc, pushed_bytes=pushed.sent_bytes,
+                       layers_pushed=pushed.compressed, layers_present=pushed.found + pushed.mounted)
 
 
-def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, repository: str | None = None, *,
-                  registry: RegistryApi | None = None, builder: Mapping[str, str] | None = None,
+def publish_stack(stack: Stack, lock: Path, engine: PublishingEngine, record: Path, repository: str | None = None, *,
+                  registry: PushApi | None = None, builder: Mapping[str, str] | None = None,
                   key: SigningKey | None = None, build_record: Path | None = None,
-                  stack_image: bool = False) -> Publication:
+                  stack_image: bool = False, transfer: Progress | None = None) -> Publication:
     """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name;
     with `registry` (a name on a registry host) move the tag to the reproducible manifest, check the
     registry's copy digest by digest and push the SBOM and provenance beside it, else pull back by
@@ -191,8 +221,10 @@ def publish_stack(stack: Stack, lock: Path, engine: Engine, record: Path, reposi
         evidence = gather_evidence(stack, locked, lock, local, base, builder or {},
                                    read_build_record(build_record, local))
     try:
+        from stackctl.image.layers import default_known_file
+
         pub = publish(engine, ref, expect=expect, registry=registry if evidence is not None else None,
-                      evidence=evidence, key=key)
+                      evidence=evidence, key=key, transfer=transfer, known_file=default_known_file())
     except StackctlError:
         if moved is not None:  # a failed publish leaves the other name as it found it
             if moved[0] is None:

@@ -30,7 +30,7 @@ from typing import Any
 from stackctl.errors import InputError, StackctlError
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope", "dockerfile")
+KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope", "dockerfile", "export")
 
 # --- mutations -------------------------------------------------------------------------------------
 # ("flip", pos, value) | ("insert", pos, bytes) | ("delete", pos, length) | ("dup", pos, length)
@@ -204,11 +204,12 @@ class Corpus:
     envelopes: tuple[bytes, ...] = ()  # a signed DSSE envelope, and the provenance statement inside it
     public_key: Any = None  # the key the envelope is signed with
     dockerfiles: tuple[bytes, ...] = ()
+    exports: tuple[bytes, ...] = ()  # the engine's image export (`docker save` layout)
 
     def seeds(self, kind: str) -> tuple[bytes, ...]:
         return {"profile": tuple(self.profiles.values()), "lock": (self.lock,), "html": (self.html,),
                 "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "engines": (self.engines,),
-                "envelope": self.envelopes, "dockerfile": self.dockerfiles}[kind]
+                "envelope": self.envelopes, "dockerfile": self.dockerfiles, "export": self.exports}[kind]
 
 
 PROJECT = "torch"
@@ -290,7 +291,7 @@ def make_corpus(tmp: Path) -> Corpus:
     dockerfiles = ((ROOT / "examples" / "app" / "Dockerfile").read_bytes(),
                    b"ARG BASE=x\nFROM scratch AS a\nFROM ${BASE} AS runtime\nRUN a \\\n  b\n")
     return Corpus(profiles, _lock_text(stacks, "torch-2.11-post2.toml"), html, js, _wheel_seeds(tmp, elves), elves,
-                  envelopes=envelopes, public_key=public, dockerfiles=dockerfiles)
+                  envelopes=envelopes, public_key=public, dockerfiles=dockerfiles, exports=_export_seeds())
 
 
 def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
@@ -318,6 +319,32 @@ def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
                            started="2026-01-01T00:00:00Z", finished="2026-01-01T00:00:01Z")
     raw = attest.canonical(doc)
     return (envelope(raw, private), raw), public
+
+
+def _tar(members: dict[str, bytes]) -> bytes:
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _export_seeds() -> tuple[bytes, ...]:
+    """An image as the engine exports it: each layer's tar in a directory, the config, manifest.json."""
+    import hashlib
+
+    top = _tar({"opt/stackctl/sbom.cdx.json": b'{"bomFormat": "CycloneDX"}', "opt/stackctl/installed.json": b"{}"})
+    base = _tar({"etc/os-release": b"ID=debian\n", "usr/bin/python3": b"\x7fELF" + bytes(600)})
+    ids = ["sha256:" + hashlib.sha256(t).hexdigest() for t in (base, top)]
+    config = json.dumps({"rootfs": {"type": "layers", "diff_ids": ids}, "config": {"Labels": {}}}).encode()
+    image = hashlib.sha256(config).hexdigest()
+    manifest = json.dumps([{"Config": f"{image}.json", "Layers": ["a/layer.tar", "b/layer.tar"]}]).encode()
+    return (_tar({f"{image}.json": config, "a/VERSION": b"1.0", "a/layer.tar": base, "b/layer.tar": top,
+                  "manifest.json": manifest}),)
 
 
 # --- targets ---------------------------------------------------------------------------------------
@@ -501,10 +528,29 @@ def target_dockerfile(corpus: Corpus, data: bytes) -> None:
             assert line is None or line >= 1, (line, message)
 
 
+def target_export(corpus: Corpus, data: bytes) -> None:
+    """Read a fuzzed engine export as publish does (every layer hashed, the small ones searched for the
+    image's records; nothing to upload), and the same bytes as the layer cache file."""
+    import hashlib
+    from typing import cast
+
+    from stackctl.image.layers import parse_known
+    from stackctl.image.upload import PushApi, _export_pass
+
+    class Exporter:
+        def export(self, ref: str) -> Any:
+            return iter([data[i:i + 777] for i in range(0, len(data), 777)])
+
+    image = "sha256:" + hashlib.sha256(corpus.exports[0]).hexdigest()
+    _export_pass(Exporter(), cast(PushApi, None), "r/x", "r/x:t", image, set(), {1024, 2048},
+                 ("/opt/stackctl/sbom.cdx.json",), None)
+    parse_known(data.decode("utf-8", "replace"))
+
+
 TARGETS: dict[str, Callable[[Corpus, bytes], None]] = {
     "profile": target_profile, "lock": target_lock, "html": target_html, "json": target_json,
     "wheel": target_wheel, "elf": target_elf, "engines": target_engines, "envelope": target_envelope,
-    "dockerfile": target_dockerfile,
+    "dockerfile": target_dockerfile, "export": target_export,
 }
 
 
