@@ -17,12 +17,13 @@ import pytest
 from stackctl.cli import main
 from tests.conftest import Result
 from tests.loopback.test_registry import Fake, digest
+from tests.support.cli import Cli
 
 SECRET = "h3lper-s3cret"
 
 
 @pytest.fixture
-def run(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+def run(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
     monkeypatch.setenv("COLUMNS", "200")
 
     def go(*args: str) -> Result:
@@ -78,7 +79,7 @@ def setup(server: Fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Call
 
 
 def test_the_store_is_asked_before_auths_as_docker_does(
-        server: Fake, setup: Callable[[dict[str, object]], None], run: Callable[..., Result]) -> None:
+        server: Fake, setup: Callable[[dict[str, object]], None], run: Cli) -> None:
     wrong = base64.b64encode(b"robot:wrong").decode()
     setup({"auths": {server.host: {"auth": wrong}}, "credsStore": "good"})
     r = run("inspect", f"{server.host}/t/x:1", "--json")
@@ -98,7 +99,7 @@ def test_the_store_is_asked_before_auths_as_docker_does(
     ("liar", "credential helper docker-credential-liar answered something other than its JSON"),
 ])
 def test_a_failing_or_lying_helper_is_one_line_and_shows_nothing_of_its_own(
-        server: Fake, setup: Callable[[dict[str, object]], None], run: Callable[..., Result], helper: str,
+        server: Fake, setup: Callable[[dict[str, object]], None], run: Cli, helper: str,
         says: str) -> None:
     setup({"credHelpers": {server.host: helper}})
     for args in (("inspect", f"{server.host}/t/x:1"), ("verify", f"{server.host}/t/x:1")):
@@ -109,7 +110,7 @@ def test_a_failing_or_lying_helper_is_one_line_and_shows_nothing_of_its_own(
 
 
 def test_a_signing_key_that_cannot_be_used_stops_publish_before_the_engine(
-        tmp_path: Path, run: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.support.imagestack import make_stack_repo
 
     repo = make_stack_repo(tmp_path, "e2e", "127.0.0.1:9/t/x")

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.index_server import IndexServer
 from tests.support.resolve_fixtures import isolated, musa_index, profile_path, public_index  # noqa: F401
-
-Cli = Callable[..., Result]
 
 
 def idx(musa: IndexServer, public: IndexServer) -> list[str]:

@@ -77,11 +77,11 @@ def test_cli_wheel_diff_local_and_remote(cli: Cli, stack_wheels: Wheels) -> None
     assert h.code == 0 and h.out.count("not verified (no sha256 to compare with)") == 2
 
 
-def test_wheel_diff_checks_a_urls_sha256_when_it_read_the_whole_file(cli: Callable[..., Result],
+def test_wheel_diff_checks_a_urls_sha256_when_it_read_the_whole_file(cli: Cli,
                                                                      stack_wheels: Wheels) -> None:
     """URLs as index pages give them, with `#sha256=`: small wheels are read whole by the first range read,
     so their hash is checked, and a wrong one is the server's fault."""
-    from tests.support.wheels import sha256_file
+    from stackctl.base.files import sha256_file
 
     with IndexServer() as server:
         server.add(stack_wheels.ext_v1)

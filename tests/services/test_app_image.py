@@ -8,20 +8,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, STACKS, Result
+from tests.conftest import REPO, STACKS
+from tests.support.cli import Cli
 from tests.support.engine import unique_tag
 from tests.support.gitrepo import git
 from tests.support.imagetest import delete_from_registry, remove_images
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 
-Cli = Callable[..., Result]
 
 
 def _commit(repo: Path, message: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from stackctl.engine.registry import Registry
 from stackctl.image import attest
 from stackctl.image.sign import Layer
 from tests.conftest import Result
+from tests.support.cli import Cli
 from tests.support.engine import unique_tag
 from tests.support.gitrepo import git
 from tests.support.imagestack import make_stack_repo
@@ -35,7 +36,7 @@ SECRET = "s3cret-from-the-helper"
 
 
 @pytest.fixture
-def run(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+def run(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
     """`stackctl ARGS...` in this process, with stdout and stderr captured at the file descriptors: what a
     credential helper started by anyone writes to the terminal is seen too."""
     monkeypatch.setenv("COLUMNS", "200")
@@ -112,7 +113,7 @@ def forge(reg: Registry, repository: str, original: str, forged_engine: str, epo
 
 
 def test_signed_publication_verifies_and_a_forged_image_fails_key_and_rebuild(
-        tmp_path: Path, run: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
+        tmp_path: Path, run: Cli, docker_client: Any, base_image: str, registry: str,
         cleanup: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
     repository = f"{registry}/stackctl-test/{unique_tag('trust')}"
     repo = make_stack_repo(tmp_path, "e2e", repository, nonce=unique_tag("n"))
@@ -232,7 +233,7 @@ def helper(bin_dir: Path, name: str, body: str) -> None:
 
 
 def test_credential_helpers_during_publish_leak_nothing(
-        tmp_path: Path, run: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
+        tmp_path: Path, run: Cli, docker_client: Any, base_image: str, registry: str,
         cleanup: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
     repository = f"{registry}/stackctl-test/{unique_tag('creds')}"
     repo = make_stack_repo(tmp_path, "e2e", repository)

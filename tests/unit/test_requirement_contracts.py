@@ -7,12 +7,12 @@ in common.txt, the MATE 0.2.7 cohort pinned exactly."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, STACKS, Result
+from tests.conftest import DATA, STACKS
+from tests.support.cli import Cli
 
 FACTS = DATA / "vllm-musa"
 IMAGE_TARGET = "cp310-linux_x86_64"  # the image's: Python 3.10 (docker/musa.Dockerfile)
@@ -42,14 +42,14 @@ def requirement_lines(path: Path) -> list[str]:
     return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.strip().startswith("#")]
 
 
-def exported(cli: Callable[..., Result], tmp_path: Path, name: str) -> Path:
+def exported(cli: Cli, tmp_path: Path, name: str) -> Path:
     r = cli("export", str(STACKS / f"{name}.toml"), "--target", IMAGE_TARGET, "--out", str(tmp_path))
     assert r.code == 0, r.err
     return tmp_path
 
 
 @pytest.mark.parametrize("name", list(SUPPORTED_MUSA_STACKS))
-def test_the_image_targets_files_are_the_real_files_pin_for_pin(cli: Callable[..., Result], tmp_path: Path,
+def test_the_image_targets_files_are_the_real_files_pin_for_pin(cli: Cli, tmp_path: Path,
                                                                 name: str) -> None:
     out = exported(cli, tmp_path, name)
     for file in ("musa_private.txt", "common.txt"):
@@ -58,7 +58,7 @@ def test_the_image_targets_files_are_the_real_files_pin_for_pin(cli: Callable[..
 
 
 @pytest.mark.parametrize("name", list(SUPPORTED_MUSA_STACKS))
-def test_the_real_repositorys_contracts_accept_the_exported_files(cli: Callable[..., Result], tmp_path: Path,
+def test_the_real_repositorys_contracts_accept_the_exported_files(cli: Cli, tmp_path: Path,
                                                                    name: str) -> None:
     out = exported(cli, tmp_path, name)
     private = requirement_lines(out / "musa_private.txt")
@@ -82,13 +82,13 @@ def test_the_real_repositorys_contracts_accept_the_exported_files(cli: Callable[
 
 
 def test_without_a_target_the_cp310_only_pin_keeps_its_marker_and_the_contract_would_reject_it(
-        cli: Callable[..., Result], tmp_path: Path) -> None:
+        cli: Cli, tmp_path: Path) -> None:
     assert cli("export", str(STACKS / "torch-2.11-post2.toml"), "--out", str(tmp_path)).code == 0
     marked = [ln for ln in requirement_lines(tmp_path / "musa_private.txt") if EXACT.fullmatch(ln) is None]
     assert marked == ['deep_ep==1.1.0+musa5.2.0torch2.11.0.post2 ; python_version == "3.10"']
 
 
-def test_the_other_target_leaves_the_cp310_only_pin_out(cli: Callable[..., Result], tmp_path: Path) -> None:
+def test_the_other_target_leaves_the_cp310_only_pin_out(cli: Cli, tmp_path: Path) -> None:
     r = cli("export", str(STACKS / "torch-2.11-post2.toml"), "--target", "cp312-linux_x86_64", "--out", str(tmp_path))
     assert r.code == 0, r.err
     lines = requirement_lines(tmp_path / "musa_private.txt")
@@ -96,7 +96,7 @@ def test_the_other_target_leaves_the_cp310_only_pin_out(cli: Callable[..., Resul
     assert all(EXACT.fullmatch(ln) for ln in lines)
 
 
-def test_check_compares_one_targets_files(cli: Callable[..., Result], tmp_path: Path) -> None:
+def test_check_compares_one_targets_files(cli: Cli, tmp_path: Path) -> None:
     out = exported(cli, tmp_path / "req", "torch-2.11-post2")
     r = cli("check", str(STACKS / "torch-2.11-post2.toml"), "--requirements", str(out), "--target", IMAGE_TARGET,
             "--lock", str(tmp_path / "none.lock"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,8 @@ from jsonschema import Draft202012Validator
 
 from stackctl.errors import ProfileError
 from stackctl.profile.loader import load_stack
-from tests.conftest import STACKS, Result
+from tests.conftest import STACKS
+from tests.support.cli import Cli
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,7 +30,7 @@ def validator() -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
-def test_the_command_prints_the_schema(cli: Callable[..., Result]) -> None:
+def test_the_command_prints_the_schema(cli: Cli) -> None:
     from stackctl.profile import profile_schema
 
     r = cli("schema")
