@@ -136,7 +136,7 @@ class _Client:
             raise InputError(f"{self.ref.registry}/{self.ref.name}{sep}{last}: not found in the registry")
         if r.status_code in (401, 403):
             raise ServiceError(f"registry {self.ref.registry} refused {path.split('?')[0]} ({r.status_code}): the "
-                               "Docker config (credHelpers, auths, credsStore) holds no accepted login for it")
+                               "Docker config (credHelpers, credsStore, auths) holds no accepted login for it")
         raise ServiceError(f"registry {self.ref.registry} answered {r.status_code} for {method} {path.split('?')[0]}")
 
     def get(self, path: str, accept: str | None = None) -> Any:
