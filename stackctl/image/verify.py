@@ -106,148 +106,196 @@ def read_key(path: Path) -> VerifyingKey:
 
 def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
             stream_layers: bool, key: VerifyingKey | None) -> Verification:
+    """Reads stay here, in the order the checks use them; each check is a function of what was read."""
     digest, manifest, config = attest.remote_image(registry, repository, reference)
     labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
-    findings: list[Finding] = []
+    want = lock_distributions(lock, labels.get(LABEL_TARGET, "")) if lock is not None else None
     files = attest.image_files(registry, repository, manifest, (SBOM_PATH, attest.INSTALLED_PATH, APP_FREEZE))
+    findings = _findings("labels", _label_problems(labels, lock, want, files.get(SBOM_PATH)),
+                         "stackctl's labels are present" + (", and agree with the lock" if lock else ""))
+    sbom = _Sbom.of(files.get(SBOM_PATH), attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE))
+    findings += _findings("sbom", _sbom_problems(sbom, labels, digest, want),
+                          f"{len(sbom.components)} components; in the image, beside it and under its label alike"
+                          + (", as the lock has them" if lock else ""))
+    # an [image.app] image: the whole gate's record, the lock's wheels and what the app's own build installed
+    installed = files.get(APP_FREEZE, files.get(attest.INSTALLED_PATH))
+    findings += _findings("installed", _installed_problems(installed, sbom, want),
+                          "the distributions installed in the image are " + ("the lock's" if lock else "the SBOM's"))
+    found = statements(registry, repository, digest, key)
+    prov, sbom_st = found.get(SLSA_PROVENANCE), found.get(CYCLONEDX_PREDICATE)
+    materials = attest.statement_materials(prov.statement) if prov is not None else []
+    findings += _findings("provenance", _provenance_problems(prov, digest, labels, config, want, sbom)
+                          + _sbom_statement_problems(sbom_st, digest, sbom, key),
+                          f"in-toto statement about {digest[:19]}; {len(materials)} materials agree "
+                          "with the labels, the config and the SBOM")
+    base = next((m for m in materials if m.get("name") == "base-image"), None)
+    if base is not None:
+        findings += _findings("base", *base_in_registry(registry, base, config))
+    if key is not None:
+        findings += _findings("signature", _signature_problems(prov, sbom_st, key),
+                              f"the provenance and SBOM statements are signed by key {key.keyid[:16]}")
+    epoch = labels.get(LABEL_EPOCH, "")
+    findings += _findings("reproducible", _epoch_problems(config, epoch), f"config times are SOURCE_DATE_EPOCH {epoch}")
+    if stream_layers:
+        ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
+        findings += _findings("layers", attest.compare_with_build(registry, repository, digest, ids, labels),
+                              f"{len(ids)} layers hash to their digests and unpack to their diff_ids")
+    return Verification(f"{repository}@{digest}", digest, manifest["config"]["digest"],
+                        lock.digest() if lock else None, tuple(findings), len(sbom.components), len(materials))
 
-    def check(kind: str, problems: list[str], ok_text: str) -> None:
-        findings.extend(Finding(kind, False, p) for p in problems)
-        if not problems:
-            findings.append(Finding(kind, True, ok_text))
 
-    # Labels: stackctl's own, and against the lock.
+def _findings(kind: str, problems: list[str], ok_text: str) -> list[Finding]:
+    """One failed finding per problem, or one that passed."""
+    return [Finding(kind, False, p) for p in problems] or [Finding(kind, True, ok_text)]
+
+
+def _label_problems(labels: Mapping[str, str], lock: Lock | None, want: Mapping[str, tuple[str, str]] | None,
+                    sbom_in_image: bytes | None) -> list[str]:
+    """stackctl's own labels are there, and with a lock they name it, its stack and its distributions (and
+    those the app phase installed, as the SBOM in the image lists them)."""
     needed = (LABEL_STACK, LABEL_LOCK, LABEL_TARGET, LABEL_SBOM, LABEL_INSTALLED, f"{OCI}.revision")
     problems = [f"label {k} is missing" for k in needed if not labels.get(k)]
+    if lock is None or want is None:
+        return problems
     target = labels.get(LABEL_TARGET, "")
-    want: dict[str, tuple[str, str]] | None = None
-    if lock is not None:
-        want = lock_distributions(lock, target)
-        # a missing label is said once, above, as missing: compared here only when the image has one
-        if labels.get(LABEL_LOCK) and labels.get(LABEL_LOCK) != lock.digest():
-            problems.append(f"label {LABEL_LOCK} is {labels.get(LABEL_LOCK)}, the lock's digest is {lock.digest()}")
-        if labels.get(LABEL_STACK) not in (None, "", lock.stack):
-            problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)}, the lock is of {lock.stack}")
-        if not want:
-            problems.append(f"the lock has no wheels for the image's target {target}" if target else
-                            f"the image names no target (label {LABEL_TARGET}), so no wheels of the lock compare")
-        try:
-            label_installed = {canonicalize_name(k): str(v) for k, v in
-                               json.loads(labels.get(LABEL_INSTALLED) or "{}").items()}
-        except (ValueError, RecursionError, AttributeError):
-            label_installed = {}
-            problems.append(f"label {LABEL_INSTALLED} is not a JSON object")
-        problems += [f"label {LABEL_INSTALLED}: {d}" for d in
-                     _differences("the label", label_installed, {k: v for k, (v, _) in want.items()}
-                                  | app_installed(files.get(SBOM_PATH)))]
-    check("labels", problems, "stackctl's labels are present" + (", and agree with the lock" if lock else ""))
+    # a missing label is said once, above, as missing: compared here only when the image has one
+    if labels.get(LABEL_LOCK) and labels.get(LABEL_LOCK) != lock.digest():
+        problems.append(f"label {LABEL_LOCK} is {labels.get(LABEL_LOCK)}, the lock's digest is {lock.digest()}")
+    if labels.get(LABEL_STACK) not in (None, "", lock.stack):
+        problems.append(f"label {LABEL_STACK} is {labels.get(LABEL_STACK)}, the lock is of {lock.stack}")
+    if not want:
+        problems.append(f"the lock has no wheels for the image's target {target}" if target else
+                        f"the image names no target (label {LABEL_TARGET}), so no wheels of the lock compare")
+    try:
+        label_installed = {canonicalize_name(k): str(v) for k, v in
+                           json.loads(labels.get(LABEL_INSTALLED) or "{}").items()}
+    except (ValueError, RecursionError, AttributeError):
+        label_installed = {}
+        problems.append(f"label {LABEL_INSTALLED} is not a JSON object")
+    return problems + [f"label {LABEL_INSTALLED}: {d}" for d in
+                       _differences("the label", label_installed, {k: v for k, (v, _) in want.items()}
+                                    | app_installed(sbom_in_image))]
 
-    # The image's own records, from its layers.
-    in_image = files.get(SBOM_PATH)
+
+def _sbom_entries(raw: bytes | None) -> tuple[SbomEntry, ...] | None:
+    """The components of an SBOM; None when it is not a CycloneDX JSON document."""
+    if raw is None:
+        return None
+    try:
+        return entries(json.loads(raw))
+    except (ValueError, RecursionError, AttributeError):
+        return None
+
+
+@dataclass(frozen=True)
+class _Sbom:
+    """The SBOM as the image carries it and as it sits beside the image, and the components read from it."""
+
+    in_image: bytes | None
+    beside: bytes | None
+    readable: bool  # the document (in the image, else beside it) parses; components are () when not
+    components: tuple[SbomEntry, ...]
+
+    @classmethod
+    def of(cls, in_image: bytes | None, beside: bytes | None) -> _Sbom:
+        found = _sbom_entries(in_image if in_image is not None else beside)
+        return cls(in_image, beside, found is not None, found or ())
+
+    @property
+    def document(self) -> bytes | None:
+        return self.in_image if self.in_image is not None else self.beside
+
+
+def _sbom_problems(sbom: _Sbom, labels: Mapping[str, str], digest: str,
+                   want: Mapping[str, tuple[str, str]] | None) -> list[str]:
+    """The SBOM in the image is the one its label hashes and the one beside it, and lists the lock's wheels."""
     problems = []
-    if in_image is None:
+    if sbom.in_image is None:
         problems.append(f"{SBOM_PATH} is not in the image's top layers")
-    elif attest.sha256(in_image) != labels.get(LABEL_SBOM):
-        problems.append(f"{SBOM_PATH} hashes to {attest.sha256(in_image)}, label {LABEL_SBOM} says "
+    elif attest.sha256(sbom.in_image) != labels.get(LABEL_SBOM):
+        problems.append(f"{SBOM_PATH} hashes to {attest.sha256(sbom.in_image)}, label {LABEL_SBOM} says "
                         f"{labels.get(LABEL_SBOM)}")
-    beside = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
-    if beside is None:
+    if sbom.beside is None:
         problems.append(f"no SBOM beside the image (tag {attest.artifact_tag(digest, 'sbom')})")
-    elif in_image is not None and beside != in_image:
+    elif sbom.in_image is not None and sbom.beside != sbom.in_image:
         problems.append("the SBOM beside the image is not the one inside it")
-    components: tuple[SbomEntry, ...] = ()
-    sbom_doc = in_image if in_image is not None else beside
-    if sbom_doc is not None:
-        try:
-            components = entries(json.loads(sbom_doc))
-        except (ValueError, RecursionError, AttributeError):
-            problems.append("the SBOM is not JSON")
-    if want is not None and sbom_doc is not None:
-        from_app = app_installed(sbom_doc)  # an [image.app] image: what its own build installed, not the lock
-        have = {canonicalize_name(c.name): f"{c.version} sha256:{c.sha256}" for c in components
+    if sbom.document is not None and not sbom.readable:
+        problems.append("the SBOM is not JSON")
+    if want is not None and sbom.document is not None:
+        from_app = app_installed(sbom.document)  # an [image.app] image: what its own build installed, not the lock
+        have = {canonicalize_name(c.name): f"{c.version} sha256:{c.sha256}" for c in sbom.components
                 if canonicalize_name(c.name) not in from_app}
         problems += [f"SBOM: {d}" for d in _differences("the SBOM", have, {k: f"{v} sha256:{h}"
                                                                              for k, (v, h) in want.items()})]
-    check("sbom", problems, f"{len(components)} components; in the image, beside it and under its label alike"
-          + (", as the lock has them" if lock else ""))
+    return problems
 
-    # Installed distributions, as the gate recorded them in the image.
-    problems = []
-    raw = files.get(APP_FREEZE, files.get(attest.INSTALLED_PATH))  # the whole gate's record, in an app image
+
+def _installed_problems(raw: bytes | None, sbom: _Sbom, want: Mapping[str, tuple[str, str]] | None) -> list[str]:
+    """The distributions the gate recorded in the image are the lock's and the app phase's (without a lock:
+    the SBOM's)."""
     if raw is None:
-        problems.append(f"{attest.INSTALLED_PATH} is not in the image's top layers")
-    else:
-        try:
-            installed = {canonicalize_name(k): str(v) for k, v in json.loads(raw).items()}
-        except (ValueError, RecursionError, AttributeError):
-            installed = {}
-            problems.append(f"{attest.INSTALLED_PATH} is not a JSON object")
-        expected = ({k: v for k, (v, _) in want.items()} | app_installed(sbom_doc) if want is not None else
-                    {canonicalize_name(c.name): c.version for c in components})
-        problems += _differences("the image", installed, expected)
-    check("installed", problems, "the distributions installed in the image are "
-          + ("the lock's" if lock else "the SBOM's"))
-
-    # Provenance and the SBOM statement beside the image, in DSSE envelopes; with a key, signed by it.
-    problems, sig_problems = [], []
-    materials: list[dict[str, Any]] = []
-    found = statements(registry, repository, digest, key)
-    prov, sbom_st = found.get(SLSA_PROVENANCE), found.get(CYCLONEDX_PREDICATE)
-    if prov is None:
-        problems.append(f"no provenance statement beside the image (tag {attest.artifact_tag(digest, 'att')})")
-    else:
-        doc = prov.statement
-        problems += retargeted("the provenance statement", doc, digest)
-        materials = attest.statement_materials(doc)
-        problems += provenance_problems(doc, labels, config, want)
-        wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in materials
-                  if str(m.get("name", "")).endswith(".whl")}
-        sbom_wheels = {c.filename: c.sha256 for c in components if c.filename}
-        if sbom_doc is not None and wheels != sbom_wheels:
-            missing = sorted(set(sbom_wheels) ^ set(wheels)) or sorted(k for k in wheels
-                                                                       if wheels[k] != sbom_wheels[k])
-            problems.append(f"provenance and SBOM name different wheels: {', '.join(missing[:5])}")
-    if sbom_st is not None:
-        problems += retargeted("the SBOM statement", sbom_st.statement, digest)
-        if sbom_doc is not None and sbom_st.statement.get("predicate") != _json_or_none(sbom_doc):
-            problems.append("the SBOM statement's predicate is not the SBOM in the image")
-    elif key is not None:
-        problems.append(f"no SBOM statement beside the image (tag {attest.artifact_tag(digest, 'att')})")
-    check("provenance", problems, f"in-toto statement about {digest[:19]}; {len(materials)} materials agree "
-          "with the labels, the config and the SBOM")
-
-    base = next((m for m in materials if m.get("name") == "base-image"), None)
-    if base is not None:
-        problems, said = base_in_registry(registry, base, config)
-        check("base", problems, said)
-
-    if key is not None:
-        for name, opened in (("provenance", prov), ("SBOM", sbom_st)):
-            if opened is None:
-                sig_problems.append(f"no {name} statement to check the signature of")
-            elif opened.signatures == 0:
-                sig_problems.append(f"the {name} statement is unsigned")
-            elif not opened.signed_by_key:
-                sig_problems.append(f"the {name} statement is wrongly signed: no signature verifies with key "
-                                    f"{key.keyid[:16]}")
-        check("signature", sig_problems, f"the provenance and SBOM statements are signed by key {key.keyid[:16]}")
-
-    # The published config carries SOURCE_DATE_EPOCH: the digest anyone rebuilding gets again.
-    epoch = labels.get(LABEL_EPOCH, "")
+        return [f"{attest.INSTALLED_PATH} is not in the image's top layers"]
     problems = []
-    if not epoch.isdigit():
-        problems.append(f"label {LABEL_EPOCH} is missing")
-    elif config.get("created") != attest.iso(int(epoch)):
-        problems.append(f"config created {config.get('created')} is not SOURCE_DATE_EPOCH {epoch} "
-                        f"({attest.iso(int(epoch))}): not the reproducible manifest `stackctl publish` writes")
-    check("reproducible", problems, f"config times are SOURCE_DATE_EPOCH {epoch}")
+    try:
+        installed = {canonicalize_name(k): str(v) for k, v in json.loads(raw).items()}
+    except (ValueError, RecursionError, AttributeError):
+        installed = {}
+        problems.append(f"{attest.INSTALLED_PATH} is not a JSON object")
+    expected = ({k: v for k, (v, _) in want.items()} | app_installed(sbom.document) if want is not None else
+                {canonicalize_name(c.name): c.version for c in sbom.components})
+    return problems + _differences("the image", installed, expected)
 
-    if stream_layers:
-        ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
-        problems = attest.compare_with_build(registry, repository, digest, ids, labels)
-        check("layers", problems, f"{len(ids)} layers hash to their digests and unpack to their diff_ids")
-    return Verification(f"{repository}@{digest}", digest, manifest["config"]["digest"],
-                        lock.digest() if lock else None, tuple(findings), len(components), len(materials))
+
+def _provenance_problems(prov: Opened | None, digest: str, labels: Mapping[str, str], config: Mapping[str, Any],
+                         want: Mapping[str, tuple[str, str]] | None, sbom: _Sbom) -> list[str]:
+    """The provenance statement beside the image is about it, holds against its labels, config and a lock,
+    and names the wheels the SBOM names."""
+    if prov is None:
+        return [f"no provenance statement beside the image (tag {attest.artifact_tag(digest, 'att')})"]
+    doc = prov.statement
+    problems = retargeted("the provenance statement", doc, digest) + provenance_problems(doc, labels, config, want)
+    wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in attest.statement_materials(doc)
+              if str(m.get("name", "")).endswith(".whl")}
+    sbom_wheels = {c.filename: c.sha256 for c in sbom.components if c.filename}
+    if sbom.document is not None and wheels != sbom_wheels:
+        missing = sorted(set(sbom_wheels) ^ set(wheels)) or sorted(k for k in wheels if wheels[k] != sbom_wheels[k])
+        problems.append(f"provenance and SBOM name different wheels: {', '.join(missing[:5])}")
+    return problems
+
+
+def _sbom_statement_problems(sbom_st: Opened | None, digest: str, sbom: _Sbom,
+                             key: VerifyingKey | None) -> list[str]:
+    """The SBOM statement beside the image is about it and carries the SBOM in it; with a key it must be there."""
+    if sbom_st is None:
+        return [] if key is None else [f"no SBOM statement beside the image (tag {attest.artifact_tag(digest, 'att')})"]
+    problems = retargeted("the SBOM statement", sbom_st.statement, digest)
+    if sbom.document is not None and sbom_st.statement.get("predicate") != _json_or_none(sbom.document):
+        problems.append("the SBOM statement's predicate is not the SBOM in the image")
+    return problems
+
+
+def _signature_problems(prov: Opened | None, sbom_st: Opened | None, key: VerifyingKey) -> list[str]:
+    """Both statements are there, signed, and one of each one's signatures verifies with `key`."""
+    problems = []
+    for name, opened in (("provenance", prov), ("SBOM", sbom_st)):
+        if opened is None:
+            problems.append(f"no {name} statement to check the signature of")
+        elif opened.signatures == 0:
+            problems.append(f"the {name} statement is unsigned")
+        elif not opened.signed_by_key:
+            problems.append(f"the {name} statement is wrongly signed: no signature verifies with key "
+                            f"{key.keyid[:16]}")
+    return problems
+
+
+def _epoch_problems(config: Mapping[str, Any], epoch: str) -> list[str]:
+    """The published config carries SOURCE_DATE_EPOCH: the digest anyone rebuilding gets again."""
+    if not epoch.isdigit():
+        return [f"label {LABEL_EPOCH} is missing"]
+    if config.get("created") != attest.iso(int(epoch)):
+        return [f"config created {config.get('created')} is not SOURCE_DATE_EPOCH {epoch} "
+                f"({attest.iso(int(epoch))}): not the reproducible manifest `stackctl publish` writes"]
+    return []
 
 
 def _json_or_none(data: bytes) -> Any:
@@ -386,17 +434,10 @@ class Attached:
 def attached(registry: RegistryApi, repository: str, digest: str) -> Attached:
     sbom = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
     found = statements(registry, repository, digest, None)
-    components: tuple[SbomEntry, ...] = ()
-    if sbom is not None:
-        try:
-            components = entries(json.loads(sbom))
-        except (ValueError, RecursionError, AttributeError):
-            components = ()
     prov = found.get(SLSA_PROVENANCE)
     doc: dict[str, Any] = prov.statement if prov is not None else {}
     materials = tuple((str(m.get("name")), ",".join(f"{k}:{v}" for k, v in (m.get("digest") or {}).items()))
                       for m in attest.statement_materials(doc))
-    builder = ((doc.get("predicate") or {}).get("runDetails") or {}).get("builder") if doc else None
-    return Attached(attest.artifact_tag(digest, "sbom") if sbom is not None else None, components,
-                    attest.artifact_tag(digest, "att") if found else None,
-                    doc.get("predicateType") if doc else None, builder, materials)
+    return Attached(attest.artifact_tag(digest, "sbom") if sbom is not None else None, _sbom_entries(sbom) or (),
+                    attest.artifact_tag(digest, "att") if found else None, doc.get("predicateType"),
+                    ((doc.get("predicate") or {}).get("runDetails") or {}).get("builder"), materials)
