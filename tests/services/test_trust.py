@@ -256,17 +256,13 @@ def test_credential_helpers_during_publish_leak_nothing(
     cleanup.append((repository, json.loads(r.out)["digest"]))
     assert SECRET not in r.out + r.err and wrong not in r.out + r.err
 
-    # Answers other than its JSON, with the secret in it and on stderr: one error line, exit 3.
-    helper(bin_dir, "liar", f"echo '{SECRET}' >&2\necho 'not json {SECRET}'\n")
+    # The registry asks for no login, so publish (which pushes through the registry API, logging in only when
+    # a registry answers 401) never runs the helper: a helper that lies or fails is one error line, exit 3,
+    # where a registry does ask (tests/loopback/test_credentials.py), and here it is not even started.
+    ran = tmp_path / "ran"
+    helper(bin_dir, "liar", f"touch {ran}\necho '{SECRET}' >&2\necho 'not json {SECRET}'\n")
     (config / "config.json").write_text(json.dumps({"credHelpers": {registry: "liar"}, "credsStore": "leaky"}))
     r = run("publish", "e2e", "--record-dir", str(records))
-    assert r.code == 3, r.out + r.err
-    assert r.err.count("error:") == 1 and "docker-credential-liar answered something other than its JSON" in r.err
-    assert SECRET not in r.out + r.err and "Traceback" not in r.err
-
-    # Fails outright (no "not found"): one line naming the helper, exit 3, nothing of what it wrote.
-    helper(bin_dir, "broken", f"echo '{SECRET}' >&2\necho '{SECRET}'\nexit 2\n")
-    (config / "config.json").write_text(json.dumps({"credHelpers": {registry: "broken"}}))
-    r = run("publish", "e2e", "--record-dir", str(records))
-    assert r.code == 3 and r.err.count("error:") == 1 and "docker-credential-broken failed" in r.err, r.err
-    assert SECRET not in r.out + r.err and "lost the engine" not in r.err
+    assert r.code == 0, r.out + r.err
+    assert not ran.exists()
+    assert SECRET not in r.out + r.err and "Traceback" not in r.err and "lost the engine" not in r.err
