@@ -91,21 +91,43 @@ def run_child(cmd: Sequence[str], *, input: str | None = None, env: Mapping[str,
     The child leads its own process group, so ending it ends what it started too; a timeout or an
     exception in the caller ends it at once.
     """
-    with subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=dict(env) if env is not None else None, start_new_session=True) as proc:
+    proc = _started(cmd, input is not None, env)
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except BaseException:
+        _kill(proc)
+        proc.communicate()
+        raise
+    finally:
+        with _children_lock:
+            _children.discard(proc)
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+
+
+def _started(cmd: Sequence[str], stdin: bool, env: Mapping[str, str] | None) -> subprocess.Popen[str]:
+    """The child, already known to `end_children`. A Ctrl-C between the child's start and that would leave
+    it running after stackctl is gone (a child runs the moment it is started, and Popen's own exit on an
+    interrupt waits for it instead of ending it), so on the main thread, where Python runs signal handlers,
+    an interrupt waits until the child is registered, then ends it."""
+    deferred: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: deferred.append(signum)) if main else None
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(env) if env is not None else None, start_new_session=True)
         with _children_lock:
             _children.add(proc)
-        try:
-            out, err = proc.communicate(input, timeout=timeout)
-        except BaseException:
-            _kill(proc)
-            proc.communicate()
-            raise
-        finally:
-            with _children_lock:
-                _children.discard(proc)
-    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+    if deferred:
+        _kill(proc)
+        proc.communicate()
+        with _children_lock:
+            _children.discard(proc)
+        raise KeyboardInterrupt
+    return proc
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
