@@ -15,24 +15,35 @@ STACKS = REPO / "stacks"
 DATA = Path(__file__).resolve().parent / "data"
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
-    """Run `stackctl ARGS...` in this process; returns exit code, stdout, stderr."""
+def _runner(capture: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
     monkeypatch.setenv("COLUMNS", "200")
 
     def run(*args: str, cwd: Path | None = None) -> Result:
         if cwd is not None:
             monkeypatch.chdir(cwd)
-        capsys.readouterr()
+        capture.readouterr()
         try:
             main(list(args))
             code = 0
         except SystemExit as exc:
             code = int(exc.code or 0)
-        captured = capsys.readouterr()
+        captured = capture.readouterr()
         return Result(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """Run `stackctl ARGS...` in this process; returns exit code, stdout, stderr."""
+    return _runner(capsys, monkeypatch)
+
+
+@pytest.fixture
+def cli_fd(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """`cli`, with stdout and stderr captured at the file descriptors: what a child process stackctl starts
+    (a credential helper) writes to the terminal is seen too."""
+    return _runner(capfd, monkeypatch)
 
 
 @pytest.fixture

@@ -247,24 +247,16 @@ class Registry:
     def layer_files(self, repository: str, digest: str, wanted: tuple[str, ...]) -> dict[str, bytes]:
         """The members of a (small) layer whose paths are in `wanted` (leading / dropped)."""
         import gzip
-        import io
         import tarfile
+
+        from stackctl.image.layers import tar_files
 
         data = self.blob(repository, digest)
         raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-        out: dict[str, bytes] = {}
-        names = {w.lstrip("/") for w in wanted}
         try:
-            with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-                for m in tar:
-                    name = m.name.lstrip("./").lstrip("/")
-                    if name in names and m.isfile():
-                        f = tar.extractfile(m)
-                        if f is not None:
-                            out["/" + name] = f.read()
+            return tar_files(raw, wanted)
         except tarfile.TarError as exc:
             raise ServiceError(f"{repository}@{digest}: the layer is not a tar archive ({exc})") from None
-        return out
 
     def put_blob(self, repository: str, data: bytes) -> str:
         """Upload a blob in one request (monolithic upload), unless the registry has it already."""

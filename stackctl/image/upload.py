@@ -153,19 +153,12 @@ class _Upload:
 
 
 def _records(tar_bytes: bytes, wanted: tuple[str, ...]) -> dict[str, bytes]:
-    names = {w.lstrip("/") for w in wanted}
-    out: dict[str, bytes] = {}
+    from stackctl.image.layers import tar_files
+
     try:
-        with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
-            for m in tar:
-                name = m.name.lstrip("./").lstrip("/")
-                if name in names and m.isfile():
-                    f = tar.extractfile(m)
-                    if f is not None:
-                        out["/" + name] = f.read()
+        return tar_files(tar_bytes, wanted)
     except tarfile.TarError:
         return {}
-    return out
 
 
 @dataclass

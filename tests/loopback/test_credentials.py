@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from stackctl.cli import main
-from tests.conftest import Result
 from tests.loopback.test_registry import Fake, digest
 from tests.support.cli import Cli
 
@@ -23,20 +21,8 @@ SECRET = "h3lper-s3cret"
 
 
 @pytest.fixture
-def run(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def go(*args: str) -> Result:
-        capfd.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capfd.readouterr()
-        return Result(code, out.out, out.err)
-
-    return go
+def run(cli_fd: Cli) -> Cli:
+    return cli_fd
 
 
 @pytest.fixture

@@ -19,12 +19,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from stackctl.cli import main
 from stackctl.engine.registry import Registry
 from stackctl.image import attest
 from stackctl.image.sign import Layer
-from tests.conftest import Result
-from tests.support.cli import Cli
+from tests.support.cli import Cli, Result
 from tests.support.engine import unique_tag
 from tests.support.gitrepo import git
 from tests.support.imagestack import make_stack_repo
@@ -36,24 +34,8 @@ SECRET = "s3cret-from-the-helper"
 
 
 @pytest.fixture
-def run(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
-    """`stackctl ARGS...` in this process, with stdout and stderr captured at the file descriptors: what a
-    credential helper started by anyone writes to the terminal is seen too."""
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def go(*args: str, cwd: Path | None = None) -> Result:
-        if cwd is not None:
-            monkeypatch.chdir(cwd)
-        capfd.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capfd.readouterr()
-        return Result(code, out.out, out.err)
-
-    return go
+def run(cli_fd: Cli) -> Cli:
+    return cli_fd
 
 
 def keypair(tmp: Path, name: str, kind: str = "p256") -> tuple[Path, Path]:
