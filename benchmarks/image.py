@@ -141,7 +141,7 @@ def torch_wheels(dest: Path) -> Path:
     return dest
 
 
-def torch_profile(repository: str, torchada: str, installer: str, bytecode: str = "false") -> str:
+def torch_profile(repository: str, torchada: str, installer: str, bytecode: str = "default") -> str:
     uv = f'\n[pins.uv]\nversion = "{UV}"\nindex = "public"\n' if installer == "uv" else ""
     return f"""\
 [stack]
@@ -175,12 +175,12 @@ repository = "{repository}"
 python = "3.11"
 tag = "py{{python}}_torch_{{pins[torch]}}_torchada_{{pins[torchada]}}"
 installer = "{installer}"
-bytecode = {'"pins"' if bytecode == "pins" else bytecode}
+{"" if bytecode == "default" else f'bytecode = {json.dumps(bytecode) if bytecode == "pins" else bytecode}'}
 """
 
 
 def torch_stack(tmp: Path, repository: str, torchada: str, wheels: Path, installer: str,
-                bytecode: str = "false") -> StackRepo:
+                bytecode: str = "default") -> StackRepo:
     """The profile, a wheelhouse of hard links and the lock written from the wheels' own hashes."""
     from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -392,8 +392,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stack", choices=("synthetic", "torch"), default="synthetic")
     ap.add_argument("--installer", choices=("uv", "pip"), default="uv", help="stackctl's install step")
-    ap.add_argument("--bytecode", nargs="?", const="true", default="false", choices=("false", "true", "pins"),
-                    help="--stack torch: the profile's [image] bytecode (bare: true)")
+    ap.add_argument("--bytecode", nargs="?", const="true", default="default",
+                    choices=("default", "false", "true", "pins"),
+                    help="--stack torch: the profile's [image] bytecode (bare: true; default: none written)")
     ap.add_argument("--wheels", type=Path, default=Path.home() / ".cache" / "stackctl-bench" / "torch",
                     help="where --stack torch keeps the wheels pip downloads")
     ap.add_argument("--core-mb", type=int, default=300, help="size of the big vendor wheel's payload")

@@ -11,7 +11,7 @@ On the local engine and the registry `.ci/services.sh` starts (127.0.0.1:5000), 
 5. the same build published again, then again with the layer cache emptied (every layer compressed
    anew) into another repository: one manifest digest all three times.
 
-    python benchmarks/publish.py --stack torch [--bytecode pins]     # the real torch 2.13.0+cpu wheel
+    python benchmarks/publish.py --stack torch [--bytecode false]    # the real torch 2.13.0+cpu wheel
     python benchmarks/publish.py [--core-mb 300]                      # synthetic, torch-shaped
 """
 
@@ -155,7 +155,8 @@ def one_run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stack", choices=("synthetic", "torch"), default="synthetic")
-    ap.add_argument("--bytecode", nargs="?", const="true", default="false", choices=("false", "true", "pins"))
+    ap.add_argument("--bytecode", nargs="?", const="true", default="default",
+                    choices=("default", "false", "true", "pins"))
     ap.add_argument("--wheels", type=Path, default=Path.home() / ".cache" / "stackctl-bench" / "torch")
     ap.add_argument("--core-mb", type=int, default=300)
     ap.add_argument("--keep", action="store_true")

@@ -184,9 +184,9 @@ def plan_installer(stack: Stack, lock: Lock, target: str) -> InstallItem | None:
 def install_command(group: str, installer: InstallItem | None, bytecode: bool, served: bool = False) -> str:
     """The RUN line that installs one group from its wheels: hermetic, hash-checked, no dependency lookup.
 
-    With uv the stages need no pip (no ensurepip, no pip start per group). Byte-code is off unless asked
-    for: each layer is then smaller, quicker to write and carries no build-time stamps;
-    the price is paid on import (a gate that imports torch compiles its modules on every build).
+    With uv the stages need no pip (no ensurepip, no pip start per group). Byte-code, when the group
+    carries it, is compiled under SOURCE_DATE_EPOCH (set by the stage): each .pyc holds its source's hash,
+    not a time, and the path it will be imported from, so the same wheels give the same layer.
     `served`: the wheels come from the build's wheel server (no other index, and every file hash-checked
     against requirements.txt, as from the context).
     """
@@ -197,11 +197,14 @@ def install_command(group: str, installer: InstallItem | None, bytecode: bool, s
                 f"--require-hashes --no-deps \\\n        --no-config --no-cache --python /opt/venv/bin/python "
                 f"--target {target} {'--compile-bytecode' if bytecode else '--no-compile-bytecode'} \\\n"
                 "        -r /tmp/group/requirements.txt")
+    # pip --target installs into a temporary directory and compiles there, so each .pyc would carry that
+    # random path as its file name: pip compiles nothing, and compileall compiles where the files stay.
+    compile_ = (f" \\\n && /opt/venv/bin/python -m compileall -q -j 0 "
+                f"--invalidation-mode checked-hash {target}") if bytecode else ""
     return (f"/opt/venv/bin/python -m pip install --no-index --find-links {links} "
             f"{f'--trusted-host {WHEEL_HOST} ' if served else ''}--require-hashes --no-deps \\\n"
             f"        --target {target} --disable-pip-version-check --no-cache-dir --no-warn-script-location \\\n"
-            f"        --root-user-action=ignore {'--compile' if bytecode else '--no-compile'} "
-            "-r /tmp/group/requirements.txt")
+            "        --root-user-action=ignore --no-compile -r /tmp/group/requirements.txt" + compile_)
 
 
 def plan_layers(stack: Stack, lock: Lock, target: str) -> tuple[LayerGroup, ...]:

@@ -582,7 +582,7 @@ def _image(t: dict[str, Any] | None, stack: str, pythons: list[str], pins: list[
         elif tool.gate is not None:
             out.add(None, ("pins", tool.name, "gate"), f"{installer} installs the image but is not in it: "
                     "it has nothing for the gate to check")
-    bytecode = t.get("bytecode", False)
+    bytecode = t.get("bytecode", "pins")
     if isinstance(bytecode, str) and bytecode != "pins":
         out.add(None, ("image", "bytecode"), f'{bytecode!r} is no byte-code choice; use true, false or "pins"')
     if not all(k in t for k in ("base", "repository", "tag")):

@@ -208,9 +208,9 @@ class Image:
     # "pip" (in the base image's venv) or "uv": a pin of the stack, hash-checked from the lock like every
     # other wheel, used only in the install stages and never shipped in the image.
     installer: str = "pip"
-    # compile .pyc files at build time: True, False (see README: why it is the default), or "pins": the
-    # profile's pins (trains and single pins, what the gate imports) but not the resolver's closure
-    bytecode: bool | Literal["pins"] = False
+    # compile .pyc files at build time: True, False, or "pins" (the default, see docs/design/bytecode.md):
+    # the profile's pins (trains and single pins, what the gate imports) but not the resolver's closure
+    bytecode: bool | Literal["pins"] = "pins"
     app: AppImage | None = None
 
 
@@ -332,7 +332,7 @@ def canonical_json(stack: Stack) -> str:
     if isinstance(image, dict):  # the defaults leave the digest of every profile written before them alone
         if image.get("installer") == "pip":
             image.pop("installer")
-        if image.get("bytecode") is False:
+        if image.get("bytecode") == "pins":
             image.pop("bytecode")
         if image.get("app") is None:
             image.pop("app", None)

@@ -252,8 +252,9 @@ def test_uv_installs_every_group_and_never_reaches_the_image(tmp_path: Path, cli
                 if re.match(r"RUN SOURCE_DATE_EPOCH=\d+ /opt/venv/bin/uv pip install", i)]
     assert len(installs) == 4
     for i in installs:
-        assert all(flag in i for flag in ("--offline", "--no-index", "--require-hashes", "--no-deps", "--no-config",
-                                          "--no-compile-bytecode")), i
+        assert all(flag in i for flag in ("--offline", "--no-index", "--require-hashes", "--no-deps", "--no-config")), i
+        # byte-code by default for the pins (what the gate imports), not for the resolver's closure
+        assert ("--no-compile-bytecode" if "/opt/stack/deps " in i else "--compile-bytecode ") in i, i
     assert "pip install" not in rest.replace("uv pip install", "")
     final = final_stage(text)
     assert "tools" not in final and "/opt/venv/bin/uv" not in final
@@ -265,31 +266,35 @@ def test_uv_installs_every_group_and_never_reaches_the_image(tmp_path: Path, cli
 
 def test_bytecode_is_an_explicit_choice(tmp_path: Path, cli: Cli) -> None:
     repo = make_stack_repo(tmp_path, "r", REPO_NAME, commit=False)
-    render(cli, repo.root, tmp_path / "off", "--wheelhouse", str(repo.wheelhouse), "--revision", "r", "--ref", "r")
-    assert (tmp_path / "off" / "Dockerfile").read_text().count("--no-compile ") == 4
-    text = repo.profile.read_text().replace('vars = {}\n', 'vars = {}\nbytecode = true\n')
-    repo.profile.write_text(text)
-    refresh_lock(repo)
-    render(cli, repo.root, tmp_path / "on", "--wheelhouse", str(repo.wheelhouse), "--revision", "r", "--ref", "r")
-    on = (tmp_path / "on" / "Dockerfile").read_text()
-    assert on.count("--compile ") == 4 and "--no-compile" not in on
-    # byte-code kept in the layers is compiled under SOURCE_DATE_EPOCH (hash-checked .pyc, no build time)
-    assert on.count("-name __pycache__") == 1 and on.count("RUN SOURCE_DATE_EPOCH=") == 4
-    assert (tmp_path / "off" / "Dockerfile").read_text().count("-name __pycache__") == 5
-    # "pins": every group but the resolver's closure (deps) carries byte-code
-    repo.profile.write_text(text.replace("bytecode = true", 'bytecode = "pins"'))
-    refresh_lock(repo)
-    render(cli, repo.root, tmp_path / "pins", "--wheelhouse", str(repo.wheelhouse), "--revision", "r", "--ref", "r")
-    pins = (tmp_path / "pins" / "Dockerfile").read_text()
-    stages = dict(re.findall(r"FROM tools AS layer\d+-(\S+)\n(.*?)(?=\n(?:# layer group|FROM ))", pins, re.S))
-    assert sorted(stages) == ["deps", "pin-patcher", "pin-toplib", "train-core"]
-    for group, stage in stages.items():
+    text = repo.profile.read_text()
+
+    def stages(name: str) -> dict[str, str]:
+        render(cli, repo.root, tmp_path / name, "--wheelhouse", str(repo.wheelhouse), "--revision", "r", "--ref", "r")
+        rendered = (tmp_path / name / "Dockerfile").read_text()
+        found = dict(re.findall(r"FROM tools AS layer\d+-(\S+)\n(.*?)(?=\n(?:# layer group|FROM ))", rendered, re.S))
+        assert sorted(found) == ["deps", "pin-patcher", "pin-toplib", "train-core"]
+        return found
+
+    # the default ("pins"): every group but the resolver's closure (deps) carries byte-code, compiled where
+    # the files stay (pip --target would compile in a temporary directory and stamp its name in each .pyc)
+    for group, stage in stages("default").items():
         compiled = group != "deps"
-        assert ("--compile " in stage) == compiled and ("-name __pycache__" in stage) != compiled, group
+        assert "--no-compile " in stage and ("-name __pycache__" in stage) != compiled, group
+        assert (f"-m compileall -q -j 0 --invalidation-mode checked-hash /opt/stack/{group}" in stage) == compiled
+    for choice, compiled_groups in (("false", set()), ("true", {"deps", "pin-patcher", "pin-toplib", "train-core"})):
+        repo.profile.write_text(text.replace('vars = {}\n', f'vars = {{}}\nbytecode = {choice}\n'))
+        refresh_lock(repo)
+        for group, stage in stages(choice).items():
+            compiled = group in compiled_groups
+            assert ("-m compileall" in stage) == compiled and ("-name __pycache__" in stage) != compiled, group
+            # byte-code kept in the layers is compiled under SOURCE_DATE_EPOCH (hash-checked .pyc, no build time)
+            assert stage.count("RUN SOURCE_DATE_EPOCH=") == 1
+    text = text.replace('vars = {}\n', 'vars = {}\nbytecode = true\n')
     # anything else is refused with the key and the choices
     repo.profile.write_text(text.replace("bytecode = true", 'bytecode = "all"'))
     r = cli("validate", str(repo.profile))
-    assert r.code == 2 and "image.bytecode" in r.err and '\'all\' is no byte-code choice; use true, false or "pins"' in r.err
+    assert r.code == 2 and "image.bytecode" in r.err
+    assert '\'all\' is no byte-code choice; use true, false or "pins"' in r.err
     repo.profile.write_text(text.replace("bytecode = true", "bytecode = 1"))
     r = cli("validate", str(repo.profile))
     assert r.code == 2 and 'image.bytecode: must be true, false or "pins", not int 1' in r.err
