@@ -19,6 +19,7 @@ from stackctl.errors import InputError, ServiceError
 from stackctl.image.buildlog import BuildResult, ImageFacts, parse_build_stream
 
 if TYPE_CHECKING:
+    from stackctl.engine.layerstore import LayerStore
     from stackctl.engine.wheelserver import WheelServer
 
 SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
@@ -287,6 +288,17 @@ class DockerEngine:
                 if close is not None:
                     close()
         raise ServiceError(f"{ref}: the engine's image archive holds no config hashing to its id")
+
+    def layer_store(self) -> LayerStore | str:
+        """The engine's overlay2 store, when this process can read it (the engine runs here and its data
+        root is readable): publish then reads only the layers it sends. Else why not, in words."""
+        from stackctl.engine.layerstore import open_store
+
+        host = self._url or os.environ.get("DOCKER_HOST", "unix://")
+        with self.talking("cannot read the engine's storage facts"):
+            info = self._client.info()
+        return open_store(str(info.get("DockerRootDir") or ""), str(info.get("Driver") or ""),
+                          host.startswith("unix://"))
 
     def export(self, ref: str) -> Iterator[bytes]:
         """The image as `docker save` streams it: a tar holding each layer's uncompressed tar (the bytes its

@@ -27,13 +27,15 @@ from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
 if TYPE_CHECKING:
-    from stackctl.image.upload import PushApi
+    from stackctl.image.upload import LayerSource, PushApi
 
 
 class PublishingEngine(Engine, Protocol):
-    """An engine publish pushes from: it hands over the image's layer tars (its export stream)."""
+    """An engine publish pushes from: it hands over the image's layer tars (its export stream, or its own
+    layer store where this process can read it)."""
 
     def export(self, ref: str) -> Iterator[bytes]: ...
+    def layer_store(self) -> LayerSource | str: ...
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class Publication:
     pushed_bytes: int | None = None  # compressed layer bytes uploaded by this publish
     layers_pushed: int | None = None  # layers compressed and uploaded
     layers_present: int | None = None  # layers the registry had (in this repository or mounted from another)
+    layers_read_from: str | None = None  # the engine's layer store, or its export and why
 
     @property
     def pinned_ref(self) -> str:
@@ -145,8 +148,9 @@ def _publish_reproducibly(engine: PublishingEngine, registry: PushApi, ref: Imag
     epoch = int(epoch_label)
     repo = ref.repository
     # 1. every blob, the config and the manifest, by digest: the tag is untouched
+    store = engine.layer_store()
     pushed = push_image(engine, registry, repo, str(ref), local.id, local.layers, epoch, known_file=known_file,
-                        wanted_files=(SBOM_PATH,), transfer=transfer)
+                        wanted_files=(SBOM_PATH,), transfer=transfer, store=None if isinstance(store, str) else store)
     # 2. the registry's copy against the build
     problems = check_pushed(registry, repo, pushed, local.layers, dict(local.labels))
     sbom = pushed.files.get(SBOM_PATH)
@@ -185,7 +189,16 @@ def _publish_reproducibly(engine: PublishingEngine, registry: PushApi, ref: Imag
                        provenance_ref=f"{repo}:{att.tag}@{att.digest}", artifact_bytes=sbom_art.size + att.size,
                        signed_by=key.keyid if key else None,
                        provenance=doc, pushed_bytes=pushed.sent_bytes,
-                       layers_pushed=pushed.compressed, layers_present=pushed.found + pushed.mounted)
+                       layers_pushed=pushed.compressed, layers_present=pushed.found + pushed.mounted,
+                       layers_read_from=read_from(pushed.exported, pushed.compressed, store))
+
+
+def read_from(exported: bool, compressed: int, store: object) -> str:
+    """Where publish read the layers it sent, in words: the export is the slow way (the whole image)."""
+    if exported:
+        why = store if isinstance(store, str) else "the engine's layer store lacked a layer or the config"
+        return f"the engine's export ({why})"
+    return "the engine's layer store" if compressed else "nothing (no layer to send)"
 
 
 def publish_stack(stack: Stack, lock: Path, engine: PublishingEngine, record: Path, repository: str | None = None, *,

@@ -45,6 +45,21 @@ class Exporter(Protocol):
     def export(self, ref: str) -> Iterator[bytes]: ...
 
 
+class StoredLayer(Protocol):
+    """One layer's tar as the engine's store holds it (engine/layerstore.py), read without the export."""
+
+    @property
+    def diff_id(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    def pieces(self) -> Iterator[bytes]: ...
+
+
+class LayerSource(Protocol):
+    def config(self, image_id: str) -> bytes | None: ...
+    def layer(self, diff_ids: tuple[str, ...], index: int) -> StoredLayer | None: ...
+
+
 @dataclass(frozen=True)
 class Pushed:
     """An image in the registry by digest (no tag yet) and how it got there."""
@@ -245,6 +260,64 @@ def _export_pass(engine: Exporter, registry: PushApi, repository: str, ref: str,
     return out
 
 
+class _NotTheLayer(Exception):
+    """The store's tar did not hash to the diff_id it was read for: the export gives that layer instead."""
+
+
+def _store_pass(store: LayerSource, registry: PushApi, repository: str, diff_ids: tuple[str, ...], want: set[str],
+                wanted_files: tuple[str, ...], transfer: Progress | None) -> _Pass:
+    """Every layer in `want` that the engine's store has, read from it, compressed and uploaded, several at
+    once; each tar is hashed on its way and an upload whose tar is not the diff_id it was read for is never
+    committed (its closing PUT is not sent)."""
+    out = _Pass()
+    lock = threading.Lock()
+    layers = [t for i, d in enumerate(diff_ids) if d in want and d not in diff_ids[:i]
+              and (t := store.layer(diff_ids, i)) is not None]
+
+    def one(tar: StoredLayer) -> tuple[KnownBlob, dict[str, bytes]] | None:
+        gz, small = Gzip(), bytearray() if tar.size <= SMALL_LAYER else None
+        label = f"push layer {tar.diff_id.removeprefix('sha256:')[:12]}"
+
+        def blocks() -> Iterator[bytes]:
+            block = bytearray()
+            for piece in tar.pieces():
+                if small is not None:
+                    small.extend(piece)
+                block += gz.feed(piece)
+                if transfer:
+                    with lock:
+                        transfer(label, gz.plain_size, max(tar.size, gz.plain_size))
+                if len(block) >= BLOCK:
+                    yield bytes(block)
+                    block.clear()
+            block += gz.finish()
+            if gz.diff_id != tar.diff_id:
+                raise _NotTheLayer
+            yield bytes(block)
+
+        try:
+            digest = registry.upload(repository, blocks(), lambda: gz.digest)
+        except (_NotTheLayer, OSError, ValueError):  # the file changed or vanished under the store
+            return None
+        records = _records(bytes(small), wanted_files) if small is not None else {}
+        return KnownBlob(gz.diff_id, gz.plain_size, digest, gz.size, COMPRESSOR), records
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(JOBS) as pool:
+        for got in pool.map(one, layers):
+            if got is not None:
+                out.made[got[0].diff_id] = got[0]
+                out.files[got[0].diff_id] = got[1]
+    return out
+
+
+def _take_files(files: dict[str, bytes], got: _Pass, diff_ids: tuple[str, ...]) -> None:
+    for diff_id in reversed(diff_ids):  # the top layer's copy of a path wins
+        for path, data in got.files.get(diff_id, {}).items():
+            files.setdefault(path, data)
+
+
 def _config_file(known_file: Path, image_id: str) -> Path:
     return known_file.parent / "configs" / (image_id.removeprefix("sha256:") + ".json")
 
@@ -276,9 +349,11 @@ def _remember(known_file: Path | None, known: dict[str, KnownBlob], image_id: st
 
 def push_image(engine: Exporter, registry: PushApi, repository: str, ref: str, image_id: str,
                diff_ids: tuple[str, ...], epoch: int, *, known_file: Path | None = None,
-               wanted_files: tuple[str, ...] = (), transfer: Progress | None = None) -> Pushed:
+               wanted_files: tuple[str, ...] = (), transfer: Progress | None = None,
+               store: LayerSource | None = None) -> Pushed:
     """Every blob of `ref` in `repository` (found, mounted or uploaded), then its reproducible config and
-    the manifest, by digest only."""
+    the manifest, by digest only. The layers to send, and the config, come from the engine's `store` where
+    it has them; the engine's export gives the rest (it writes out the whole image before its first byte)."""
     known: dict[str, KnownBlob] = {}
     if known_file is not None and known_file.exists():
         try:
@@ -307,6 +382,12 @@ def push_image(engine: Exporter, registry: PushApi, repository: str, ref: str, i
     made: dict[str, KnownBlob] = {}
     files: dict[str, bytes] = {}
     exported = False
+    if store is not None and (want or config is None):
+        config = config or store.config(image_id)
+        got = _store_pass(store, registry, repository, diff_ids, want, wanted_files, transfer)
+        made.update(got.made)
+        _take_files(files, got, diff_ids)
+        want -= set(made)
     if want or config is None:
         exported = True
         skip = {b.tar_size for b in present.values() if b.tar_size > SMALL_LAYER}
@@ -314,9 +395,7 @@ def push_image(engine: Exporter, registry: PushApi, repository: str, ref: str, i
             got = _export_pass(engine, registry, repository, ref, image_id, want, skip, wanted_files, transfer)
             config = got.config if got.config is not None else config
             made.update(got.made)
-            for diff_id in reversed(diff_ids):  # the top layer's copy of a path wins
-                for path, data in got.files.get(diff_id, {}).items():
-                    files.setdefault(path, data)
+            _take_files(files, got, diff_ids)
             stray = set(got.made) - set(diff_ids)
             if stray:
                 raise ServiceError(f"{ref}: the engine exported a layer the image does not list ({min(stray)})")
