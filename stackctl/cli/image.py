@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from stackctl.base.sizes import human_size
 from stackctl.cli.annotate import AnnotationsOpt, annotate, group
 from stackctl.cli.app import (
     app,
@@ -388,6 +387,8 @@ def publish(
             signed = f"by key {pub.signed_by[:16]}" if pub.signed_by else "no (unsigned envelopes)"
             console.print(f"  signed   {signed}", markup=False)
         if pub.layers_pushed is not None:
+            from stackctl.base import human_size
+
             console.print(f"  layers   {pub.layers_pushed} sent ({human_size(pub.pushed_bytes or 0)}), "
                           f"{pub.layers_present} already there; read from {pub.layers_read_from}", markup=False)
         for line in pub.verified:

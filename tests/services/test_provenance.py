@@ -64,6 +64,8 @@ def test_two_clean_builds_publish_one_digest_and_verify_from_the_registry(
         # compressed for an earlier publish, mounted from their repository); this stack's own are new
         assert pub1["layers_pushed"] + pub1["layers_present"] == len(first_layers)
         assert pub1["layers_pushed"] > 0 and pub1["pushed_bytes"] > 0
+        # on the engine's host, as root: each layer sent is read alone from the engine's store
+        assert pub1["layers_read_from"] == "the engine's layer store"
         mats = {m["name"]: m for m in pub1["provenance"]["predicate"]["buildDefinition"]["resolvedDependencies"]}
         assert mats["source"]["annotations"]["dirty"] is False and mats["lock"]["digest"]["sha256"]
         assert mats["base-image"]["digest"]["sha256"] and {m for m in mats if m.endswith(".whl")} == {
@@ -80,6 +82,7 @@ def test_two_clean_builds_publish_one_digest_and_verify_from_the_registry(
         assert pub2["digest"] == pub1["digest"] and pub2["config_digest"] == pub1["config_digest"]
         # The layers are known here by what this machine compressed: none is compressed or sent again.
         assert pub2["layers_pushed"] == 0 and pub2["pushed_bytes"] == 0
+        assert pub2["layers_read_from"] == "nothing (no layer to send)"
 
         # Anyone can re-check it from the registry alone, against the lock.
         remove_images(docker_client, repository)
