@@ -6,6 +6,8 @@ interpreter through: stackctl gate PROFILE --python PATH
 
     python gate.py SPEC.json [--freeze OUT.json [--epoch SECONDS]]
 
+--epoch is for a build step: what the checks' imports wrote (and the --freeze file) gets that time.
+
 Exit status: 0 every check passed, 1 any check failed, 2 the spec could not be read.
 """
 
@@ -19,6 +21,9 @@ import json
 import os
 import re
 import sys
+import sysconfig
+import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -154,6 +159,29 @@ def _one_line(exc: BaseException) -> str:
     return text[-1] if text else "(no message)"
 
 
+def settle_roots() -> list[str]:
+    """Where an import may write in an image: every directory on sys.path but the standard library's (the
+    stack's prefixes, site-packages), the home directory and the temporary one."""
+    stdlib = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")}
+    roots = [p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) not in stdlib
+             and not any(os.path.realpath(p).startswith(s + os.sep) for s in stdlib)]
+    return [r for r in [*roots, os.path.expanduser("~"), tempfile.gettempdir()] if os.path.realpath(r) != "/"]
+
+
+def settle(epoch: int, since: float, roots: list[str]) -> None:
+    """Give everything the gate's imports made or changed (torchada, say, links configs inside its own
+    package on first import) the epoch's time: the build step's layer then holds no build-time clock and
+    is the same on every build."""
+    for root in roots:
+        for top, dirs, files in os.walk(root):  # links to directories are not followed
+            for path in (top, *(os.path.join(top, n) for n in (*dirs, *files))):
+                try:
+                    if os.lstat(path).st_mtime >= since:
+                        os.utime(path, (epoch, epoch), follow_symlinks=False)
+                except OSError:
+                    continue
+
+
 def main(argv: list[str]) -> int:
     args = list(argv)
     freeze: str | None = None
@@ -185,6 +213,8 @@ def main(argv: list[str]) -> int:
     # An import that crashes the interpreter (a GPU library without its device) leaves no FAIL line:
     # the Python stack on stderr names the module it died in.
     faulthandler.enable()
+    # the kernel's file times run up to a clock tick behind time.time(): a margin, not an exact start
+    since = time.time() - 2
     gate = Gate()
     print("gate {}: python {}".format(spec.get("stack", "?"), sys.version.split()[0]), flush=True)
     for e in spec.get("entries", []):
@@ -195,6 +225,8 @@ def main(argv: list[str]) -> int:
     for p in spec.get("probes", []):
         gate.probe(p)
     gate.preserve(spec.get("preserve", []))
+    if epoch is not None:
+        settle(epoch, since, settle_roots())
     if freeze:
         Path(freeze).parent.mkdir(parents=True, exist_ok=True)
         Path(freeze).write_text(json.dumps(installed_versions(), indent=1, sort_keys=True) + "\n",

@@ -162,3 +162,38 @@ def test_prefix_ends_at_a_dot(site: Path, tmp_path: Path) -> None:
     assert not gate.has_prefix("1.260.0", "1.26.") and not gate.has_prefix("1.260", "1.26")
     assert gate.has_prefix("1.26", "1.26.") and gate.has_prefix("1.26.4", "1.26")
     assert gate.has_prefix("2.11.0.post2+musa5.2.0", "2.11.0.post2")
+
+
+def test_a_build_steps_gate_gives_what_imports_wrote_the_epochs_time(tmp_path: Path) -> None:
+    """A package that writes in its own directory on first import (torchada links configs there) must not
+    put the build's clock in the image's last layer: the same stack would not build the same layer twice."""
+    site, home, tmp = tmp_path / "site", tmp_path / "home", tmp_path / "tmp"
+    for d in (site / "writer", home, tmp):
+        d.mkdir(parents=True)
+    (site / "writer" / "__init__.py").write_text(
+        "import os, pathlib\nhere = pathlib.Path(__file__).parent\n"
+        "os.symlink('__init__.py', here / 'alias.py')\n(here / 'cache').mkdir()\n"
+        "(here / 'cache' / 'c.json').write_text('{}')\n"
+        "pathlib.Path(os.path.expanduser('~'), '.writer').write_text('x')\n__version__ = '1.0'\n")
+    (site / "writer-1.0.dist-info").mkdir()
+    (site / "writer-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: writer\nVersion: 1.0\n")
+    (site / "untouched.txt").write_text("old")
+    old = 1_600_000_000
+    for path in (*site.rglob("*"), site):
+        os.utime(path, (old, old))
+    spec = tmp_path / "gate.json"
+    spec.write_text(json.dumps({"format": 1, "stack": "t", "probes": [], "preserve": [],
+                                "entries": [entry("writer", expected="1.0")]}))
+    env = {"PYTHONPATH": str(site), "PATH": os.environ["PATH"], "PYTHONNOUSERSITE": "1", "HOME": str(home),
+           "TMPDIR": str(tmp)}
+    epoch = 1_700_000_000
+    proc = subprocess.run([sys.executable, "-B", str(GATE), str(spec), "--freeze", str(tmp_path / "out" / "i.json"),
+                           "--epoch", str(epoch)], capture_output=True, text=True, env=env, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    written = [site / "writer", site / "writer" / "alias.py", site / "writer" / "cache",
+               site / "writer" / "cache" / "c.json", home / ".writer", home, tmp_path / "out" / "i.json"]
+    assert all(p.exists() or p.is_symlink() for p in written)
+    assert {str(p.relative_to(tmp_path)): os.lstat(p).st_mtime for p in written} == {
+        str(p.relative_to(tmp_path)): epoch for p in written}
+    assert os.lstat(site / "untouched.txt").st_mtime == old
+    assert os.lstat(site / "writer" / "__init__.py").st_mtime == old
