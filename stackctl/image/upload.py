@@ -260,8 +260,9 @@ def _export_pass(engine: Exporter, registry: PushApi, repository: str, ref: str,
     return out
 
 
-class _NotTheLayer(Exception):
-    """The store's tar did not hash to the diff_id it was read for: the export gives that layer instead."""
+class _Dropped(Exception):
+    """An upload left uncommitted: its tar did not hash to the diff_id it was read for (the export gives
+    that layer instead), or publish is stopping."""
 
 
 def _store_pass(store: LayerSource, registry: PushApi, repository: str, diff_ids: tuple[str, ...], want: set[str],
@@ -270,7 +271,7 @@ def _store_pass(store: LayerSource, registry: PushApi, repository: str, diff_ids
     once; each tar is hashed on its way and an upload whose tar is not the diff_id it was read for is never
     committed (its closing PUT is not sent)."""
     out = _Pass()
-    lock = threading.Lock()
+    lock, stop = threading.Lock(), threading.Event()
     layers = [t for i, d in enumerate(diff_ids) if d in want and d not in diff_ids[:i]
               and (t := store.layer(diff_ids, i)) is not None]
 
@@ -281,6 +282,8 @@ def _store_pass(store: LayerSource, registry: PushApi, repository: str, diff_ids
         def blocks() -> Iterator[bytes]:
             block = bytearray()
             for piece in tar.pieces():
+                if stop.is_set():
+                    raise _Dropped
                 if small is not None:
                     small.extend(piece)
                 block += gz.feed(piece)
@@ -292,23 +295,27 @@ def _store_pass(store: LayerSource, registry: PushApi, repository: str, diff_ids
                     block.clear()
             block += gz.finish()
             if gz.diff_id != tar.diff_id:
-                raise _NotTheLayer
+                raise _Dropped
             yield bytes(block)
 
         try:
             digest = registry.upload(repository, blocks(), lambda: gz.digest)
-        except (_NotTheLayer, OSError, ValueError):  # the file changed or vanished under the store
+        except (_Dropped, OSError, ValueError):  # or a file changed or vanished under the store
             return None
         records = _records(bytes(small), wanted_files) if small is not None else {}
         return KnownBlob(gz.diff_id, gz.plain_size, digest, gz.size, COMPRESSOR), records
 
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(JOBS) as pool:
+    pool = ThreadPoolExecutor(JOBS)
+    try:
         for got in pool.map(one, layers):
             if got is not None:
                 out.made[got[0].diff_id] = got[0]
                 out.files[got[0].diff_id] = got[1]
+    finally:  # a failed upload or Ctrl-C: the others stop at their next piece, uncommitted
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
     return out
 
 
