@@ -305,17 +305,42 @@ def _store_pass(store: LayerSource, registry: PushApi, repository: str, diff_ids
         records = _records(bytes(small), wanted_files) if small is not None else {}
         return KnownBlob(gz.diff_id, gz.plain_size, digest, gz.size, COMPRESSOR), records
 
-    from concurrent.futures import ThreadPoolExecutor
+    # Daemon threads, as the export pass's: a Ctrl-C or a failed upload ends publish at once, even while
+    # another upload waits on the network; the uploads left behind are never committed.
+    results: list[tuple[KnownBlob, dict[str, bytes]] | None] = [None] * len(layers)
+    errors: list[BaseException] = []
+    slots = threading.Semaphore(JOBS)
 
-    pool = ThreadPoolExecutor(JOBS)
+    def run(n: int, tar: StoredLayer) -> None:
+        try:
+            results[n] = one(tar)
+        except BaseException as exc:  # handed to the caller's thread, which raises it
+            errors.append(exc)
+        finally:
+            slots.release()
+
     try:
-        for got in pool.map(one, layers):
-            if got is not None:
-                out.made[got[0].diff_id] = got[0]
-                out.files[got[0].diff_id] = got[1]
-    finally:  # a failed upload or Ctrl-C: the others stop at their next piece, uncommitted
-        stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+        threads = []
+        for n, tar in enumerate(layers):
+            while not slots.acquire(timeout=0.2) and not errors:
+                pass
+            if errors:
+                break
+            threads.append(threading.Thread(target=run, args=(n, tar), daemon=True))
+            threads[-1].start()
+        for thread in threads:
+            while thread.is_alive() and not errors:
+                thread.join(0.2)
+    finally:
+        stop.set()  # the others stop at their next piece (all are done, unless something failed)
+    if errors:
+        if isinstance(errors[0], StackctlError):
+            raise errors[0]
+        raise ServiceError(f"a layer upload stopped: {errors[0]}") from errors[0]
+    for got in results:
+        if got is not None:
+            out.made[got[0].diff_id] = got[0]
+            out.files[got[0].diff_id] = got[1]
     return out
 
 

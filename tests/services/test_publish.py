@@ -8,7 +8,7 @@ import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import requests
@@ -296,5 +296,66 @@ def test_a_failed_publish_under_another_repository_leaves_no_tag(
         assert not [t for i in docker_client.images.list() for t in i.tags if t.startswith(other)]
         assert docker_client.images.get(image).id
     finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _StallingRegistry(_PushRefusingRegistry):
+    """Takes an upload's start, then holds its first PATCH open: a push stuck on the network."""
+
+    requests: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.requests.append(f"POST {self.path}")
+        self.send_response(202)
+        self.send_header("Location", "/v2/stackctl-test/stalled/blobs/uploads/u1")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_PATCH(self) -> None:
+        self.requests.append(f"PATCH {self.path}")
+        threading.Event().wait(60)
+
+    def do_PUT(self) -> None:
+        self.requests.append(f"PUT {self.path}")
+        self._answer(500)
+
+
+def test_ctrl_c_during_a_stalled_upload_exits_130_at_once_and_commits_nothing(
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root, image = built(tmp_path, cli, registry)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StallingRegistry)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    other = f"127.0.0.1:{server.server_address[1]}/stackctl-test/stalled"
+    cleanup.images(image.rsplit(":", 1)[0])
+    cleanup.images(other)
+    env = {**os.environ, "STACKCTL_CACHE_DIR": str(tmp_path / "cache")}  # no layer known: every one is sent
+    proc = None
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "stackctl", "publish", "e2e", "--repository", other,
+                                 "--record-dir", str(tmp_path / "rec")], cwd=root, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not any(r.startswith("PATCH") for r in _StallingRegistry.requests) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(r.startswith("PATCH") for r in _StallingRegistry.requests), _StallingRegistry.requests
+        interrupted = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, out + err
+        assert time.monotonic() - interrupted < 5  # not after the stalled request's time-out
+        assert "Traceback" not in err and not (tmp_path / "rec" / "publications.jsonl").exists()
+        assert not [r for r in _StallingRegistry.requests if r.startswith("PUT")]  # no blob, manifest or tag
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
         server.shutdown()
         server.server_close()
