@@ -193,7 +193,7 @@ def _publish_reproducibly(engine: PublishingEngine, registry: PushApi, ref: Imag
                        layers_read_from=read_from(pushed.exported, pushed.compressed, store))
 
 
-def read_from(exported: bool, compressed: int, store: object) -> str:
+def read_from(exported: bool, compressed: int, store: LayerSource | str) -> str:
     """Where publish read the layers it sent, in words: the export is the slow way (the whole image)."""
     if exported:
         why = store if isinstance(store, str) else "the engine's layer store lacked a layer or the config"
