@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import docker  # noqa: E402
-
 from image import fatten, relock  # noqa: E402
+
 from tests.support.engine import _engine_shared, dangling_stage_images, remove_new_stage_images  # noqa: E402
 from tests.support.imagestack import make_stack_repo  # noqa: E402
 from tests.support.imagetest import remove_images  # noqa: E402

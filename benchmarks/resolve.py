@@ -110,11 +110,11 @@ def main() -> None:
                          "-o", str(tmp / f"uv-{py}.txt")] for py, _ in TARGETS]
 
             def pip_runs(cache: Path) -> list[list[str]]:
-                return [[sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed", "--no-deps",
-                         "--quiet", "--report", str(tmp / f"pip-{py}.json"), "--index-url", url,
+                return [[sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed",
+                         "--no-deps", "--quiet", "--report", str(tmp / f"pip-{py}.json"), "--index-url", url,
                          "--python-version", py, "--platform", "manylinux_2_28_x86_64", "--only-binary=:all:",
-                         "--disable-pip-version-check", "--target", str(tmp / f"pip-target-{py}"), "--cache-dir", str(cache),
-                         "-r", str(reqs)]
+                         "--disable-pip-version-check", "--target", str(tmp / f"pip-target-{py}"),
+                         "--cache-dir", str(cache), "-r", str(reqs)]
                         for py, _ in TARGETS]
 
             tools = {"stackctl": lambda c: [ours(c)], "uv": uv_runs, "pip": pip_runs}
