@@ -37,9 +37,6 @@ MAX_REDIRECTS = 5
 _DNS_FAILURES = ("name or service not known", "nodename nor servname", "temporary failure in name resolution",
                  "no address associated with hostname", "getaddrinfo failed", "nameresolutionerror",
                  "failed to resolve")
-# id(response) → the URL asked, for a response that came from another host after a redirect: its errors
-# name the redirect (a 404 there is the other host's, not the index's verdict on the project).
-_REDIRECTED: dict[int, str] = {}
 USER_AGENT = "stackctl (+index client)"
 
 
@@ -163,8 +160,6 @@ class IndexClient:
                 raise ServiceError(f"index {ep.name}, {what}: {cause_in_words(exc)} for {current}") from exc
             else:
                 if r.status_code < 500 or (method == "HEAD" and r.status_code == 501):
-                    if current != url and origin(current) != origin(url):
-                        _REDIRECTED[id(r)] = url
                     return r
                 cause = f"HTTP {r.status_code} from {current}"
                 r.close()
@@ -178,16 +173,19 @@ class IndexClient:
             time.sleep(pause)
             attempt += 1
 
-    def _check(self, ep: IndexEndpoint, r: requests.Response, what: str, *, project: bool = False) -> None:
-        asked = _REDIRECTED.pop(id(r), None)
+    def _check(self, ep: IndexEndpoint, r: requests.Response, asked: str, what: str, *,
+               project: bool = False) -> None:
+        """`asked`: the URL the request was sent to. An answer from another host after a redirect names the
+        redirect in its error (a 404 there is the other host's, not the index's verdict on the project)."""
         if r.status_code in (200, 206, 304):
             return
-        if asked is not None:
+        redirected = origin(r.url) != origin(asked)
+        if redirected:
             what = f"{what} (redirected from {asked} to another host, sent without credentials)"
         if r.status_code in (403, 404, 405, 501) and r.request.method == "HEAD":
             raise _NoHead(f"index {ep.name}, {what}: HEAD answered HTTP {r.status_code} from {r.url}",
                           r.status_code)
-        if r.status_code == 404 and project and asked is None:
+        if r.status_code == 404 and project and not redirected:
             raise ProjectNotFound(f"index {ep.name}, {what}: not found (HTTP 404 from {r.url})")
         if r.status_code == 404 and project:
             raise ServiceError(f"index {ep.name}, {what}: HTTP 404 from {r.url}")
@@ -218,7 +216,7 @@ class IndexClient:
             if same is not None:  # a plain 304: no need for requests at all
                 return self._not_modified(method, url, accept, stored, same)
         r = self._send(ep, method, url, what, headers)
-        self._check(ep, r, what, project=project)
+        self._check(ep, r, url, what, project=project)
         now = time.time()
         if r.status_code == 304 and stored is not None:
             return self._not_modified(method, url, accept, stored, {k.lower(): v for k, v in r.headers.items()})
@@ -329,7 +327,7 @@ class IndexClient:
         # sends the whole file with Content-Length (and the body is never read)
         r = self._send(ep, "GET", url, what, {"Accept": "*/*", "Range": "bytes=0-0"}, stream=True)
         try:
-            self._check(ep, r, what)
+            self._check(ep, r, url, what)
             headers = {k.lower(): v for k, v in r.headers.items()}
         finally:
             r.close()
@@ -375,7 +373,7 @@ class IndexClient:
         caller reads and closes the response. Any answer but 200, 206 or one in `allow` is a ServiceError."""
         r = self._send(ep, "GET", url, what, {"Accept-Encoding": "identity", **headers}, stream=True)
         if r.status_code not in allow:
-            self._check(ep, r, what)
+            self._check(ep, r, url, what)
         return r
 
     def download(self, ep: IndexEndpoint, f: Downloadable, dest: Path,
@@ -383,7 +381,7 @@ class IndexClient:
         """Stream `f` into `dest`, checking sha256; a partial or wrong file never stays at `dest`."""
         what = f"file {f.filename}"
         r = self._send(ep, "GET", f.url, what, {"Accept": "*/*"}, stream=True)
-        self._check(ep, r, what)
+        self._check(ep, r, f.url, what)
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
         h = hashlib.sha256()

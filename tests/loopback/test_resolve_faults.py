@@ -482,3 +482,32 @@ def test_with_nothing_configured_the_index_is_pips_default_as_pip_states_it(tmp_
     assert json.loads(kept.read_text())["url"] == url
     kept.write_text(json.dumps({**json.loads(kept.read_text()), "url": "https://kept.invalid/simple"}))
     assert pip_default_index() == "https://kept.invalid/simple"  # not asked again
+
+
+def test_an_answer_from_another_host_leaves_nothing_behind_in_the_client(tmp_path: Path) -> None:
+    """Answers from the host a file redirected to, allowed ones (416 to a range read) too, leave no state
+    in the client's module that a later answer could pick up (a stale redirect named in its error), and
+    a plain 404 on the index itself is still that project's "not found"."""
+    from stackctl.index import client as module
+    from stackctl.index.client import ClientOptions, IndexClient, ProjectNotFound
+    from stackctl.index.config import IndexEndpoint
+
+    def held() -> int:
+        return sum(len(v) for v in vars(module).values() if isinstance(v, dict | list | set))
+
+    other = IndexServer()
+    index = IndexServer()
+    with other, index:
+        other.fault("/files/big.whl", *[status(416)] * 20)
+        index.fault("/files/big.whl", *[redirect(f"{other.base}files/big.whl")] * 20)
+        client = IndexClient(ClientOptions(retries=0))
+        ep = IndexEndpoint("idx", index.url)
+        before = held()
+        for _ in range(20):
+            r = client.get(ep, f"{index.base}files/big.whl", "file big.whl", {"Range": "bytes=9999-"}, allow=(416,))
+            assert r.status_code == 416
+            r.close()
+        assert held() == before
+        with pytest.raises(ProjectNotFound) as caught:
+            client.project(ep, "nosuch")
+    assert "redirected" not in str(caught.value), caught.value
