@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -20,6 +20,7 @@ from stackctl.image.app import FREEZE as APP_FREEZE
 from stackctl.image.app import app_installed
 from stackctl.image.labels import LABEL_EPOCH, LABEL_INSTALLED, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import RegistryApi
+from stackctl.image.rebuild import Rebuilt
 from stackctl.image.render import SBOM_PATH
 from stackctl.image.sbom import SbomEntry, entries
 from stackctl.image.sign import (
@@ -32,9 +33,6 @@ from stackctl.image.sign import (
     open_envelope,
 )
 from stackctl.resolve.lock import Lock
-
-if TYPE_CHECKING:
-    from stackctl.image.rebuild import Rebuilt
 
 
 @dataclass(frozen=True)
@@ -441,3 +439,22 @@ def attached(registry: RegistryApi, repository: str, digest: str) -> Attached:
     return Attached(attest.artifact_tag(digest, "sbom") if sbom is not None else None, _sbom_entries(sbom) or (),
                     attest.artifact_tag(digest, "att") if found else None, doc.get("predicateType"),
                     ((doc.get("predicate") or {}).get("runDetails") or {}).get("builder"), materials)
+
+
+def named_profiles(registry: RegistryApi, repository: str, digest: str) -> tuple[str, ...]:
+    """The profile files the image's provenance statement names (where a rebuild looks first)."""
+    try:
+        found = statements(registry, repository, digest, None).get(SLSA_PROVENANCE)
+    except CheckFailed:
+        return ()
+    params = (((found.statement.get("predicate") or {}).get("buildDefinition") or {})
+              .get("externalParameters") or {}) if found is not None else {}
+    named = params.get("profile") if isinstance(params, dict) else None
+    return tuple(str(x) for x in named) if isinstance(named, list) else ()
+
+
+def with_rebuild(rebuilt: Rebuilt, findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    extra = [Finding("rebuild", False, d) for d in rebuilt.differences] or [
+        Finding("rebuild", True, f"rebuilt in {rebuilt.seconds:.0f} s: the same config {rebuilt.rebuilt_config[:19]} "
+                f"and {len(rebuilt.rebuilt_layers)} layers")]
+    return (*findings, *extra)
