@@ -433,7 +433,8 @@ def propose_profile(stack: Stack, profile_arg: str, client: IndexClient, overrid
     from stackctl.index.config import endpoints
     from stackctl.profile.locate import profile_file
 
-    proposal = propose_from_indexes(stack, client, endpoints(stack, overrides), window=window,
+    eps = endpoints(stack, overrides, keep_in=client.options.cache_dir)
+    proposal = propose_from_indexes(stack, client, eps, window=window,
                                     allow_series=allow_series, only=only, name=name, progress=progress)
     written: Path | None = None
     if not dry_run and not proposal.blocked:

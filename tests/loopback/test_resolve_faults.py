@@ -511,3 +511,22 @@ def test_an_answer_from_another_host_leaves_nothing_behind_in_the_client(tmp_pat
         with pytest.raises(ProjectNotFound) as caught:
             client.project(ep, "nosuch")
     assert "redirected" not in str(caught.value), caught.value
+
+
+def test_with_nothing_configured_resolve_says_pips_built_in_default_and_keeps_it_in_the_cache_dir(
+        cli: Cli, tmp_path: Path, musa: IndexServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    profile = musa_profile(tmp_path / "s")
+    text = profile.read_text()
+    profile.write_text(text[:text.index("[pins.numpy]")])  # nothing is asked of the public index
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    mine = tmp_path / "mine"
+    r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--no-closure", "--cache-dir", str(mine), "--json")
+    assert r.code == 0, r.err
+    public = next(i for i in json.loads(r.out)["indexes"] if i["name"] == "public")
+    assert public["source"] == "pip's built-in default" and public["url"].startswith("https://")
+    assert json.loads((mine / "pip-default-index.json").read_text())["url"] == public["url"].rstrip("/")
+    assert not (tmp_path / "cache" / "pip-default-index.json").exists()  # not beside the default cache
+    r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--no-closure", "--cache-dir", str(mine))
+    assert f"index public: {public['url']} (from pip's built-in default)" in r.out, r.out
