@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin, urlsplit
 
+from stackctl.base.files import new_file_mode
 from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import CheckFailed, ServiceError
 from stackctl.index.cache import Entry, HttpCache
@@ -387,6 +388,7 @@ class IndexClient:
         h = hashlib.sha256()
         try:
             with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), new_file_mode())  # a wheelhouse is the user's, as their umask says
                 for chunk in r.iter_content(1 << 20):
                     fh.write(chunk)
                     h.update(chunk)

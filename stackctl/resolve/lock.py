@@ -332,8 +332,6 @@ def read_lock(path: str | Path) -> Lock:
 def write_lock(path: str | Path, lock: Lock) -> bool:
     """Write the lock atomically; a lock that already holds exactly these bytes is left as it is (a warm run
     that proved nothing new neither rewrites it nor touches its time). True when it was written."""
-    import os
-
     data = dumps(lock).encode("utf-8")
     try:
         if Path(path).read_bytes() == data:
@@ -342,10 +340,6 @@ def write_lock(path: str | Path, lock: Lock) -> bool:
         pass  # missing or unreadable: written below, where a real problem is reported
     try:
         write_atomic(path, data)
-        # the temporary file was private (0600); a lock is meant to be read by builds and reviewers
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(path, 0o666 & ~umask)
     except OSError as exc:
         raise InputError(f"{path}: cannot write the lock ({exc.strerror or exc})") from None
     return True
