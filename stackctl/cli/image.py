@@ -291,6 +291,8 @@ def build(
     docker = DockerEngine()  # before any download: an unreachable engine fails at once
     if (said := prep.lock.override_warning()) is not None:
         console_err.print(f"[yellow]warning:[/] {said}", highlight=False, soft_wrap=True)
+    for note in prep.notes:
+        console_err.print(f"note: {note}", highlight=False, markup=False)
     req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index),
                        send_wheels)
     show = not as_json and console_err.is_terminal

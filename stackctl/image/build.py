@@ -142,7 +142,7 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
               "gate": list(kept_gate_lines(engine, str(image)) if result.gate_cached else result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if server else "context",
               "wheels_how": wheels_how,
-              "warnings": [w for w in (prep.lock.override_warning(),) if w],
+              "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),
               "fingerprint": fp, "fingerprint_digest": fp.digest()}
     if stack.app is not None:
         app, fields = finish_app(prep, result, str(image), req.repository, base, engine, req.no_cache, on_step)
