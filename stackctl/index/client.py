@@ -25,7 +25,7 @@ from urllib.parse import urljoin, urlsplit
 
 from stackctl.base.files import new_file_mode
 from stackctl.base.neterrors import cause_in_words
-from stackctl.errors import CheckFailed, ServiceError
+from stackctl.errors import CheckFailed, ServiceError, Unreachable
 from stackctl.index.cache import Entry, HttpCache
 from stackctl.index.config import IndexEndpoint, origin, tls_verify
 from stackctl.index.pages import ACCEPT, IndexedFile, ProjectListing, listing, listing_from_json, listing_to_json
@@ -50,6 +50,20 @@ class Downloadable(Protocol):
     def url(self) -> str: ...
     @property
     def sha256(self) -> str | None: ...
+
+
+def _unreachable(ep: IndexEndpoint, what: str, cause: str, url: str, after: str, said: str | None = None,
+                 ) -> Unreachable:
+    """An index that did not answer: one error a run says once per index, with what to do about it."""
+    host = (urlsplit(ep.url).hostname or "").lower()
+    if host in ("127.0.0.1", "localhost", "::1"):
+        hint = (f"is the server of index {ep.name} running on this machine? (the project's example index: "
+                f"`python examples/vendor_index.py serve`, as README.md shows); or point the index elsewhere "
+                f"with --index {ep.name}=URL")
+    else:
+        hint = f"check the URL and the network, or point index {ep.name} elsewhere with --index {ep.name}=URL"
+    return Unreachable(f"index {ep.name}, {what}: {said or f'{cause} ({url})'}{after}", service=f"index {ep.name}",
+                       base=ep.url, subject=what, cause=cause, after=after, hint=hint)
 
 
 class NotCached(Exception):
@@ -143,6 +157,7 @@ class IndexClient:
                     raise ServiceError(f"index {ep.name}, {what}: more than {MAX_REDIRECTS} redirects from {url}")
             except requests.exceptions.Timeout:
                 cause = f"no answer within {wait:.3g}s from {current}"
+                silent: str | None = "no answer in time"
                 retry = True
             except requests.exceptions.SSLError as exc:
                 # Asking again cannot change a certificate; say which one failed and where the CA comes from.
@@ -154,8 +169,9 @@ class IndexClient:
                 if any(m in text for m in _DNS_FAILURES):
                     # a name that does not resolve will not resolve on the next attempt either
                     host = urlsplit(current).hostname or current
-                    raise ServiceError(f"index {ep.name}, {what}: cannot resolve host {host} ({current})") from None
+                    raise _unreachable(ep, what, f"cannot resolve host {host}", current, "") from None
                 cause = f"{cause_in_words(exc)} ({current})"
+                silent = cause_in_words(exc)
                 retry = True
             except requests.exceptions.RequestException as exc:
                 raise ServiceError(f"index {ep.name}, {what}: {cause_in_words(exc)} for {current}") from exc
@@ -163,6 +179,7 @@ class IndexClient:
                 if r.status_code < 500 or (method == "HEAD" and r.status_code == 501):
                     return r
                 cause = f"HTTP {r.status_code} from {current}"
+                silent = None  # it answered
                 r.close()
                 retry = True
             pause = self.options.backoff * (2 ** attempt)
@@ -170,6 +187,8 @@ class IndexClient:
             if not retry or attempt >= self.options.retries or late:
                 tries = f" after {attempt + 1} attempts" if attempt else ""
                 spent = f" in {self.options.timeout:g}s (--timeout)" if late and attempt < self.options.retries else ""
+                if silent is not None:
+                    raise _unreachable(ep, what, silent, current, f"{tries}{spent}", said=cause)
                 raise ServiceError(f"index {ep.name}, {what}: {cause}{tries}{spent}")
             time.sleep(pause)
             attempt += 1

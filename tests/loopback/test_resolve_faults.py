@@ -100,7 +100,7 @@ def test_connection_refused(cli: Cli, profile: Path, public: IndexServer) -> Non
     r = run(cli, profile, f"http://127.0.0.1:{free_port()}/simple/", public)
     assert r.code == 3
     line = error_line(r)
-    assert line.startswith("error: index musa, project ") and "connection refused" in line
+    assert line.startswith("error: index musa: connection refused") and "(5 requests failed alike" in line
     assert "after 3 attempts" in line
 
 
@@ -400,8 +400,9 @@ def test_head_refused_leaves_the_upload_time_unknown_and_takes_the_size_from_get
 def test_host_that_does_not_resolve_is_said_as_such(cli: Cli, profile: Path, public: IndexServer) -> None:
     r = run(cli, profile, "http://no-such-host.invalid/simple/", public)
     assert r.code == 3
-    assert error_line(r) == ("error: index musa, project torch: cannot resolve host no-such-host.invalid "
-                             "(http://no-such-host.invalid/simple/torch/)")
+    assert error_line(r) == ("error: index musa: cannot resolve host no-such-host.invalid at "
+                             "http://no-such-host.invalid/simple/ (5 requests failed alike, the first for project "
+                             "torch)")
 
 
 def test_redirect_to_another_host_that_ends_in_404_names_the_redirect(
@@ -530,3 +531,18 @@ def test_with_nothing_configured_resolve_says_pips_built_in_default_and_keeps_it
     assert not (tmp_path / "cache" / "pip-default-index.json").exists()  # not beside the default cache
     r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--no-closure", "--cache-dir", str(mine))
     assert f"index public: {public['url']} (from pip's built-in default)" in r.out, r.out
+
+
+def test_an_index_that_is_down_is_one_error_for_the_index_with_a_hint(cli: Cli, profile: Path,
+                                                                      public: IndexServer) -> None:
+    down = f"http://127.0.0.1:{free_port()}/simple/"
+    r = run(cli, profile, down, public)
+    assert r.code == 3
+    said = [ln for ln in r.err.splitlines() if ln.startswith(("error:", "hint:"))]
+    assert said == [
+        f"error: index musa: connection refused: nothing listens there at {down} after 3 attempts (5 requests "
+        "failed alike, the first for project torch)",
+        "hint: is the server of index musa running on this machine? (the project's example index: `python "
+        "examples/vendor_index.py serve`, as README.md shows); or point the index elsewhere with --index musa=URL"]
+    j = run(cli, profile, down, public, "--json")
+    assert json.loads(j.out)["exit_code"] == 3 and "5 requests failed alike" in json.loads(j.out)["error"]
