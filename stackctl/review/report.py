@@ -118,6 +118,8 @@ def _summary(ev: Recorded, sections: Sequence[Section], digest: str | None) -> s
     head = (f"{ev.new.name}: {len(moved)} pin(s) move from {ev.old.name}" + (f" ({'; '.join(moved)})" if moved else "")
             if ev.old else f"{ev.new.name}")
     pub = _latest_publication(ev, digest)
+    if pub is not None and _other_image(ev, digest) is not None and pub.time < str((ev.build or {}).get("time") or ""):
+        pub = None  # published before the build on record, and not its image: not this build's publication
     tag = rendered_tag(ev.new) if ev.new.image else None
     image = "no image"
     if pub is not None:
@@ -125,7 +127,9 @@ def _summary(ev: Recorded, sections: Sequence[Section], digest: str | None) -> s
     elif ev.new.image is not None and tag:
         image = f"image {ev.new.image.repository}:{tag} (not published for this lock)"
     bad = [s.title for s in sections if s.status in (FAILED, NOT_RUN, STALE)]
-    return f"{head}; {image}" + (f". Not proved here: {'; '.join(bad)}." if bad else ". Every section is proved.")
+    said = f"{head}; {image}" + (f". Not proved here: {'; '.join(bad)}." if bad else ". Every section is proved.")
+    warned = ev.lock.override_warning() if ev.lock is not None and digest is not None else None
+    return said + (f" Warning: {warned}." if warned else "")
 
 
 def _profile_diff(ev: Recorded) -> Section:
@@ -172,11 +176,13 @@ def _files(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
             rows.append((p.name, f.target, f.filename, f.sha256[:12], _size(f.size), uploaded, p.index,
                          "verified" if checked else "index-claimed"))
     verified = sum(1 for r in rows if r[-1] == "verified")
+    warned = lock.override_warning()
     return Section("files", title, OK, cmd, ev.lock_time,
                    (Table(("package", "target", "file", "sha256", "size", "uploaded", "index", "sha256 is"),
                           tuple(rows)),),
                    text=f"{len(rows)} files; {verified} sha256-checked by stackctl (resolve --verify, or copied "
-                   "into a build of this lock), the rest as the index states them")
+                   "into a build of this lock), the rest as the index states them"
+                   + (f"; warning: {warned}" if warned else ""))
 
 
 def _newest(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
@@ -308,6 +314,11 @@ def _build(ev: Recorded, digest: str | None) -> Section:
     if digest is None or b.get("lock_digest") != digest:
         return Section("build", title, STALE, cmd, b.get("time"),
                        text=f"{ev.build_path} is a build of another lock; run `{cmd}`")
+    other = _other_image(ev, digest)
+    pub = _latest_publication(ev, digest)
+    if other is not None and pub is not None and str(b.get("time") or "") < pub.time:
+        return Section("build", title, STALE, cmd, b.get("time"),
+                       text=f"{other}: the build record is the older; run `{cmd}` (and publish what it builds)")
     labels = {k: v for k, v in dict(b.get("labels", {})).items() if k != LABEL_INSTALLED}
     rows: tuple[tuple[str, str], ...] = (("image", str(b.get("image"))), ("image id", str(b.get("image_id"))),
             ("target", str(b.get("target"))), ("fingerprint", str(b.get("fingerprint_digest"))),
@@ -332,6 +343,17 @@ def _app_rows(b: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
             ("installed by the app", ", ".join(f"{k}=={v}" for k, v in sorted(installed.items())) or "—"))
 
 
+def _other_image(ev: Recorded, digest: str | None) -> str | None:
+    """How the build record and the latest publication of this lock are of two images, or None when they are
+    of one (or either is missing). Each may be right on its own: only one of them is about what is here."""
+    b, pub = ev.build, _latest_publication(ev, digest)
+    if b is None or pub is None or b.get("lock_digest") != digest or b.get("image_id") == pub.image_id:
+        return None
+    revision = str(dict(b.get("labels") or {}).get("org.opencontainers.image.revision") or "?")
+    return (f"the build record is of image {str(b.get('image_id'))[:19]} (revision {revision[:12]}), the "
+            f"publication of image {pub.image_id[:19]} (revision {pub.revision[:12]})")
+
+
 def _latest_publication(ev: Recorded, digest: str | None) -> Publication | None:
     mine = [p for p in ev.publications if p.stack == ev.new.name and digest is not None and p.lock_digest == digest]
     return mine[-1] if mine else None
@@ -349,6 +371,10 @@ def _publication(ev: Recorded, digest: str | None) -> Section:
                            f"run `{cmd}`")
         return Section("publication", title, NOT_RUN, cmd, None,
                        text=f"no publication of {ev.new.name} in {ev.publications_path}; run `{cmd}`")
+    other = _other_image(ev, digest)
+    if other is not None and pub.time < str((ev.build or {}).get("time") or ""):
+        return Section("publication", title, STALE, cmd, pub.time,
+                       text=f"{other}: published before that build; run `{cmd}`")
     rows: tuple[tuple[str, str], ...] = (
         ("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref), ("image id", pub.image_id),
         ("revision", pub.revision), ("lock digest", pub.lock_digest or "—"))
@@ -437,8 +463,13 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
     from stackctl.resolve.lock import read_lock
 
     def mtime(p: Path) -> str | None:
+        """When the lock was written: its commit's time when the work tree holds the committed lock (a checkout
+        or a clone moves the file's mtime, not its content), else the file's mtime."""
+        from stackctl.base.git import committed_at
+
         try:
-            return utc_iso(datetime.fromtimestamp(int(p.stat().st_mtime), timezone.utc))
+            seconds = committed_at(p) if p.exists() else None
+            return utc_iso(datetime.fromtimestamp(seconds or int(p.stat().st_mtime), timezone.utc))
         except OSError:
             return None
 
