@@ -229,7 +229,11 @@ def publish_stack(stack: Stack, lock: Path, engine: PublishingEngine, record: Pa
             moved = (there,)
     evidence = None
     local = engine.facts(str(ref))
-    if registry is not None and local is not None:
+    if local is None:  # said here, where the repository's origin is known: a build may have used another
+        again = f"stackctl build {stack.name}" + (f" --repository {repository}" if repository else "")
+        also = "" if repository else "; if it was built with --repository, pass publish the same --repository"
+        raise InputError(f"{ref}: no such image in the engine; run `{again}` first{also}")
+    if registry is not None:
         base = engine.facts(stack.image.base) if stack.image else None
         evidence = gather_evidence(stack, locked, lock, local, base, builder or {},
                                    read_build_record(build_record, local))
