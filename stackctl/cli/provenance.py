@@ -9,13 +9,13 @@ from typing import Annotated
 import typer
 
 from stackctl.cli.app import app, console, console_err, emit, step_lines, table
-from stackctl.cli.options import GivenLockOpt, JsonOpt
+from stackctl.cli.options import JsonOpt, VerifyLockOpt
 
 
 @app.command()
 def verify(
     ref: Annotated[str, typer.Argument(metavar="REF", help="host[:port]/name[:tag|@digest] in a registry.")],
-    lock: GivenLockOpt = None,
+    lock: VerifyLockOpt = None,
     layers: Annotated[bool, typer.Option("--layers", help="Also stream every layer: each must hash to its "
                                          "digest and unpack to its diff_id.")] = False,
     key: Annotated[Path | None, typer.Option("--key", metavar="PUB.pem", help="Require the provenance and SBOM "
