@@ -546,3 +546,31 @@ def test_an_index_that_is_down_is_one_error_for_the_index_with_a_hint(cli: Cli, 
         "examples/vendor_index.py serve`, as README.md shows); or point the index elsewhere with --index musa=URL"]
     j = run(cli, profile, down, public, "--json")
     assert json.loads(j.out)["exit_code"] == 3 and "5 requests failed alike" in json.loads(j.out)["error"]
+
+
+def test_ctrl_c_is_an_error_line_that_names_the_phase(tmp_path: Path, profile: Path, musa: IndexServer,
+                                                      public: IndexServer) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    musa.fault(TORCH_PAGE, hang(60))
+    proc = subprocess.Popen([sys.executable, "-m", "stackctl", "resolve", str(profile), "--index", f"musa={musa.url}",
+                             "--index", f"public={public.url}", "--no-closure", "--timeout", "120"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        deadline = time.monotonic() + 30
+        while not any(r[1] != TORCH_PAGE for r in musa.log) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the other pages answered: their progress line is out
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    # the work it was in: `resolve` (its pages, when one of them has answered), not only the command
+    assert err.strip().splitlines()[-1] in ("error: interrupted during resolve",
+                                            "error: interrupted during resolve pages"), err
