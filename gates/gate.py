@@ -132,7 +132,8 @@ class Gate:
                     return
                 count = sum(1 for root in roots for f in Path(root).glob(p["glob"]) if f.is_file())
                 package, pattern, want = p["package"], p["glob"], p["count"]
-                self.line(count == want, f"probe {name}: {count} files {package}/{pattern} expected={want}")
+                noun = "file" if count == 1 else "files"
+                self.line(count == want, f"probe {name}: {count} {noun} {package}/{pattern} expected={want}")
             elif p["kind"] == "attr":
                 mod = importlib.import_module(p["module"])
                 value = str(getattr(mod, p["attr"]))

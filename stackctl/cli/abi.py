@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stackctl.base import count
 from stackctl.cli.annotate import AnnotationsOpt, annotate, group
 from stackctl.cli.app import (
     app,
@@ -49,7 +50,8 @@ def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None
             if s.verified == "size":
                 verified += "; its size matches the lock"
             console.print(f"{s.wheel}: read {human_size(s.fetched)} of {human_size(s.size)} "
-                          f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}; {verified}",
+                          f"({100 * s.fetched / max(s.size, 1):.2f}%) in {count(s.requests or 0, 'request')}, {how}; "
+                          f"{verified}",
                           markup=False)
 
 
@@ -88,7 +90,7 @@ def _print_report(label: str, rep: AbiReport) -> None:
             colour = "red" if f.severity.value == "error" else "yellow"
             console.print(f"[{colour}]{f.severity.value}:[/] {f.message}", markup=True)
     unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
-    console.print(f"{label}: {rep.checked_files} files checked in {len(rep.wheels)} wheels, "
+    console.print(f"{label}: {count(rep.checked_files, 'file')} checked in {count(len(rep.wheels), 'wheel')}, "
                   f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stackctl.base.progress import Steps
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, ServiceError
 from stackctl.image import attest
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_STACK, LABEL_TARGET, OCI
@@ -162,6 +163,7 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
     theirs = tuple(str(x) for x in (config.get("rootfs") or {}).get("diff_ids") or [])
     compared = (f"config {mine_digest[:19]} rebuilt from revision {revision[:12]} and lock "
                 f"{labels.get(LABEL_LOCK, '')[:19]} with SOURCE_DATE_EPOCH {epoch}, against the registry's",
-                f"{len(theirs)} layers of the registry's image by diff_id, against the {len(mine_layers)} rebuilt")
+                f"{count(len(theirs), 'layer')} of the registry's image by diff_id, against the "
+                f"{len(mine_layers)} rebuilt")
     return Rebuilt(f"{repository}@{digest}", revision, config_digest, mine_digest,
                    theirs, mine_layers, time.monotonic() - began, compared, differences)

@@ -14,6 +14,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ContentMismatch, InputError
 from stackctl.image import attest
 from stackctl.image.app import FREEZE as APP_FREEZE
@@ -137,7 +138,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
     if stream_layers:
         ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
         findings += _findings("layers", attest.compare_with_build(registry, repository, digest, ids, labels),
-                              f"{len(ids)} layers hash to their digests and unpack to their diff_ids")
+                              f"{count(len(ids), 'layer')} hash to their digests and unpack to their diff_ids")
     return Verification(f"{repository}@{digest}", digest, manifest["config"]["digest"],
                         lock.digest() if lock else None, tuple(findings), len(sbom.components), len(materials))
 
@@ -389,8 +390,8 @@ def base_in_registry(registry: RegistryApi, base: Mapping[str, Any],
     ours = list((config.get("rootfs") or {}).get("diff_ids") or [])
     if not theirs or ours[:len(theirs)] != theirs:
         return [f"the image is not built on the base the statement names ({repository}@{digest[:19]}): its first "
-                f"{len(theirs)} layers differ"], ""
-    return [], f"built on {repository}@{digest[:19]}: its {len(theirs)} layers are the image's first"
+                f"{count(len(theirs), 'layer')} differ"], ""
+    return [], f"built on {repository}@{digest[:19]}: its {count(len(theirs), 'layer')} are the image's first"
 
 
 def _base_problems(base: Mapping[str, Any] | None, config: Mapping[str, Any]) -> list[str]:
@@ -407,7 +408,7 @@ def _base_problems(base: Mapping[str, Any] | None, config: Mapping[str, Any]) ->
     layers = notes.get("layers")
     ids = (config.get("rootfs") or {}).get("diff_ids") or []
     if not isinstance(layers, int) or not 0 < layers <= len(ids):
-        problems.append(f"the base image's layer count {layers!r} does not fit the image's {len(ids)} layers")
+        problems.append(f"the base image's layer count {layers!r} does not fit the image's {count(len(ids), 'layer')}")
     return problems
 
 
@@ -456,5 +457,5 @@ def named_profiles(registry: RegistryApi, repository: str, digest: str) -> tuple
 def with_rebuild(rebuilt: Rebuilt, findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
     extra = [Finding("rebuild", False, d) for d in rebuilt.differences] or [
         Finding("rebuild", True, f"rebuilt in {rebuilt.seconds:.0f} s: the same config {rebuilt.rebuilt_config[:19]} "
-                f"and {len(rebuilt.rebuilt_layers)} layers")]
+                f"and {count(len(rebuilt.rebuilt_layers), 'layer')}")]
     return (*findings, *extra)

@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from stackctl.base.evidence import Evidence, default_record, read_evidence
 from stackctl.base.sizes import human_size
 from stackctl.base.times import short_time
+from stackctl.base.words import count
 from stackctl.image.labels import LABEL_INSTALLED, diff_installed, installed_from_labels
 from stackctl.image.publish import Publication, read_records
 from stackctl.profile.model import Stack
@@ -115,8 +116,8 @@ def _summary(ev: Recorded, sections: Sequence[Section], digest: str | None) -> s
     if ev.old is not None:
         moved = [f"{c.package} {c.before or '—'} → {c.after or '—'}"
                  for c in diff_stacks(ev.old, ev.new).moved if c.before != c.after]
-    head = (f"{ev.new.name}: {len(moved)} pin(s) move from {ev.old.name}" + (f" ({'; '.join(moved)})" if moved else "")
-            if ev.old else f"{ev.new.name}")
+    head = (f"{ev.new.name}: {count(len(moved), 'pin')} move from {ev.old.name}"
+            + (f" ({'; '.join(moved)})" if moved else "") if ev.old else f"{ev.new.name}")
     pub = _latest_publication(ev, digest)
     if pub is not None and _other_image(ev, digest) is not None and pub.time < str((ev.build or {}).get("time") or ""):
         pub = None  # published before the build on record, and not its image: not this build's publication
@@ -144,7 +145,7 @@ def _profile_diff(ev: Recorded) -> Section:
     if fields:
         tables.append(Table(("setting", "before", "after"), fields, "other changes"))
     return Section("profile", "Profile diff", OK, cmd, ev.now, tuple(tables),
-                   text=f"{len(rows)} pin(s) change, {len(ev.new.pins) - len(rows)} unchanged")
+                   text=f"{count(len(rows), 'pin')} change, {len(ev.new.pins) - len(rows)} unchanged")
 
 
 def _stale_lock(ev: Recorded, title: str, key: str, cmd: str) -> Section:
@@ -180,8 +181,8 @@ def _files(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
     return Section("files", title, OK, cmd, ev.lock_time,
                    (Table(("package", "target", "file", "sha256", "size", "uploaded", "index", "sha256 is"),
                           tuple(rows)),),
-                   text=f"{len(rows)} files; {verified} sha256-checked by stackctl (resolve --verify, or copied "
-                   "into a build of this lock), the rest as the index states them"
+                   text=f"{count(len(rows), 'file')}; {verified} sha256-checked by stackctl (resolve --verify, or "
+                   "copied into a build of this lock), the rest as the index states them"
                    + (f"; warning: {warned}" if warned else ""))
 
 
@@ -302,7 +303,7 @@ def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
                    (Table(("package", "target", "before", "after", "summary"), tuple(rows)), *tables),
                    lines=tuple(missing),
                    text=(f"{len(missing)} of {len(pairs)} not recorded; run the commands below" if missing else
-                         f"{len(pairs)} wheel(s) compared"))
+                         f"{count(len(pairs), 'wheel')} compared"))
 
 
 def _build(ev: Recorded, digest: str | None) -> Section:
@@ -410,7 +411,7 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
     return Section("image-diff", title, OK, f"{old_cmd}; stackctl build {ev.new_arg}",
                    max(str(a.get("time") or ""), str(b.get("time") or "")) or None,
                    (Table(("package", "before", "after", "change"), rows),),
-                   text=f"{len(rows)} distribution(s) differ between {a.get('image')} and {b.get('image')}")
+                   text=f"{count(len(rows), 'distribution')} differ between {a.get('image')} and {b.get('image')}")
 
 
 def _scan(ev: Recorded) -> Section:
@@ -429,7 +430,7 @@ def _scan(ev: Recorded) -> Section:
                   ", ".join(r.get("old", [])), str(r.get("text"))) for r in result.get("references", []))
     return Section("scan", title, FAILED if refs else OK, rec.command, rec.time,
                    (Table(("file", "line", "packages", "superseded", "text"), refs),) if refs else (),
-                   text=f"{len(refs)} stale reference(s) in {result.get('files_read', '?')} files")
+                   text=f"{count(len(refs), 'stale reference')} in {result.get('files_read', '?')} files")
 
 
 # --- reading the records ------------------------------------------------------------------------

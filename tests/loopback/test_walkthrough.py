@@ -136,7 +136,7 @@ def test_every_walkthrough_command_runs_as_written(cli: Cli, clone: Path, exampl
         out.setdefault(words[1], r)  # the first of each: deep_ep's wheel-diff
 
     # propose from post1 on the example index: exactly the six pins post2 moves, each to post2's version
-    assert "torch-2.11-post1 → torch-2.11-post1-next: 6 pin(s) move" in out["propose"].out
+    assert "torch-2.11-post1 → torch-2.11-post1-next: 6 pins move" in out["propose"].out
     for version in ("2.11.0.post2+musa5.2.0", "0.26.0.post2+musa5.2.0", "1.1.0+musa5.2.0torch2.11.0.post2",
                     "0.1.90"):
         assert version in out["propose"].out

@@ -83,7 +83,7 @@ def test_a_proposed_profile_reads_like_a_hand_written_one() -> None:
                   "musa-torch"),
              Move("vendor.ext", "1.0", "1.1", "local label (a → b)", None, 'the "fixed" build'))
     text = render_profile(Proposal("musa-2.9", "musa-2.11", moves, (), 3600.0, False))
-    assert text == """# Proposed by `stackctl propose musa-2.9`: 2 pin(s) move; everything else is
+    assert text == """# Proposed by `stackctl propose musa-2.9`: 2 pins move; everything else is
 # inherited from musa-2.9.
 
 [stack]
@@ -166,3 +166,11 @@ def test_a_lock_resolved_through_an_override_says_so_in_the_report() -> None:
             "http://127.0.0.1:8651/simple/ (--index public)")
     assert said in rep.summary and said in rep.section("files").text
     assert said in render_markdown(rep)
+
+
+def test_counted_nouns_agree_with_one() -> None:
+    from stackctl.profile.model import Probe
+
+    assert Probe("data", "file-count", "corelib", "data/*.json", 1).describe() == "1 file corelib/data/*.json"
+    one = Move("torchada", "0.1.102", "0.1.103", "patch", None, "newest in line")
+    assert "`stackctl propose a`: 1 pin move;" in render_profile(Proposal("a", "b", (one,), (), 3600.0, False))
