@@ -19,6 +19,7 @@ from stackctl.cli.app import (
     markdown_text,
     one_format,
     progress_bar,
+    say,
     table,
 )
 from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, NoRecordOpt, overrides
@@ -83,15 +84,15 @@ def _print_report(label: str, rep: AbiReport) -> None:
     if ceil := _ceiling_rows(rep):
         console.print(table("symbol-version ceilings", _CEILING_COLUMNS, ceil))
     if rep.inventory is None:
-        console.print("[yellow]note:[/] no image inventory (--inventory or the profile's \\[abi] "
-                      "inventory): symbol versions were not compared with the image's")
+        say("note: no image inventory (--inventory or the profile's [abi] inventory): symbol versions were not "
+            "compared with the image's", style="yellow")
     for f in rep.findings:
         if f.kind != "unresolved":
             colour = "red" if f.severity.value == "error" else "yellow"
             console.print(f"[{colour}]{f.severity.value}:[/] {f.message}", markup=True)
     unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
-    console.print(f"{label}: {count(rep.checked_files, 'file')} checked in {count(len(rep.wheels), 'wheel')}, "
-                  f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
+    say(f"{label}: {count(rep.checked_files, 'file')} checked in {count(len(rep.wheels), 'wheel')}, "
+        f"{count(len(rep.resolutions), 'needed entry', 'needed entries')}, {unresolved} unresolved")
 
 
 def _resolution_rows(report: AbiReport) -> list[list[str]]:
@@ -182,8 +183,9 @@ def inventory(
 
     def human() -> None:
         tops = ", ".join(t for t in (inv.ceiling(f) for f in ("GLIBC", "GLIBCXX", "CXXABI")) if t)
-        console.print(f"{image}: {len(inv.libraries)} libraries in {len(inv.search_dirs)} directories, "
-                      f"{inv.arch}; {tops or 'no versioned libc'} → {out}")
+        say(f"{image}: {count(len(inv.libraries), 'library', 'libraries')} in "
+            f"{count(len(inv.search_dirs), 'directory', 'directories')}, {inv.arch}; {tops or 'no versioned libc'} "
+            f"→ {out}")
 
     emit({"image": image, "image_id": inv.image_id, "out": str(out), "libraries": len(inv.libraries),
           "search_dirs": inv.search_dirs, "glibc": inv.ceiling("GLIBC"), "glibcxx": inv.ceiling("GLIBCXX"),

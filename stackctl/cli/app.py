@@ -344,12 +344,15 @@ class FitTable:
 
 
 def say(text: str, style: str | None = None) -> None:
-    """A line of prose on stdout, wrapped between words at the screen's width (80 when piped) with the rest
-    indented, never inside a word: the terminal is never left to fold a version, a URL or a path."""
+    """A line of prose on stdout. On a terminal, wrapped between words at its width with the rest indented,
+    never inside a word: the terminal is never left to fold a version, a URL or a path. Piped (a log, grep),
+    one line per fact, as written: a reader of the log finds it whole."""
     import textwrap
 
-    width = console.width if console.is_terminal else min(console.width, PIPED_WIDTH)
-    for line in textwrap.wrap(text, width=max(20, width), subsequent_indent="  ", break_long_words=False,
+    if not console.is_terminal:
+        console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+        return
+    for line in textwrap.wrap(text, width=max(20, console.width), subsequent_indent="  ", break_long_words=False,
                               break_on_hyphens=False) or [""]:
         console.print(line, style=style, markup=False, highlight=False)
 

@@ -21,6 +21,7 @@ from stackctl.cli.app import (
     progress_bar,
     progress_display,
     progress_lines,
+    say,
     step_lines,
     table,
 )
@@ -312,21 +313,21 @@ def build(
     def human() -> None:
         stack_image = record.get("stack_image")
         if stack_image:
-            console.print(f"stack image {stack_image['image']} ({stack_image['image_id'][:19]}), its stack-phase "
-                          f"gate {'cached' if stack_image['gate_cached'] else 'passed'}", markup=False)
+            say(f"stack image {stack_image['image']} ({stack_image['image_id'][:19]}), its stack-phase "
+                f"gate {'cached' if stack_image['gate_cached'] else 'passed'}")
         for ln in record["gate"]:
             console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
         if record.get("gate_left"):
-            console.print(f"gate: {', '.join(record['gate_left'])} left to the app phase: `stackctl gate {profile} "
-                          "--image REF` checks them in the image your project builds", style="yellow", markup=False)
+            say(f"gate: {', '.join(record['gate_left'])} left to the app phase: `stackctl gate {profile} "
+                "--image REF` checks them in the image your project builds", style="yellow")
         if result.gate_cached:
             said = ("the lines above are those its run kept in the image" if record["gate"]
                     else "the image keeps no lines of that run")
-            console.print(f"gate: step taken from the cache (the same layers passed it before; {said}; "
-                          "--no-cache runs it again)", style="dim")
-        console.print(f"wheels: {record['wheels_how']}", markup=False, soft_wrap=True)
-        console.print(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
-                      f"cached; record {record_path}", markup=False)
+            say(f"gate: step taken from the cache (the same layers passed it before; {said}; "
+                "--no-cache runs it again)", style="dim")
+        say(f"wheels: {record['wheels_how']}")
+        say(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
+            f"cached; record {record_path}")
 
     emit(record, as_json, human)
 
