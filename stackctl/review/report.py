@@ -401,6 +401,9 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
     if b is None or digest is None or b.get("lock_digest") != digest:
         return Section("image-diff", title, NOT_RUN if b is None else STALE, f"stackctl build {ev.new_arg}",
                        None, text=f"needs a build record of the new lock; run `stackctl build {ev.new_arg}`")
+    if ev.old is None:
+        return Section("image-diff", title, NOT_RUN, old_cmd, None,
+                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
     if a is None:
         return Section("image-diff", title, NOT_RUN, old_cmd, None,
                        text=f"no build record of the old stack at {ev.old_build_path}; run `{old_cmd}`")
@@ -419,6 +422,9 @@ def _scan(ev: Recorded) -> Section:
     old = ev.old_arg or "OLD"
     cmd = f"stackctl scan . --stack {ev.new_arg} --since {old} --record {ev.scan_path}"
     rec = ev.scan
+    if ev.old is None:
+        return Section("scan", title, NOT_RUN, cmd, None,
+                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
     if rec is None:
         return Section("scan", title, NOT_RUN, cmd, None, text=f"no scan record at {ev.scan_path}; run `{cmd}`")
     want = (ev.new.digest(), ev.old.digest()) if ev.old else None
@@ -430,7 +436,11 @@ def _scan(ev: Recorded) -> Section:
                   ", ".join(r.get("old", [])), str(r.get("text"))) for r in result.get("references", []))
     return Section("scan", title, FAILED if refs else OK, rec.command, rec.time,
                    (Table(("file", "line", "packages", "superseded", "text"), refs),) if refs else (),
-                   text=f"{count(len(refs), 'stale reference')} in {result.get('files_read', '?')} files")
+                   text=f"{count(len(refs), 'stale reference')} in {_files_read(result.get('files_read'))}")
+
+
+def _files_read(n: object) -> str:
+    return count(n, "file") if isinstance(n, int) else "? files"
 
 
 # --- reading the records ------------------------------------------------------------------------

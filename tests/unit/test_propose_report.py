@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from packaging.tags import Tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from rich.console import Console
 
 from stackctl.cli.app import invoked, output
 from stackctl.cli.report import render_markdown
@@ -174,3 +177,24 @@ def test_counted_nouns_agree_with_one() -> None:
     assert Probe("data", "file-count", "corelib", "data/*.json", 1).describe() == "1 file corelib/data/*.json"
     one = Move("torchada", "0.1.102", "0.1.103", "patch", None, "newest in line")
     assert "`stackctl propose a`: 1 pin move;" in render_profile(Proposal("a", "b", (one,), (), 3600.0, False))
+
+
+def test_the_plain_report_names_its_fields_and_no_placeholder_paths() -> None:
+    import importlib
+
+    rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64))
+    assert "OLD.build.json" not in rep.section("image-diff").text
+    assert rep.section("image-diff").text == "public-example extends nothing; name the old profile with --since"
+    out = io.StringIO()
+    report_cli = importlib.import_module("stackctl.cli.report")
+    app = importlib.import_module("stackctl.cli.app")
+    made = Console(file=out, width=80, force_terminal=False, color_system=None, soft_wrap=True, highlight=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(app.console, "_console", made)
+        report_cli._print_human(rep)
+    lines = out.getvalue().splitlines()
+    assert "image: r/p:t" in lines and not any(ln.startswith(": ") for ln in lines), lines
+    many = Report("s", None, "x", (Section("files", "Files", "ok", "stackctl resolve s", None,
+                                           (Table(("a", "b"), tuple((str(i), "x") for i in range(39))),)),))
+    md = render_markdown(many)
+    assert "<summary>39 rows</summary>" in md and "(39 rows)" not in md
