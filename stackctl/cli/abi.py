@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stackctl.base import count
+from stackctl.base import count, recorded_at
 from stackctl.cli.annotate import AnnotationsOpt, annotate, group
 from stackctl.cli.app import (
     app,
@@ -146,10 +146,18 @@ def abi(
     for w in outcome.warnings:
         console_err.print(f"[yellow]warning:[/] {w}")
 
+    at = None
+    if not all(t.endswith(".whl") for t in targets):  # a profile's check is recorded for `stackctl report`
+        from stackctl.profile import load_profile
+
+        at = recorded_at(record, no_record, "abi", load_profile(targets[0]).name, outcome.warnings)
+
     def human() -> None:
         for label, rep in outcome.reports:
             (_print_report_markdown if markdown else _print_report)(label, rep)
         _print_sources(outcome.origins)
+        if at is not None and not markdown:
+            say(f"recorded in {at} (what `stackctl report` reads)")
 
     emit(outcome.as_json(), as_json, human)
     annotate(outcome.annotations)
@@ -238,6 +246,8 @@ def wheel_diff(
         console.print(f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed, "
                       f"{d.unchanged} unchanged")
         console.print(d.summary, markup=False)
+        if (at := recorded_at(record, no_record, "wheel-diff", None, run.warnings)) is not None:
+            say(f"recorded in {at} (what `stackctl report` reads)")
         _print_sources(sources)
 
     emit({**to_jsonable(d), "sources": sources}, as_json, human)

@@ -387,6 +387,8 @@ def publish(
             console.print(f"published {below.tag} (the stack image)\n  digest   {below.digest}", markup=False)
         console.print(f"published {pub.tag}\n  digest   {pub.digest}" + (" (reproducible)" if pub.reproducible else "")
                       + f"\n  image id {pub.image_id}\n  revision {pub.revision}", markup=False)
+        # what `stackctl verify` (and a pull that must not move with the tag) takes, ready to copy
+        console.print(f"  ref      {pub.pinned_ref}", markup=False)
         if pub.sbom:
             console.print(f"  sbom     {pub.sbom}\n  provenance {pub.provenance_ref}", markup=False)
             signed = f"by key {pub.signed_by[:16]}" if pub.signed_by else "no (unsigned envelopes)"
@@ -394,8 +396,10 @@ def publish(
         if pub.layers_pushed is not None:
             from stackctl.base import human_size
 
-            console.print(f"  layers   {pub.layers_pushed} sent ({human_size(pub.pushed_bytes or 0)}), "
-                          f"{pub.layers_present} already there; read from {pub.layers_read_from}", markup=False)
+            # the progress counts each layer's bytes as read, before compression; this is what was sent
+            console.print(f"  layers   {pub.layers_pushed} sent, {human_size(pub.pushed_bytes or 0)} after "
+                          f"compression; {pub.layers_present} already there; read from {pub.layers_read_from}",
+                          markup=False)
         for line in pub.verified:
             console.print(f"  checked  {line}", markup=False)
         console.print(f"  record   {record}", markup=False)

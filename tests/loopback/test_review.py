@@ -219,7 +219,7 @@ def test_scan_finds_stale_references(cli: Cli, git_repo: Path) -> None:
     _tree(git_repo)
     r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1)
     assert r.code == 1
-    found = [line for line in r.out.splitlines() if "stale reference" not in line]
+    found = [line for line in r.out.splitlines() if "stale reference" not in line and "recorded in" not in line]
     assert found == [
         "docker/README.md:1: Image tag: ubuntu22.04_py3.10_musa_runtime_5.2_pytorch_release_2.11.0.post1_musa5.2.0",
         "docker/README.md:2: Measured on torch 2.11.0.post1.",
@@ -267,9 +267,12 @@ def test_scan_clean_tree_exits_0(cli: Cli, git_repo: Path) -> None:
     (git_repo / "requirements.txt").write_text("torch==2.11.0.post2+musa5.2.0\ntorchada==0.1.90\n")
     git(git_repo, "add", ".")
     git(git_repo, "commit", "-qm", "clean")
-    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1)
+    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--record", str(git_repo / "scan.json"))
     assert r.code == 0, r.out
     assert "0 stale references in 1 text file" in r.out
+    assert f"recorded in {git_repo / 'scan.json'} (what `stackctl report` reads)" in r.out.splitlines()
+    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--no-record")
+    assert r.code == 0 and "recorded in" not in r.out
 
 
 def test_scan_skips_the_old_profile_itself(cli: Cli, tmp_path: Path) -> None:

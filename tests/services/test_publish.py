@@ -85,6 +85,10 @@ def test_publish_pull_back_record_and_inspect(
     r = cli("publish", "e2e", "--record", str(record), cwd=root)
     assert r.code == 0 and len(read_records(record)) == 2
     assert read_records(record)[1].digest == pub["digest"]
+    # the human summary: the reference verify takes, and what was sent said as compressed bytes
+    said = r.out.splitlines()
+    assert f"  ref      {repository}@{pub['digest']}" in said, r.out
+    assert any(ln.startswith("  layers   ") and "after compression" in ln for ln in said), r.out
 
 
 def test_image_diff_from_installed_labels(
