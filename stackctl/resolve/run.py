@@ -93,7 +93,8 @@ def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str
             # from some servers (a refused HEAD) given in a form it can
             named = {i.name for i in s.indexes if not i.from_pip}
             with IndexMirror(client, {n: e for n, e in eps.items() if n in named}) as mirror:
-                return compute(s, lk, eps, cache_dir=uv_cache, mirror={n: mirror.url(n) for n in named})
+                return compute(s, lk, eps, cache_dir=uv_cache, mirror={n: mirror.url(n) for n in named},
+                               unmirror=mirror.original)
 
     lock = resolve(stack, client, eps, ResolveOptions(train_window=train_window, closure=closure_fn), progress)
     if verify:
