@@ -85,11 +85,13 @@ def _print_error(lines: list[str], hint: str | None, payload: dict[str, object] 
         print(json.dumps(payload, indent=2))
     from rich.text import Text
 
-    # Messages quote user input ([image], key paths): never read them as rich markup.
+    # Messages quote user input ([image], key paths): never read them as rich markup. On a terminal, wrapped
+    # between words (the terminal would fold inside one); in a log, one line each.
+    whole = not console_err.is_terminal
     for line in lines:
-        console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
+        console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=whole)
     if hint:
-        console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=True)
+        console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=whole)
 
 
 def _report(exc: StackctlError, as_json: bool, markdown: bool = False) -> None:

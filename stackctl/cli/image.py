@@ -291,7 +291,7 @@ def build(
     prep = prepare_build(load_profile(profile), path, one_target, revision, ref, created, allow_dirty, os.environ)
     docker = DockerEngine()  # before any download: an unreachable engine fails at once
     if (said := prep.lock.override_warning()) is not None:
-        console_err.print(f"[yellow]warning:[/] {said}", highlight=False, soft_wrap=True)
+        console_err.print(f"[yellow]warning:[/] {said}", highlight=False, soft_wrap=not console_err.is_terminal)
     for note in prep.notes:
         console_err.print(f"note: {note}", highlight=False, markup=False)
     req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index),

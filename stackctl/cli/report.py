@@ -14,6 +14,7 @@ from stackctl.cli.app import (
     markdown_table,
     markdown_text,
     one_format,
+    say,
     table,
 )
 from stackctl.cli.options import JsonOpt, LockOpt, MarkdownOpt, ProfileArg
@@ -69,13 +70,13 @@ def _markdown_section(s: Section) -> list[str]:
 
 
 def _print_human(rep: Report) -> None:
-    console.print(rep.summary, markup=False)
+    say(rep.summary)
     for s in rep.sections:
         console.print()
         when = f" at {s.time}" if s.time else ""
-        console.print(f"{s.title}: {s.status.upper()} (from `{s.source}`{when})", markup=False)
+        say(f"{s.title}: {s.status.upper()} (from `{s.source}`{when})")
         if s.text:
-            console.print(s.text, markup=False)
+            say(s.text)
         for t in s.tables:
             if t.rows and not any(t.columns):  # a record's fields: `image: REF` lines, not a table without heads
                 for key, value in t.rows:
