@@ -391,7 +391,7 @@ def base_in_registry(registry: RegistryApi, base: Mapping[str, Any],
     if not theirs or ours[:len(theirs)] != theirs:
         return [f"the image is not built on the base the statement names ({repository}@{digest[:19]}): its first "
                 f"{count(len(theirs), 'layer')} differ"], ""
-    return [], f"built on {repository}@{digest[:19]}: its {count(len(theirs), 'layer')} are the image's first"
+    return [], f"built on {repository}@{digest[:19]}: the image starts with its {count(len(theirs), 'layer')}"
 
 
 def _base_problems(base: Mapping[str, Any] | None, config: Mapping[str, Any]) -> list[str]:
