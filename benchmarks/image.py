@@ -10,6 +10,7 @@ Both build the same hash-locked wheels from the same wheelhouse on the same engi
    bytes.
 
     python benchmarks/image.py --stack torch [--installer uv] [--keep]     # the real torch 2.13.0+cpu wheel
+    python benchmarks/image.py --stack torch --installer default          # ... with the default [image]
     python benchmarks/image.py [--core-mb 300] [--sibling]                 # synthetic, torch-shaped
 
 Needs the engine and base image that `.ci/services.sh` starts. `--stack torch` takes torch 2.13.0+cpu (cp311,
@@ -174,7 +175,7 @@ base = "{BASE}"
 repository = "{repository}"
 python = "3.11"
 tag = "py{{python}}_torch_{{pins[torch]}}_torchada_{{pins[torchada]}}"
-installer = "{installer}"
+{"" if installer == "default" else f'installer = "{installer}"'}
 {"" if bytecode == "default" else f'bytecode = {json.dumps(bytecode) if bytecode == "pins" else bytecode}'}
 """
 
@@ -391,7 +392,8 @@ def sibling(args: argparse.Namespace, tmp: Path, repository: str, seed: str, fir
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stack", choices=("synthetic", "torch"), default="synthetic")
-    ap.add_argument("--installer", choices=("uv", "pip"), default="uv", help="stackctl's install step")
+    ap.add_argument("--installer", choices=("uv", "pip", "default"), default="uv",
+                    help="stackctl's install step (--stack torch, default: none written, as a new profile has it)")
     ap.add_argument("--bytecode", nargs="?", const="true", default="default",
                     choices=("default", "false", "true", "pins"),
                     help="--stack torch: the profile's [image] bytecode (bare: true; default: none written)")

@@ -132,7 +132,8 @@ class Gate:
                     return
                 count = sum(1 for root in roots for f in Path(root).glob(p["glob"]) if f.is_file())
                 package, pattern, want = p["package"], p["glob"], p["count"]
-                self.line(count == want, f"probe {name}: {count} files {package}/{pattern} expected={want}")
+                noun = "file" if count == 1 else "files"
+                self.line(count == want, f"probe {name}: {count} {noun} {package}/{pattern} expected={want}")
             elif p["kind"] == "attr":
                 mod = importlib.import_module(p["module"])
                 value = str(getattr(mod, p["attr"]))
@@ -216,7 +217,8 @@ def main(argv: list[str]) -> int:
     # the kernel's file times run up to a clock tick behind time.time(): a margin, not an exact start
     since = time.time() - 2
     gate = Gate()
-    print("gate {}: python {}".format(spec.get("stack", "?"), sys.version.split()[0]), flush=True)
+    head = "gate {}: python {}".format(spec.get("stack", "?"), sys.version.split()[0])
+    print(head, flush=True)
     for e in spec.get("entries", []):
         try:
             gate.entry(e)
@@ -227,17 +229,22 @@ def main(argv: list[str]) -> int:
     gate.preserve(spec.get("preserve", []))
     if epoch is not None:
         settle(epoch, since, settle_roots())
+    verdict = "FAILED" if gate.failed else "ok"
+    summary = f"gate {verdict}: {gate.passed} passed, {gate.failed} failed"
     if freeze:
         Path(freeze).parent.mkdir(parents=True, exist_ok=True)
         Path(freeze).write_text(json.dumps(installed_versions(), indent=1, sort_keys=True) + "\n",
                                 encoding="utf-8")
-        if epoch is not None:  # the file and its directory land in an image layer: no build-time clock in it
-            for path in (Path(freeze), Path(freeze).parent):
+        # The verdict stays in the image beside the freeze: a build whose gate step comes from the cache
+        # prints no lines, and reads them here, from the run that passed these very layers.
+        kept = Path(freeze).with_suffix(".gate.txt")  # installed.json: installed.gate.txt
+        kept.write_text("\n".join((head, gate.result(), summary)) + "\n", encoding="utf-8")
+        if epoch is not None:  # the files and their directory land in an image layer: no build-time clock
+            for path in (Path(freeze), kept, Path(freeze).parent):
                 os.utime(path, (epoch, epoch))
-    verdict = "FAILED" if gate.failed else "ok"
     sys.stderr.flush()
     print(gate.result(), flush=True)
-    print(f"gate {verdict}: {gate.passed} passed, {gate.failed} failed", flush=True)
+    print(summary, flush=True)
     return 1 if gate.failed else 0
 
 

@@ -44,6 +44,26 @@ class ServiceError(StackctlError):
     exit_code = EXIT_SERVICE
 
 
+class Unreachable(ServiceError):
+    """A service that gave no answer at all (nothing listens, no such host, no answer in time). Every request
+    to it fails alike, so `Problems.of` says several such failures once, for the service."""
+
+    def __init__(self, message: str, *, service: str, base: str, subject: str, cause: str, after: str = "",
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.service, self.base, self.subject, self.cause, self.after = service, base, subject, cause, after
+
+    @classmethod
+    def merged(cls, alike: list[Unreachable]) -> Unreachable:
+        """One error for requests to one service that failed the same way."""
+        if len(alike) == 1:
+            return alike[0]
+        first = alike[0]
+        return cls(f"{first.service}: {first.cause} at {first.base}{first.after} ({len(alike)} requests failed "
+                   f"alike, the first for {first.subject})", service=first.service, base=first.base,
+                   subject=first.subject, cause=first.cause, after=first.after, hint=first.hint)
+
+
 class ContentMismatch(ServiceError):
     """A registry sent bytes that do not hash to the digest naming them. `verify` reports it as what differs
     (exit 1): the content there is not what was published."""
@@ -63,8 +83,20 @@ class Problems(StackctlError):
 
     @classmethod
     def of(cls, errors: list[StackctlError] | tuple[StackctlError, ...]) -> StackctlError:
-        """One error as itself; several as one `Problems`, the most severe first."""
-        ordered = sorted(errors, key=lambda e: -e.exit_code)
+        """One error as itself; several as one `Problems`, the most severe first; the failures of one service
+        that did not answer (an index that is down fails every project on it) as one line for it."""
+        alike: dict[tuple[str, str, str], list[Unreachable]] = {}
+        kept: list[StackctlError | tuple[str, str, str]] = []
+        for e in errors:
+            if isinstance(e, Unreachable):
+                key = (e.service, e.base, e.cause)
+                if key not in alike:
+                    kept.append(key)
+                alike.setdefault(key, []).append(e)
+            else:
+                kept.append(e)
+        said = [Unreachable.merged(alike[k]) if isinstance(k, tuple) else k for k in kept]
+        ordered = sorted(said, key=lambda e: -e.exit_code)
         return ordered[0] if len(ordered) == 1 else cls(tuple(ordered))
 
 

@@ -29,6 +29,15 @@ def default_record(kind: str, stack: str | None, record_dir: Path = RECORD_DIR) 
     return record_dir / f"{stack}.{kind}.json"
 
 
+def recorded_at(explicit: Path | None, no_record: bool, kind: str, stack: str | None,
+                warnings: tuple[str, ...] | list[str] = ()) -> Path | None:
+    """Where `record_to` recorded the evidence (for the check to say so), or None: told not to, or it could
+    not (`warnings` then holds record_to's word)."""
+    if no_record or any(w.startswith("not recorded for `stackctl report`") for w in warnings):
+        return None
+    return explicit if explicit is not None else default_record(kind, stack)
+
+
 def record_to(explicit: Path | None, no_record: bool, kind: str, stack: str | None,
               write: Callable[[Path], object]) -> str | None:
     """Record a check's evidence: at `explicit` when named (a failure there is an error), else where report

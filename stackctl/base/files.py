@@ -10,6 +10,30 @@ from pathlib import Path
 from stackctl.errors import InputError
 
 
+def _umask() -> int:
+    """The process's umask. Linux states it in /proc; elsewhere it is read by setting it, which is safe
+    only before any thread runs (this module is imported long before any does)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
+def new_file_mode() -> int:
+    """The mode `open()` gives a new file (0666 less the umask): mkstemp's files are 0600, which would make
+    every file stackctl writes private whatever the user's umask says."""
+    return 0o666 & ~_UMASK
+
+
 def write_atomic(path: str | Path, text: str | bytes) -> None:
     """Write to a temporary file beside `path`, fsync it, then rename it over `path`."""
     target = Path(path)
@@ -19,6 +43,7 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            os.fchmod(fh.fileno(), new_file_mode())
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

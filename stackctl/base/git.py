@@ -70,8 +70,20 @@ def read_git(repo: Path, inputs: tuple[Path, ...] = ()) -> GitInfo:
                    strip_userinfo(remote) if remote else None, untracked)
 
 
-def commit_time(repo: Path, revision: str) -> int | None:
+def committed_at(path: Path) -> int | None:
+    """Seconds since 1970 of the last commit that wrote `path`, when the file is that commit's (tracked, not
+    changed since); None otherwise, or outside a work tree. A checkout moves a file's mtime; this it keeps."""
+    try:
+        where = path.resolve().parent
+        if _git(where, "status", "--porcelain", "--", path.name).stdout.strip():
+            return None  # changed or untracked: its content is newer than any commit of it
+        return commit_time(where, "HEAD", path.name)
+    except (OSError, ServiceError):
+        return None
+
+
+def commit_time(repo: Path, revision: str, path: str | None = None) -> int | None:
     """Seconds since 1970 of a commit's committer date (SOURCE_DATE_EPOCH's usual source); None if unknown."""
-    out = _git(repo, "log", "-1", "--format=%ct", revision)
+    out = _git(repo, "log", "-1", "--format=%ct", revision, *(("--", path) if path else ()))
     text = out.stdout.strip()
     return int(text) if out.returncode == 0 and text.isdigit() else None

@@ -85,11 +85,13 @@ def _print_error(lines: list[str], hint: str | None, payload: dict[str, object] 
         print(json.dumps(payload, indent=2))
     from rich.text import Text
 
-    # Messages quote user input ([image], key paths): never read them as rich markup.
+    # Messages quote user input ([image], key paths): never read them as rich markup. On a terminal, wrapped
+    # between words (the terminal would fold inside one); in a log, one line each.
+    whole = not console_err.is_terminal
     for line in lines:
-        console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
+        console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=whole)
     if hint:
-        console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=True)
+        console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=whole)
 
 
 def _report(exc: StackctlError, as_json: bool, markdown: bool = False) -> None:
@@ -155,11 +157,15 @@ def print_version(verbose: bool) -> None:
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
-def _interrupted() -> None:
+def _interrupted(args: list[str]) -> None:
     from stackctl.base import end_children
+    from stackctl.cli.app import Phase
 
     end_children()  # uv, a gate's interpreter: nothing stackctl started outlives it
-    console_err.print("interrupted")
+    command = next((a for a in args if not a.startswith("-")), None)
+    during = Phase.now or (f"stackctl {command}" if command else None)
+    said = f"interrupted during {during}" if during else "interrupted"
+    _print_error([said], None, {"error": said, "exit_code": EXIT_INTERRUPTED} if output.as_json else None)
 
 
 def click_group(args: list[str]) -> typer.core.TyperGroup:
@@ -174,6 +180,9 @@ def click_group(args: list[str]) -> typer.core.TyperGroup:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     output.reset(args)
+    from stackctl.cli.app import Phase
+
+    Phase.now = None
     if "--version" in args and set(args) <= {"--version", "--verbose"}:
         print_version("--verbose" in args)
         sys.exit(0)
@@ -184,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         result = command.main(args=args, prog_name="stackctl", standalone_mode=False)
         code = result if isinstance(result, int) else 0
         if code == EXIT_INTERRUPTED:  # typer turns KeyboardInterrupt into Exit(130) before click sees it
-            _interrupted()
+            _interrupted(args)
     except StackctlError as exc:
         failure = exc
         if output.verbose:
@@ -196,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
         code = _report_usage(exc, output.as_json or "--json" in args)
         annotate.reset()  # the command never ran: there is nothing to report where CI looks
     except _ABORTS:  # click turns Ctrl-C (SIGINT) into Abort
-        _interrupted()
+        _interrupted(args)
         code = EXIT_INTERRUPTED
     code = max(code, annotate.finish(failure))
     from stackctl.base import workers_alive

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stackctl.base import count, recorded_at
 from stackctl.cli.annotate import AnnotationsOpt, annotate, group
 from stackctl.cli.app import (
     app,
@@ -18,6 +19,7 @@ from stackctl.cli.app import (
     markdown_text,
     one_format,
     progress_bar,
+    say,
     table,
 )
 from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, NoRecordOpt, overrides
@@ -49,7 +51,8 @@ def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None
             if s.verified == "size":
                 verified += "; its size matches the lock"
             console.print(f"{s.wheel}: read {human_size(s.fetched)} of {human_size(s.size)} "
-                          f"({100 * s.fetched / max(s.size, 1):.2f}%) in {s.requests} requests, {how}; {verified}",
+                          f"({100 * s.fetched / max(s.size, 1):.2f}%) in {count(s.requests or 0, 'request')}, {how}; "
+                          f"{verified}",
                           markup=False)
 
 
@@ -81,15 +84,15 @@ def _print_report(label: str, rep: AbiReport) -> None:
     if ceil := _ceiling_rows(rep):
         console.print(table("symbol-version ceilings", _CEILING_COLUMNS, ceil))
     if rep.inventory is None:
-        console.print("[yellow]note:[/] no image inventory (--inventory or the profile's \\[abi] "
-                      "inventory): symbol versions were not compared with the image's")
+        say("note: no image inventory (--inventory or the profile's [abi] inventory): symbol versions were not "
+            "compared with the image's", style="yellow")
     for f in rep.findings:
         if f.kind != "unresolved":
             colour = "red" if f.severity.value == "error" else "yellow"
             console.print(f"[{colour}]{f.severity.value}:[/] {f.message}", markup=True)
     unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
-    console.print(f"{label}: {rep.checked_files} files checked in {len(rep.wheels)} wheels, "
-                  f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
+    say(f"{label}: {count(rep.checked_files, 'file')} checked in {count(len(rep.wheels), 'wheel')}, "
+        f"{count(len(rep.resolutions), 'needed entry', 'needed entries')}, {unresolved} unresolved")
 
 
 def _resolution_rows(report: AbiReport) -> list[list[str]]:
@@ -143,10 +146,18 @@ def abi(
     for w in outcome.warnings:
         console_err.print(f"[yellow]warning:[/] {w}")
 
+    at = None
+    if not all(t.endswith(".whl") for t in targets):  # a profile's check is recorded for `stackctl report`
+        from stackctl.profile import load_profile
+
+        at = recorded_at(record, no_record, "abi", load_profile(targets[0]).name, outcome.warnings)
+
     def human() -> None:
         for label, rep in outcome.reports:
             (_print_report_markdown if markdown else _print_report)(label, rep)
         _print_sources(outcome.origins)
+        if at is not None and not markdown:
+            say(f"recorded in {at} (what `stackctl report` reads)")
 
     emit(outcome.as_json(), as_json, human)
     annotate(outcome.annotations)
@@ -180,8 +191,9 @@ def inventory(
 
     def human() -> None:
         tops = ", ".join(t for t in (inv.ceiling(f) for f in ("GLIBC", "GLIBCXX", "CXXABI")) if t)
-        console.print(f"{image}: {len(inv.libraries)} libraries in {len(inv.search_dirs)} directories, "
-                      f"{inv.arch}; {tops or 'no versioned libc'} → {out}")
+        say(f"{image}: {count(len(inv.libraries), 'library', 'libraries')} in "
+            f"{count(len(inv.search_dirs), 'directory', 'directories')}, {inv.arch}; {tops or 'no versioned libc'} "
+            f"→ {out}")
 
     emit({"image": image, "image_id": inv.image_id, "out": str(out), "libraries": len(inv.libraries),
           "search_dirs": inv.search_dirs, "glibc": inv.ceiling("GLIBC"), "glibcxx": inv.ceiling("GLIBCXX"),
@@ -234,6 +246,8 @@ def wheel_diff(
         console.print(f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed, "
                       f"{d.unchanged} unchanged")
         console.print(d.summary, markup=False)
+        if (at := recorded_at(record, no_record, "wheel-diff", None, run.warnings)) is not None:
+            say(f"recorded in {at} (what `stackctl report` reads)")
         _print_sources(sources)
 
     emit({**to_jsonable(d), "sources": sources}, as_json, human)

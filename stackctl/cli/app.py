@@ -181,21 +181,38 @@ def counts_bytes(label: str) -> bool:
     return label == "bytes" or " layer " in f" {label} "
 
 
+class Phase:
+    """What the run was doing last, as its progress said it (`resolve pages 3/20`, `build step 5/25: RUN ...`):
+    what `error: interrupted` names when Ctrl-C ends the run."""
+
+    now: str | None = None
+
+    @classmethod
+    def said(cls, text: str) -> None:
+        cls.now = text
+
+
 @contextmanager
 def progress_bar(enabled: bool, head: str | None = None) -> Iterator[Progress | None]:
     """A `Progress` callback drawing one bar per label on a terminal (when `enabled`). Not on a terminal (a CI
     log) and given a `head`, a timestamped line at every tenth of each kind of work, never a carriage return:
     `12:03:04 fetch wheels 3/9`; else None (nothing to draw)."""
     if not err_is_terminal() and head:
+        Phase.said(head)
         yield progress_lines(head)
         return
     if not enabled or not err_is_terminal():
+        if head:
+            Phase.said(head)
         yield None
         return
+    if head:
+        Phase.said(head)
     with progress_display() as bar:
         tasks: dict[str, Any] = {}
 
         def update(label: str, done: int, total: int) -> None:
+            Phase.said(f"{head} {label}" if head else label)
             if label not in tasks:
                 tasks[label] = bar.add_task(label, total=total)
             bar.update(tasks[label], completed=done, total=total)
@@ -211,6 +228,7 @@ def progress_lines(head: str) -> Progress:
     said: dict[str, int] = {}
 
     def line(label: str, done: int, total: int) -> None:
+        Phase.said(f"{head} {label}")
         if done - said.get(label, 0) >= max(1, total // 10) or (done == total and said.get(label) != done):
             said[label] = done
             if label == "bytes" or counts_bytes(label):
@@ -326,12 +344,15 @@ class FitTable:
 
 
 def say(text: str, style: str | None = None) -> None:
-    """A line of prose on stdout, wrapped between words at the screen's width (80 when piped) with the rest
-    indented, never inside a word: the terminal is never left to fold a version, a URL or a path."""
+    """A line of prose on stdout. On a terminal, wrapped between words at its width with the rest indented,
+    never inside a word: the terminal is never left to fold a version, a URL or a path. Piped (a log, grep),
+    one line per fact, as written: a reader of the log finds it whole."""
     import textwrap
 
-    width = console.width if console.is_terminal else min(console.width, PIPED_WIDTH)
-    for line in textwrap.wrap(text, width=max(20, width), subsequent_indent="  ", break_long_words=False,
+    if not console.is_terminal:
+        console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+        return
+    for line in textwrap.wrap(text, width=max(20, console.width), subsequent_indent="  ", break_long_words=False,
                               break_on_hyphens=False) or [""]:
         console.print(line, style=style, markup=False, highlight=False)
 
@@ -357,6 +378,7 @@ def step_lines(head: str, noun: str = "step") -> Callable[[int, int, str], None]
     def step(n: int, of: int, what: str) -> None:
         import time
 
+        Phase.said(f"{head} {noun} {n}/{of}")
         print(f"{time.strftime('%H:%M:%S')} {head} {noun} {n}/{of}: {what}", file=sys.stderr, flush=True)
 
     return step

@@ -48,7 +48,7 @@ def check(
         for line in report.failed:
             console.print(f"FAIL {line}", markup=False)
         for line in report.warnings:
-            console_err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
+            console_err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=not console_err.is_terminal)
 
     emit({"stack": stack.name, "passed": report.passed, "failed": report.failed, "warnings": report.warnings},
          as_json, human)

@@ -21,6 +21,7 @@ from stackctl.cli.app import (
     progress_bar,
     progress_display,
     progress_lines,
+    say,
     step_lines,
     table,
 )
@@ -290,7 +291,9 @@ def build(
     prep = prepare_build(load_profile(profile), path, one_target, revision, ref, created, allow_dirty, os.environ)
     docker = DockerEngine()  # before any download: an unreachable engine fails at once
     if (said := prep.lock.override_warning()) is not None:
-        console_err.print(f"[yellow]warning:[/] {said}", highlight=False, soft_wrap=True)
+        console_err.print(f"[yellow]warning:[/] {said}", highlight=False, soft_wrap=not console_err.is_terminal)
+    for note in prep.notes:
+        console_err.print(f"note: {note}", highlight=False, markup=False)
     req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index),
                        send_wheels)
     show = not as_json and console_err.is_terminal
@@ -310,19 +313,21 @@ def build(
     def human() -> None:
         stack_image = record.get("stack_image")
         if stack_image:
-            console.print(f"stack image {stack_image['image']} ({stack_image['image_id'][:19]}), its stack-phase "
-                          f"gate {'cached' if stack_image['gate_cached'] else 'passed'}", markup=False)
-        for ln in result.gate_lines:
+            say(f"stack image {stack_image['image']} ({stack_image['image_id'][:19]}), its stack-phase "
+                f"gate {'cached' if stack_image['gate_cached'] else 'passed'}")
+        for ln in record["gate"]:
             console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
         if record.get("gate_left"):
-            console.print(f"gate: {', '.join(record['gate_left'])} left to the app phase: `stackctl gate {profile} "
-                          "--image REF` checks them in the image your project builds", style="yellow", markup=False)
+            say(f"gate: {', '.join(record['gate_left'])} left to the app phase: `stackctl gate {profile} "
+                "--image REF` checks them in the image your project builds", style="yellow")
         if result.gate_cached:
-            console.print("gate: step taken from the cache (the same layers passed it before; --no-cache "
-                          "runs it again)", style="dim")
-        console.print(f"wheels: {record['wheels_how']}", markup=False, soft_wrap=True)
-        console.print(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
-                      f"cached; record {record_path}", markup=False)
+            said = ("the lines above are those its run kept in the image" if record["gate"]
+                    else "the image keeps no lines of that run")
+            say(f"gate: step taken from the cache (the same layers passed it before; {said}; "
+                "--no-cache runs it again)", style="dim")
+        say(f"wheels: {record['wheels_how']}")
+        say(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
+            f"cached; record {record_path}")
 
     emit(record, as_json, human)
 
@@ -382,6 +387,8 @@ def publish(
             console.print(f"published {below.tag} (the stack image)\n  digest   {below.digest}", markup=False)
         console.print(f"published {pub.tag}\n  digest   {pub.digest}" + (" (reproducible)" if pub.reproducible else "")
                       + f"\n  image id {pub.image_id}\n  revision {pub.revision}", markup=False)
+        # what `stackctl verify` (and a pull that must not move with the tag) takes, ready to copy
+        console.print(f"  ref      {pub.pinned_ref}", markup=False)
         if pub.sbom:
             console.print(f"  sbom     {pub.sbom}\n  provenance {pub.provenance_ref}", markup=False)
             signed = f"by key {pub.signed_by[:16]}" if pub.signed_by else "no (unsigned envelopes)"
@@ -389,8 +396,10 @@ def publish(
         if pub.layers_pushed is not None:
             from stackctl.base import human_size
 
-            console.print(f"  layers   {pub.layers_pushed} sent ({human_size(pub.pushed_bytes or 0)}), "
-                          f"{pub.layers_present} already there; read from {pub.layers_read_from}", markup=False)
+            # the progress counts each layer's bytes as read, before compression; this is what was sent
+            console.print(f"  layers   {pub.layers_pushed} sent, {human_size(pub.pushed_bytes or 0)} after "
+                          f"compression; {pub.layers_present} already there; read from {pub.layers_read_from}",
+                          markup=False)
         for line in pub.verified:
             console.print(f"  checked  {line}", markup=False)
         console.print(f"  record   {record}", markup=False)

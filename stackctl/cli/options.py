@@ -31,9 +31,11 @@ LockOpt = Annotated[Path | None, typer.Option(
     "--lock", metavar="PATH", help="Lock file (default: the .lock beside the profile; stacks/NAME.lock for a "
     "stack name).")]
 # `export` and `verify` read a lock only when given one: no default beside a profile.
-GivenLockOpt = Annotated[Path | None, typer.Option(
-    "--lock", metavar="PATH", help="Also use this lock: export adds its --hash lines, verify checks the image "
-                                   "against it.")]
+ExportLockOpt = Annotated[Path | None, typer.Option(
+    "--lock", metavar="PATH", help="Add each file's --hash lines from this lock (without it: the pins alone, "
+                                   "no hashes).")]
+VerifyLockOpt = Annotated[Path | None, typer.Option(
+    "--lock", metavar="PATH", help="Also check the image against this lock.")]
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack name.")]
 
 

@@ -10,7 +10,7 @@ import typer
 from stackctl.base import count
 from stackctl.cli.annotate import AnnotationsOpt
 from stackctl.cli.app import app, console, emit, output, say, table
-from stackctl.cli.options import GivenLockOpt, IndexOpt, JsonOpt, ProfileArg, overrides
+from stackctl.cli.options import ExportLockOpt, IndexOpt, JsonOpt, ProfileArg, overrides
 from stackctl.profile import load_profile
 
 
@@ -82,7 +82,7 @@ def show(
 def export(
     profile: ProfileArg,
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Directory for the requirement files.")] = Path("."),
-    lock: GivenLockOpt = None,
+    lock: ExportLockOpt = None,
     check: Annotated[bool, typer.Option("--check", help="Compare with the files in --out; exit 1 on drift.")] = False,
     target: Annotated[str | None, typer.Option("--target", metavar="LABEL", help="Only this target's files "
                                                "(e.g. cp310-linux_x86_64): markers evaluated, pins for other "

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from stackctl.base import count
 from stackctl.cli.app import (
     app,
     console,
@@ -68,7 +69,7 @@ def propose(
                 print(f"\n- **{h.subject}**: {h.reason}")
             return
         if rows:
-            console.print(table(f"{proposal.base} → {proposal.name}: {len(rows)} pin(s) move", _COLUMNS, rows))
+            console.print(table(f"{proposal.base} → {proposal.name}: {count(len(rows), 'pin')} move", _COLUMNS, rows))
         else:
             console.print(f"{proposal.base}: nothing moves")
         for h in proposal.held:

@@ -8,14 +8,14 @@ from typing import Annotated
 
 import typer
 
-from stackctl.cli.app import app, console, console_err, emit, step_lines, table
-from stackctl.cli.options import GivenLockOpt, JsonOpt
+from stackctl.cli.app import app, console, console_err, emit, say, step_lines, table
+from stackctl.cli.options import JsonOpt, VerifyLockOpt
 
 
 @app.command()
 def verify(
     ref: Annotated[str, typer.Argument(metavar="REF", help="host[:port]/name[:tag|@digest] in a registry.")],
-    lock: GivenLockOpt = None,
+    lock: VerifyLockOpt = None,
     layers: Annotated[bool, typer.Option("--layers", help="Also stream every layer: each must hash to its "
                                          "digest and unpack to its diff_id.")] = False,
     key: Annotated[Path | None, typer.Option("--key", metavar="PUB.pem", help="Require the provenance and SBOM "
@@ -54,10 +54,9 @@ def verify(
         console.print(table(None, ["check", "result", "detail"],
                             [(f.check, "PASS" if f.ok else "FAIL", f.detail) for f in result.findings]))
         if result.rebuild is not None:
-            console.print(f"rebuilt revision {result.rebuild.revision[:12]} in {result.rebuild.seconds:.1f} s; "
-                          "compared:", markup=False)
+            say(f"rebuilt revision {result.rebuild.revision[:12]} in {result.rebuild.seconds:.1f} s; compared:")
             for line in result.rebuild.compared:
-                console.print(f"  {line}", markup=False)
+                say(f"  {line}")
 
     emit({**to_jsonable(result), "ok": not result.failed}, as_json, human)
     raise_if_failed(result)

@@ -14,6 +14,7 @@ from stackctl.cli.app import (
     markdown_table,
     markdown_text,
     one_format,
+    say,
     table,
 )
 from stackctl.cli.options import JsonOpt, LockOpt, MarkdownOpt, ProfileArg
@@ -52,7 +53,8 @@ def _markdown_section(s: Section) -> list[str]:
         body = markdown_table(list(t.columns) if any(t.columns) else ["", ""], [list(r) for r in t.rows])
         title = markdown_text(t.title) if t.title else f"{len(t.rows)} rows"
         if len(t.rows) > DETAILS_OVER:
-            out += [f"<details><summary>{title} ({len(t.rows)} rows)</summary>", "", body, "", "</details>", ""]
+            counted = f"{title} ({len(t.rows)} rows)" if t.title else title
+            out += [f"<details><summary>{counted}</summary>", "", body, "", "</details>", ""]
         else:
             out += ([f"**{title}**", ""] if t.title else []) + [body, ""]
     if s.lines:
@@ -68,15 +70,18 @@ def _markdown_section(s: Section) -> list[str]:
 
 
 def _print_human(rep: Report) -> None:
-    console.print(rep.summary, markup=False)
+    say(rep.summary)
     for s in rep.sections:
         console.print()
         when = f" at {s.time}" if s.time else ""
-        console.print(f"{s.title}: {s.status.upper()} (from `{s.source}`{when})", markup=False)
+        say(f"{s.title}: {s.status.upper()} (from `{s.source}`{when})")
         if s.text:
-            console.print(s.text, markup=False)
+            say(s.text)
         for t in s.tables:
-            if t.rows:
+            if t.rows and not any(t.columns):  # a record's fields: `image: REF` lines, not a table without heads
+                for key, value in t.rows:
+                    console.print(f"{key}: {value}", markup=False)
+            elif t.rows:
                 console.print(table(t.title or None, list(t.columns), [list(r) for r in t.rows]))
         for line in s.lines:
             console.print(line, markup=False)

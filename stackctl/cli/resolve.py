@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stackctl.base import short_time
+from stackctl.base import count, short_time
 from stackctl.cli.annotate import AnnotationsOpt, annotate
 from stackctl.cli.app import (
     app,
@@ -65,7 +65,7 @@ def _print_lock(lock: Lock, path: Path | None, indexes: tuple[IndexEndpoint, ...
         say("closure: " + ", ".join(f"{n} more distributions for {t}" for t, n in by_target.items()))
     files = {f.url: f for p in lock.pins for f in p.files} | {c.file.url: c.file for c in lock.closure if c.file}
     checked = sum(f.sha256_verified for f in files.values())
-    say(f"sha256: {checked} of {len(files)} files downloaded whole and checked by stackctl"
+    say(f"sha256: {checked} of {count(len(files), 'file')} downloaded whole and checked by stackctl"
         + ("" if checked == len(files) else "; the others' are the index's word (--verify checks all)"))
     for ep in indexes:
         say(describe_index(ep), style="yellow" if ep.overridden else None)

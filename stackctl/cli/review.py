@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stackctl.base import count
+from stackctl.base import count, recorded_at
 from stackctl.cli.annotate import AnnotationsOpt, annotate
 from stackctl.cli.app import (
     app,
@@ -17,6 +17,7 @@ from stackctl.cli.app import (
     invoked,
     markdown_table,
     one_format,
+    say,
     short_hash,
     table,
 )
@@ -89,8 +90,8 @@ def _print_image_diff(d: ImageDiff, markdown: bool, changed_only: bool, as_json:
             print(markdown_table(_PIN_COLUMNS, table_rows))
             return
         console.print(table(f"{d.before} → {d.after}", _PIN_COLUMNS, table_rows))
-        console.print(f"{len([r for r in pins if r.change != 'unchanged'])} of {len(pins)} installed distributions "
-                      "changed")
+        say(f"{len([r for r in pins if r.change != 'unchanged'])} of {count(len(pins), 'installed distribution')} "
+            "changed")
 
     emit({"before": d.before, "after": d.after, "pins": pins}, as_json, human)
 
@@ -132,7 +133,9 @@ def scan(
         for r in refs:
             console.print(f"{r.path}:{r.line}: {r.text}", markup=False)
         sup = ", ".join(f"{s.package} {s.old}" for s in items) or "nothing"
-        console.print(f"{count(len(refs), 'stale reference')} in {count(read, 'text file')}; superseded: {sup}")
+        say(f"{count(len(refs), 'stale reference')} in {count(read, 'text file')}; superseded: {sup}")
+        if (at := recorded_at(record, no_record, "scan", new.name, result.warnings)) is not None:
+            say(f"recorded in {at} (what `stackctl report` reads)")
 
     emit(result, as_json, human)
     annotate(result.annotations(path))

@@ -63,8 +63,10 @@ def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, k
     if rebuild_from is None:
         return result
     from stackctl.engine.docker import DockerEngine
-    from stackctl.image.rebuild import rebuild_and_compare, with_rebuild
+    from stackctl.image.rebuild import rebuild_and_compare
+    from stackctl.image.verify import named_profiles, with_rebuild
 
     rebuilt = rebuild_and_compare(registry, DockerEngine(), repository, result.digest, source=rebuild_from,
+                                  profiles=named_profiles(registry, repository, result.digest),
                                   wheelhouse=wheelhouse, on_step=on_step)
     return dataclasses.replace(result, findings=with_rebuild(rebuilt, result.findings), rebuild=rebuilt)

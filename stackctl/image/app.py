@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 
 from stackctl.base.files import write_atomic
 from stackctl.base.progress import Steps as StepProgress
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
 from stackctl.image.labels import LABEL_INSTALLED, LABEL_SBOM, OCI, ImageRef, image_ref
@@ -266,7 +267,7 @@ def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], sta
     if problem is not None:
         fails = tuple(ln for ln in run.lines if ln.startswith("FAIL "))
         if fails:
-            raise BuildFailed(f"the gate failed in the image of {app.dockerfile}: {len(fails)} check(s) did not "
+            raise BuildFailed(f"the gate failed in the image of {app.dockerfile}: {count(len(fails), 'check')} did not "
                               "pass", fails, run.lines)
         raise problem
     if ran.freeze is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from stackctl.base.words import count
 from stackctl.errors import ServiceError
 from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import SBOM_PATH
@@ -104,14 +105,14 @@ def compare_with_build(registry: RegistryApi, repository: str, digest: str, diff
     problems = []
     remote_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
     if remote_ids != list(diff_ids):
-        problems.append(f"the registry's config lists {len(remote_ids)} layers {_short(remote_ids)}, "
+        problems.append(f"the registry's config lists {count(len(remote_ids), 'layer')} {_short(remote_ids)}, "
                         f"the build has {len(diff_ids)} {_short(diff_ids)}")
     remote_labels = (config.get("config") or {}).get("Labels") or {}
     for key in sorted(set(labels) | set(remote_labels)):
         if labels.get(key) != remote_labels.get(key):
             problems.append(f"label {key}: registry {remote_labels.get(key)!r}, build {labels.get(key)!r}")
     if len(manifest["layers"]) != len(remote_ids):
-        problems.append(f"the manifest has {len(manifest['layers'])} layers, its config {len(remote_ids)}")
+        problems.append(f"the manifest has {count(len(manifest['layers']), 'layer')}, its config {len(remote_ids)}")
     elif stream_layers:
         for n, (layer, want) in enumerate(zip(manifest["layers"], remote_ids, strict=True), 1):
             diff_id, size = registry.layer(repository, layer["digest"])

@@ -9,7 +9,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from stackctl.base.files import write_atomic
@@ -18,7 +18,8 @@ from stackctl.base.progress import Progress, Steps
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError
 from stackctl.image.app import finish_app, stack_image_ref
-from stackctl.image.buildlog import BuildFailed, BuildResult
+from stackctl.image.attest import INSTALLED_PATH
+from stackctl.image.buildlog import BuildFailed, BuildResult, gate_result
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
 from stackctl.image.gatespec import left_for_app
@@ -73,6 +74,18 @@ def base_image_hint(base: str) -> str:
             "the profile's [image] base names it")
 
 
+def kept_gate_lines(engine: Engine, image: str, freeze: str = INSTALLED_PATH) -> tuple[str, ...]:
+    """The gate's lines as the run that passed these layers kept them in the image (gates/gate.py writes
+    them beside its --freeze file): a build whose gate step came from the cache printed none. Empty for an
+    image built before the gate kept them."""
+    kept = str(PurePosixPath(freeze).with_suffix(".gate.txt"))
+    _, _, _, data = engine.run_with_files(image, {}, ["/opt/venv/bin/python", "-c", ""], fetch=kept, timeout=60)
+    if data is None:
+        return ()
+    log = tuple(data.decode("utf-8", "replace").splitlines())
+    return BuildResult("", log, 0, 0).gate_lines if gate_result(log) is not None else ()
+
+
 def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], None] | None = None,
                 on_step: Steps | None = None, on_fetch: Progress | None = None) -> Built:
     """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
@@ -125,10 +138,11 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
               "source": prep.git.remote if prep.git else None, "lock_digest": prep.lock.digest(),
               "profile_digest": stack.digest(), "labels": dict(built.labels) if built else {},
               "image": str(image), "image_id": result.image_id, "target": prep.target,
-              "steps": result.steps, "cached_steps": result.cached_steps, "gate": list(result.gate_lines),
+              "steps": result.steps, "cached_steps": result.cached_steps,
+              "gate": list(kept_gate_lines(engine, str(image)) if result.gate_cached else result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if server else "context",
               "wheels_how": wheels_how,
-              "warnings": [w for w in (prep.lock.override_warning(),) if w],
+              "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),
               "fingerprint": fp, "fingerprint_digest": fp.digest()}
     if stack.app is not None:
         app, fields = finish_app(prep, result, str(image), req.repository, base, engine, req.no_cache, on_step)

@@ -77,9 +77,9 @@ def disagreement(log: tuple[str, ...] | list[str], result: GateResult) -> str | 
     extra = [ln for ln in printed if ln not in wanted]
     missing = [ln for ln in result.lines if not any(x == ln or x.endswith(ln) for x in log)]
     if extra:
-        return f"the log shows {len(extra)} check line(s) the gate's result does not have, first {extra[0]!r}"
+        return f"the log shows {count(len(extra), 'check line')} the gate's result does not have, first {extra[0]!r}"
     if missing:
-        return f"the gate's result has {len(missing)} check line(s) the log does not show, first {missing[0]!r}"
+        return f"the gate's result has {count(len(missing), 'check line')} the log does not show, first {missing[0]!r}"
     return None
 
 

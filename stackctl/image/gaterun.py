@@ -100,7 +100,7 @@ def verdict(stack: str, run: GateRun) -> StackctlError | None:
     why = disagreement(run.lines, run.result)
     if why is not None or run.result.failed != run.failed:
         return CheckFailed(f"{where}: the printed lines disagree with the gate's result: "
-                           f"{why or f'{run.failed} FAIL line(s) printed, {run.result.failed} in the result'}")
+                           f"{why or count(run.failed, 'FAIL line') + f' printed, {run.result.failed} in the result'}")
     if run.failed:
         return CheckFailed(f"{where}: {count(run.failed, 'check')} failed")
     if run.returncode != 0:

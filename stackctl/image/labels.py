@@ -52,6 +52,29 @@ class Provenance:
     revision: str  # the label's value: a commit id, "-dirty" appended when the tree was dirty
     ref: str
     source: str | None = None
+    note: str | None = None  # why there is no source label (the origin is a path on this machine)
+
+
+_SCP_LIKE = re.compile(r"(?:[^@/:\s]+@)?([^/:\s]+):(?!//)(.+)")  # git's `[user@]host:path`
+
+
+def public_source(remote: str | None) -> tuple[str | None, str | None]:
+    """(the `.source` label's value, or None and why): the origin remote as a URL a reader can fetch from,
+    its userinfo removed; a path or file URL names this machine's disk, not where the source lives."""
+    from urllib.parse import urlsplit
+
+    from stackctl.base.urls import strip_userinfo
+
+    if not remote:
+        return None, None
+    scheme = urlsplit(remote).scheme.lower() if "://" in remote else ""
+    if scheme in ("http", "https", "ssh", "git"):
+        return strip_userinfo(remote), None
+    found = _SCP_LIKE.fullmatch(remote) if not scheme and not remote.startswith(("/", ".", "~")) else None
+    if found is not None and len(found.group(1)) > 1:  # `C:...` is a Windows path
+        return f"ssh://{found.group(1)}/{found.group(2).lstrip('/')}", None
+    return None, (f"the origin remote is a path on this machine ({strip_userinfo(remote)}), so the image "
+                  f"has no {OCI}.source label; give the repository a remote URL or set the label in [image.labels]")
 
 
 def provenance(git: GitInfo | None, revision: str | None, ref: str | None) -> Provenance:
@@ -60,8 +83,8 @@ def provenance(git: GitInfo | None, revision: str | None, ref: str | None) -> Pr
         if not revision or not ref:
             raise InputError("a build outside a git work tree needs both --revision and --ref")
         dirty = "-dirty" if git is not None and git.dirty else ""
-        return Provenance(revision + dirty, ref, git.remote if git else None)
-    return Provenance(git.revision_label, ref or git.ref, git.remote)
+        return Provenance(revision + dirty, ref, *public_source(git.remote if git else None))
+    return Provenance(git.revision_label, ref or git.ref, *public_source(git.remote))
 
 
 def oci_labels(stack: Stack, *, prov: Provenance, lock_digest: str, target: str,

@@ -96,6 +96,7 @@ class Prepared:
     revision: str
     ref: str
     plan: BuildPlan | None = None
+    notes: tuple[str, ...] = ()  # what the build should say it left out (a source label it cannot give)
 
 
 def with_sbom(prep: Prepared, wheelhouse: Path | None) -> Prepared:
@@ -134,7 +135,7 @@ def prepare_build(stack: Stack, lock: Path, target: str | None, revision: str | 
     """allow_dirty None: render only, the label says -dirty; False: refuse a dirty tree. `env` holds the
     index password variables, so no label can carry one."""
     from stackctl.image import gatespec
-    from stackctl.image.labels import LABEL_EPOCH, credential_labels, oci_labels, provenance
+    from stackctl.image.labels import LABEL_EPOCH, OCI, credential_labels, oci_labels, provenance
     from stackctl.image.render import load_templates, plan_installer, plan_layers, render
 
     if stack.image is None:
@@ -165,5 +166,7 @@ def prepare_build(stack: Stack, lock: Path, target: str | None, revision: str | 
     python = next(t.python for t in stack.targets if t.label == tgt)
     plan = BuildPlan(stack.name, tgt, stack.image.base, locked.digest(), layers, spec, labels, python,
                      plan_installer(stack, locked, tgt), stack.image.bytecode)
+    given = f"{OCI}.source" in dict(stack.image.labels)
+    notes = (prov.note,) if prov.note and not given else ()
     return with_sbom(Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref,
-                              plan), None)
+                              plan, notes), None)

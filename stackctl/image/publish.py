@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from stackctl.base.files import write_atomic
 from stackctl.base.progress import Progress
 from stackctl.base.times import now_iso
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
 from stackctl.image.attest import Material
 from stackctl.image.buildlog import ImageFacts
@@ -179,8 +180,8 @@ def _publish_reproducibly(engine: PublishingEngine, registry: PushApi, ref: Imag
              f"with {COMPRESSOR}); `stackctl verify {repo}@{pushed.digest} --lock LOCK` re-checks it from the "
              "registry")
     verified = (f"manifest {pushed.digest} and config {pushed.config_digest} hash to their digests",
-                f"{len(local.layers)} layers: each blob hashed here from the engine's layer tar (its diff_id) and "
-                "in the registry by digest and size",
+                f"{count(len(local.layers), 'layer')}: each blob hashed here from the engine's layer tar (its "
+                "diff_id) and in the registry by digest and size",
                 "labels equal the build's", f"{SBOM_PATH} hashes to the {LABEL_SBOM} label")
     return Publication(str(ref), pushed.digest, local.id, local.label(f"{OCI}.revision") or "",
                        local.label(LABEL_LOCK), local.label(LABEL_STACK), when,
@@ -229,7 +230,11 @@ def publish_stack(stack: Stack, lock: Path, engine: PublishingEngine, record: Pa
             moved = (there,)
     evidence = None
     local = engine.facts(str(ref))
-    if registry is not None and local is not None:
+    if local is None:  # said here, where the repository's origin is known: a build may have used another
+        again = f"stackctl build {stack.name}" + (f" --repository {repository}" if repository else "")
+        also = "" if repository else "; if it was built with --repository, pass publish the same --repository"
+        raise InputError(f"{ref}: no such image in the engine; run `{again}` first{also}")
+    if registry is not None:
         base = engine.facts(stack.image.base) if stack.image else None
         evidence = gather_evidence(stack, locked, lock, local, base, builder or {},
                                    read_build_record(build_record, local))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stackctl.base.progress import Steps
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, ServiceError
 from stackctl.image import attest
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_STACK, LABEL_TARGET, OCI
@@ -78,20 +79,6 @@ def _object(raw: bytes) -> dict[str, Any]:
     return data
 
 
-def _named_profiles(registry: RegistryApi, repository: str, digest: str) -> tuple[str, ...]:
-    from stackctl.image.sign import SLSA_PROVENANCE
-    from stackctl.image.verify import statements
-
-    try:
-        found = statements(registry, repository, digest, None).get(SLSA_PROVENANCE)
-    except CheckFailed:
-        return ()
-    params = (((found.statement.get("predicate") or {}).get("buildDefinition") or {})
-              .get("externalParameters") or {}) if found is not None else {}
-    named = params.get("profile") if isinstance(params, dict) else None
-    return tuple(str(x) for x in named) if isinstance(named, list) else ()
-
-
 def profile_in(tree: Path, stack: str, named: tuple[str, ...]) -> Path | None:
     """The profile in the checkout: a relative path the statement names, else the stack's usual file."""
     for text in named:
@@ -110,11 +97,12 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository: str, reference: str, *,
-                        source: Path, wheelhouse: Path | None = None, overrides: Mapping[str, str] | None = None,
-                        on_step: Steps | None = None) -> Rebuilt:
+                        source: Path, profiles: tuple[str, ...] = (), wheelhouse: Path | None = None,
+                        overrides: Mapping[str, str] | None = None, on_step: Steps | None = None) -> Rebuilt:
     """Rebuild the registry's image from its revision (a commit of the git repository at `source`) and
-    compare: the profile built is the one the provenance statement names, where the checkout has it (the
-    statement only picks the file: whatever it says, the build is held against the registry's image).
+    compare: the profile built is one of `profiles` (what the provenance statement names, read by verify),
+    where the checkout has it (the statement only picks the file: whatever it says, the build is held
+    against the registry's image).
     CheckFailed for a difference; what cannot be read or built is ServiceError or InputError."""
     from stackctl.image.build import BuildRequest, build_image
     from stackctl.image.labels import image_ref
@@ -124,7 +112,6 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
     began = time.monotonic()
     digest, manifest, config = attest.remote_image(registry, repository, reference)
     config_digest = str(manifest["config"]["digest"])
-    profiles = _named_profiles(registry, repository, digest)
     labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
     revision = labels.get(f"{OCI}.revision") or ""
     epoch = labels.get(LABEL_EPOCH) or ""
@@ -176,16 +163,7 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
     theirs = tuple(str(x) for x in (config.get("rootfs") or {}).get("diff_ids") or [])
     compared = (f"config {mine_digest[:19]} rebuilt from revision {revision[:12]} and lock "
                 f"{labels.get(LABEL_LOCK, '')[:19]} with SOURCE_DATE_EPOCH {epoch}, against the registry's",
-                f"{len(theirs)} layers of the registry's image by diff_id, against the {len(mine_layers)} rebuilt")
+                f"{count(len(theirs), 'layer')} of the registry's image by diff_id, against the "
+                f"{len(mine_layers)} rebuilt")
     return Rebuilt(f"{repository}@{digest}", revision, config_digest, mine_digest,
                    theirs, mine_layers, time.monotonic() - began, compared, differences)
-
-
-def with_rebuild(rebuilt: Rebuilt, findings: tuple[Any, ...]) -> tuple[Any, ...]:
-    from stackctl.image.verify import Finding
-
-    extra = [Finding("rebuild", False, d) for d in rebuilt.differences] or [
-        Finding("rebuild", True, f"rebuilt in {rebuilt.seconds:.0f} s: the same config {rebuilt.rebuilt_config[:19]} "
-                f"and {len(rebuilt.rebuilt_layers)} layers")]
-    return (*findings, *extra)
-

@@ -181,6 +181,17 @@ def plan_installer(stack: Stack, lock: Lock, target: str) -> InstallItem | None:
     return InstallItem(pin.name, pin.version, f.filename, f.sha256)
 
 
+# compileall's own command exits 1 when one file does not compile (torch's cp311 wheel ships a module in
+# Python 3.12's syntax on purpose); pip and uv leave such a file without byte-code and go on, and so does
+# the stage, naming each file in the build's log. The same call as `compileall -q -j 0 --invalidation-mode
+# checked-hash`, so the layer's bytes are those the command wrote.
+COMPILE = ("import compileall, importlib.util, pathlib, py_compile, sys; t = pathlib.Path(sys.argv[1]); "
+           "compileall.compile_dir(t, quiet=2, workers=0, "
+           "invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH); "
+           "sys.stdout.writelines(f\"no byte-code (does not compile): {f}\\n\" for f in sorted(t.rglob(\"*.py\")) "
+           "if not pathlib.Path(importlib.util.cache_from_source(f)).exists())")
+
+
 def install_command(group: str, installer: InstallItem | None, bytecode: bool, served: bool = False) -> str:
     """The RUN line that installs one group from its wheels: hermetic, hash-checked, no dependency lookup.
 
@@ -199,8 +210,7 @@ def install_command(group: str, installer: InstallItem | None, bytecode: bool, s
                 "        -r /tmp/group/requirements.txt")
     # pip --target installs into a temporary directory and compiles there, so each .pyc would carry that
     # random path as its file name: pip compiles nothing, and compileall compiles where the files stay.
-    compile_ = (f" \\\n && /opt/venv/bin/python -m compileall -q -j 0 "
-                f"--invalidation-mode checked-hash {target}") if bytecode else ""
+    compile_ = f" \\\n && /opt/venv/bin/python -c '{COMPILE}' {target}" if bytecode else ""
     return (f"/opt/venv/bin/python -m pip install --no-index --find-links {links} "
             f"{f'--trusted-host {WHEEL_HOST} ' if served else ''}--require-hashes --no-deps \\\n"
             f"        --target {target} --disable-pip-version-check --no-cache-dir --no-warn-script-location \\\n"

@@ -10,16 +10,18 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ContentMismatch, InputError
 from stackctl.image import attest
 from stackctl.image.app import FREEZE as APP_FREEZE
 from stackctl.image.app import app_installed
 from stackctl.image.labels import LABEL_EPOCH, LABEL_INSTALLED, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import RegistryApi
+from stackctl.image.rebuild import Rebuilt
 from stackctl.image.render import SBOM_PATH
 from stackctl.image.sbom import SbomEntry, entries
 from stackctl.image.sign import (
@@ -32,9 +34,6 @@ from stackctl.image.sign import (
     open_envelope,
 )
 from stackctl.resolve.lock import Lock
-
-if TYPE_CHECKING:
-    from stackctl.image.rebuild import Rebuilt
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
     if stream_layers:
         ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
         findings += _findings("layers", attest.compare_with_build(registry, repository, digest, ids, labels),
-                              f"{len(ids)} layers hash to their digests and unpack to their diff_ids")
+                              f"{count(len(ids), 'layer')} hash to their digests and unpack to their diff_ids")
     return Verification(f"{repository}@{digest}", digest, manifest["config"]["digest"],
                         lock.digest() if lock else None, tuple(findings), len(sbom.components), len(materials))
 
@@ -391,8 +390,8 @@ def base_in_registry(registry: RegistryApi, base: Mapping[str, Any],
     ours = list((config.get("rootfs") or {}).get("diff_ids") or [])
     if not theirs or ours[:len(theirs)] != theirs:
         return [f"the image is not built on the base the statement names ({repository}@{digest[:19]}): its first "
-                f"{len(theirs)} layers differ"], ""
-    return [], f"built on {repository}@{digest[:19]}: its {len(theirs)} layers are the image's first"
+                f"{count(len(theirs), 'layer')} differ"], ""
+    return [], f"built on {repository}@{digest[:19]}: the image starts with its {count(len(theirs), 'layer')}"
 
 
 def _base_problems(base: Mapping[str, Any] | None, config: Mapping[str, Any]) -> list[str]:
@@ -409,7 +408,7 @@ def _base_problems(base: Mapping[str, Any] | None, config: Mapping[str, Any]) ->
     layers = notes.get("layers")
     ids = (config.get("rootfs") or {}).get("diff_ids") or []
     if not isinstance(layers, int) or not 0 < layers <= len(ids):
-        problems.append(f"the base image's layer count {layers!r} does not fit the image's {len(ids)} layers")
+        problems.append(f"the base image's layer count {layers!r} does not fit the image's {count(len(ids), 'layer')}")
     return problems
 
 
@@ -441,3 +440,22 @@ def attached(registry: RegistryApi, repository: str, digest: str) -> Attached:
     return Attached(attest.artifact_tag(digest, "sbom") if sbom is not None else None, _sbom_entries(sbom) or (),
                     attest.artifact_tag(digest, "att") if found else None, doc.get("predicateType"),
                     ((doc.get("predicate") or {}).get("runDetails") or {}).get("builder"), materials)
+
+
+def named_profiles(registry: RegistryApi, repository: str, digest: str) -> tuple[str, ...]:
+    """The profile files the image's provenance statement names (where a rebuild looks first)."""
+    try:
+        found = statements(registry, repository, digest, None).get(SLSA_PROVENANCE)
+    except CheckFailed:
+        return ()
+    params = (((found.statement.get("predicate") or {}).get("buildDefinition") or {})
+              .get("externalParameters") or {}) if found is not None else {}
+    named = params.get("profile") if isinstance(params, dict) else None
+    return tuple(str(x) for x in named) if isinstance(named, list) else ()
+
+
+def with_rebuild(rebuilt: Rebuilt, findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    extra = [Finding("rebuild", False, d) for d in rebuilt.differences] or [
+        Finding("rebuild", True, f"rebuilt in {rebuilt.seconds:.0f} s: the same config {rebuilt.rebuilt_config[:19]} "
+                f"and {count(len(rebuilt.rebuilt_layers), 'layer')}")]
+    return (*findings, *extra)

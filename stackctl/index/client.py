@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin, urlsplit
 
+from stackctl.base.files import new_file_mode
 from stackctl.base.neterrors import cause_in_words
-from stackctl.errors import CheckFailed, ServiceError
+from stackctl.errors import CheckFailed, ServiceError, Unreachable
 from stackctl.index.cache import Entry, HttpCache
 from stackctl.index.config import IndexEndpoint, origin, tls_verify
 from stackctl.index.pages import ACCEPT, IndexedFile, ProjectListing, listing, listing_from_json, listing_to_json
@@ -37,9 +38,6 @@ MAX_REDIRECTS = 5
 _DNS_FAILURES = ("name or service not known", "nodename nor servname", "temporary failure in name resolution",
                  "no address associated with hostname", "getaddrinfo failed", "nameresolutionerror",
                  "failed to resolve")
-# id(response) → the URL asked, for a response that came from another host after a redirect: its errors
-# name the redirect (a 404 there is the other host's, not the index's verdict on the project).
-_REDIRECTED: dict[int, str] = {}
 USER_AGENT = "stackctl (+index client)"
 
 
@@ -52,6 +50,20 @@ class Downloadable(Protocol):
     def url(self) -> str: ...
     @property
     def sha256(self) -> str | None: ...
+
+
+def _unreachable(ep: IndexEndpoint, what: str, cause: str, url: str, after: str, said: str | None = None,
+                 ) -> Unreachable:
+    """An index that did not answer: one error a run says once per index, with what to do about it."""
+    host = (urlsplit(ep.url).hostname or "").lower()
+    if host in ("127.0.0.1", "localhost", "::1"):
+        hint = (f"is the server of index {ep.name} running on this machine? (the project's example index: "
+                f"`python examples/vendor_index.py serve`, as README.md shows); or point the index elsewhere "
+                f"with --index {ep.name}=URL")
+    else:
+        hint = f"check the URL and the network, or point index {ep.name} elsewhere with --index {ep.name}=URL"
+    return Unreachable(f"index {ep.name}, {what}: {said or f'{cause} ({url})'}{after}", service=f"index {ep.name}",
+                       base=ep.url, subject=what, cause=cause, after=after, hint=hint)
 
 
 class NotCached(Exception):
@@ -145,6 +157,7 @@ class IndexClient:
                     raise ServiceError(f"index {ep.name}, {what}: more than {MAX_REDIRECTS} redirects from {url}")
             except requests.exceptions.Timeout:
                 cause = f"no answer within {wait:.3g}s from {current}"
+                silent: str | None = "no answer in time"
                 retry = True
             except requests.exceptions.SSLError as exc:
                 # Asking again cannot change a certificate; say which one failed and where the CA comes from.
@@ -156,17 +169,17 @@ class IndexClient:
                 if any(m in text for m in _DNS_FAILURES):
                     # a name that does not resolve will not resolve on the next attempt either
                     host = urlsplit(current).hostname or current
-                    raise ServiceError(f"index {ep.name}, {what}: cannot resolve host {host} ({current})") from None
+                    raise _unreachable(ep, what, f"cannot resolve host {host}", current, "") from None
                 cause = f"{cause_in_words(exc)} ({current})"
+                silent = cause_in_words(exc)
                 retry = True
             except requests.exceptions.RequestException as exc:
                 raise ServiceError(f"index {ep.name}, {what}: {cause_in_words(exc)} for {current}") from exc
             else:
                 if r.status_code < 500 or (method == "HEAD" and r.status_code == 501):
-                    if current != url and origin(current) != origin(url):
-                        _REDIRECTED[id(r)] = url
                     return r
                 cause = f"HTTP {r.status_code} from {current}"
+                silent = None  # it answered
                 r.close()
                 retry = True
             pause = self.options.backoff * (2 ** attempt)
@@ -174,20 +187,25 @@ class IndexClient:
             if not retry or attempt >= self.options.retries or late:
                 tries = f" after {attempt + 1} attempts" if attempt else ""
                 spent = f" in {self.options.timeout:g}s (--timeout)" if late and attempt < self.options.retries else ""
+                if silent is not None:
+                    raise _unreachable(ep, what, silent, current, f"{tries}{spent}", said=cause)
                 raise ServiceError(f"index {ep.name}, {what}: {cause}{tries}{spent}")
             time.sleep(pause)
             attempt += 1
 
-    def _check(self, ep: IndexEndpoint, r: requests.Response, what: str, *, project: bool = False) -> None:
-        asked = _REDIRECTED.pop(id(r), None)
+    def _check(self, ep: IndexEndpoint, r: requests.Response, asked: str, what: str, *,
+               project: bool = False) -> None:
+        """`asked`: the URL the request was sent to. An answer from another host after a redirect names the
+        redirect in its error (a 404 there is the other host's, not the index's verdict on the project)."""
         if r.status_code in (200, 206, 304):
             return
-        if asked is not None:
+        redirected = origin(r.url) != origin(asked)
+        if redirected:
             what = f"{what} (redirected from {asked} to another host, sent without credentials)"
         if r.status_code in (403, 404, 405, 501) and r.request.method == "HEAD":
             raise _NoHead(f"index {ep.name}, {what}: HEAD answered HTTP {r.status_code} from {r.url}",
                           r.status_code)
-        if r.status_code == 404 and project and asked is None:
+        if r.status_code == 404 and project and not redirected:
             raise ProjectNotFound(f"index {ep.name}, {what}: not found (HTTP 404 from {r.url})")
         if r.status_code == 404 and project:
             raise ServiceError(f"index {ep.name}, {what}: HTTP 404 from {r.url}")
@@ -218,7 +236,7 @@ class IndexClient:
             if same is not None:  # a plain 304: no need for requests at all
                 return self._not_modified(method, url, accept, stored, same)
         r = self._send(ep, method, url, what, headers)
-        self._check(ep, r, what, project=project)
+        self._check(ep, r, url, what, project=project)
         now = time.time()
         if r.status_code == 304 and stored is not None:
             return self._not_modified(method, url, accept, stored, {k.lower(): v for k, v in r.headers.items()})
@@ -329,7 +347,7 @@ class IndexClient:
         # sends the whole file with Content-Length (and the body is never read)
         r = self._send(ep, "GET", url, what, {"Accept": "*/*", "Range": "bytes=0-0"}, stream=True)
         try:
-            self._check(ep, r, what)
+            self._check(ep, r, url, what)
             headers = {k.lower(): v for k, v in r.headers.items()}
         finally:
             r.close()
@@ -375,7 +393,7 @@ class IndexClient:
         caller reads and closes the response. Any answer but 200, 206 or one in `allow` is a ServiceError."""
         r = self._send(ep, "GET", url, what, {"Accept-Encoding": "identity", **headers}, stream=True)
         if r.status_code not in allow:
-            self._check(ep, r, what)
+            self._check(ep, r, url, what)
         return r
 
     def download(self, ep: IndexEndpoint, f: Downloadable, dest: Path,
@@ -383,12 +401,13 @@ class IndexClient:
         """Stream `f` into `dest`, checking sha256; a partial or wrong file never stays at `dest`."""
         what = f"file {f.filename}"
         r = self._send(ep, "GET", f.url, what, {"Accept": "*/*"}, stream=True)
-        self._check(ep, r, what)
+        self._check(ep, r, f.url, what)
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
         h = hashlib.sha256()
         try:
             with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), new_file_mode())  # a wheelhouse is the user's, as their umask says
                 for chunk in r.iter_content(1 << 20):
                     fh.write(chunk)
                     h.update(chunk)

@@ -6,6 +6,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from stackctl.base.urls import split_userinfo
@@ -29,7 +30,7 @@ class IndexEndpoint:
     name: str
     url: str  # ends with "/", never carries credentials
     credentials: Credentials | None = field(default=None, repr=False, compare=False)
-    url_source: str = "profile"  # "profile" | "pip" | "option" | "env" | "lock"
+    url_source: str = "profile"  # "profile" | "pip" | "pip-default" | "option" | "env" | "lock"
 
     @property
     def origin(self) -> tuple[str, str, int | None]:
@@ -44,7 +45,7 @@ class IndexEndpoint:
     def source_label(self) -> str:
         """Where the URL came from, as a user would look for it."""
         return {"option": f"--index {self.name}", "env": env_var_for(self.name), "profile": "the profile",
-                "pip": "pip's index-url"}.get(self.url_source, self.url_source)
+                "pip": "pip's index-url", "pip-default": "pip's built-in default"}.get(self.url_source, self.url_source)
 
 
 def endpoint_of(url: str) -> IndexEndpoint:
@@ -77,12 +78,13 @@ def configured_index_url(environ: Mapping[str, str] | None = None) -> str | None
     return pip_setting(("global.index-url", "install.index-url", "download.index-url"), env)
 
 
-def public_index_url(environ: Mapping[str, str] | None = None) -> str | None:
-    """The user's public index: as configured, else pip's default as pip states it; None when neither is
-    known (nothing configured and no pip here to ask)."""
+def public_index_url(environ: Mapping[str, str] | None = None, keep_in: Path | None = None) -> str | None:
+    """The user's public index: as configured, else pip's default as pip states it (kept in `keep_in`, the
+    run's cache directory, when given); None when neither is known (nothing configured and no pip here to
+    ask)."""
     from stackctl.index.pipconf import pip_default_index
 
-    return configured_index_url(environ) or pip_default_index()
+    return configured_index_url(environ) or pip_default_index(keep_in)
 
 
 def tls_verify(environ: Mapping[str, str] | None = None) -> str | bool:
@@ -161,11 +163,12 @@ def credentials_for(index: Index, url: str, environ: Mapping[str, str] | None = 
 
 
 def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
-             environ: Mapping[str, str] | None = None, locked: str | None = None) -> IndexEndpoint:
+             environ: Mapping[str, str] | None = None, locked: str | None = None,
+             keep_in: Path | None = None) -> IndexEndpoint:
     """Where `index` is for this run: `--index`, STACKCTL_INDEX_<NAME>_URL, the profile, pip's configuration.
     `locked` is the origin of the index's files in a lock, for work that reads only those files by their
     URL (fetch, abi): it stands in for a pip index that pip's configuration does not name (pip's default
-    is then not asked for)."""
+    is then not asked for). `keep_in`: where pip's default, once asked, is kept (the run's cache directory)."""
     env = os.environ if environ is None else environ
     if overrides and index.name in overrides:
         url, source = overrides[index.name], "option"
@@ -179,8 +182,8 @@ def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
             url, source = public, "pip"
         elif locked is not None:  # the lock's files are named by URL: no index page is asked for
             url, source = locked, "lock"
-        elif (public := public_index_url(env)) is not None:
-            url, source = public, "pip"
+        elif (public := public_index_url(env, keep_in)) is not None:
+            url, source = public, "pip-default"
         else:
             raise InputError(f"indexes.{index.name}: from_pip = true, but no pip here names an index (no "
                              f"index-url configured, no pip to ask); pass --index {index.name}=URL or set "
@@ -188,6 +191,7 @@ def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
     if _scheme(url) not in ("http", "https"):
         where = {"option": f"--index {index.name}", "env": env_var_for(index.name),
                  "profile": f"indexes.{index.name}.url", "pip": "pip's index-url",
+                 "pip-default": "pip's built-in default",
                  "lock": f"the lock's files of index {index.name}"}[source]
         raise InputError(f"{where}: {_shown(url)!r} is not an http(s) URL; stackctl reads indexes over HTTP")
     url, inline = _strip_userinfo(url)
@@ -198,11 +202,11 @@ def endpoint(index: Index, overrides: Mapping[str, str] | None = None,
 
 def endpoints(stack: Stack, overrides: Mapping[str, str] | None = None,
               environ: Mapping[str, str] | None = None,
-              locked: Mapping[str, str] | None = None) -> dict[str, IndexEndpoint]:
-    """Every index of the stack for this run; `locked`: index name → the origin of its files in the lock
-    (see `endpoint`)."""
+              locked: Mapping[str, str] | None = None, keep_in: Path | None = None) -> dict[str, IndexEndpoint]:
+    """Every index of the stack for this run; `locked`: index name → the origin of its files in the lock,
+    `keep_in`: the run's cache directory (see `endpoint`)."""
     unknown = sorted(set(overrides or {}) - {i.name for i in stack.indexes})
     if unknown:
         raise InputError(f"--index {unknown[0]}: {stack.name} has no index of that name "
                          f"(it has {', '.join(i.name for i in stack.indexes)})")
-    return {i.name: endpoint(i, overrides, environ, (locked or {}).get(i.name)) for i in stack.indexes}
+    return {i.name: endpoint(i, overrides, environ, (locked or {}).get(i.name), keep_in) for i in stack.indexes}

@@ -82,11 +82,11 @@ def pip_setting(keys: tuple[str, ...], env: Mapping[str, str]) -> str | None:
     return None
 
 
-def pip_default_index() -> str | None:
+def pip_default_index(keep_in: Path | None = None) -> str | None:
     """The index pip uses when its configuration names none, as pip's own `pip install --help` states it
     (`--index-url ... (default URL)`): pip's default is pip's to know, and its internals are not an API. Asked
-    once per interpreter and pip version, then kept beside stackctl's HTTP cache; None when pip is not
-    installed here or does not say."""
+    once per interpreter and pip version, then kept in `keep_in` (the run's `--cache-dir`), else beside
+    stackctl's default HTTP cache; None when pip is not installed here or does not say."""
     import json
     import re
     import subprocess
@@ -99,7 +99,7 @@ def pip_default_index() -> str | None:
         key = f"{sys.executable} pip {version('pip')}"
     except PackageNotFoundError:
         return None
-    kept = default_cache_dir().parent / "pip-default-index.json"
+    kept = (keep_in or default_cache_dir().parent) / "pip-default-index.json"
     try:
         data = json.loads(kept.read_text(encoding="utf-8"))
         if isinstance(data, dict) and data.get("key") == key and isinstance(data.get("url"), str):

@@ -212,6 +212,7 @@ def _check_schema(value: Any, schema: Any, path: tuple[str, ...], doc: _Doc, out
         if not isinstance(value, dict):
             out.add(doc, path, f"must be {_typename(schema)}")
             return
+        meant: dict[str, str] = {}
         for key, sub in value.items():
             kpath = (*path, key)
             if "*" in schema:
@@ -221,6 +222,13 @@ def _check_schema(value: Any, schema: Any, path: tuple[str, ...], doc: _Doc, out
             else:
                 out.add(doc, kpath, _unknown_key(key, schema))
                 out.unknown.append((value, key))
+                close = _typo_of(key, schema)
+                # `extends` reads another file: a guess must not open one the profile never named
+                if close not in (None, "extends") and close not in value and close not in meant.values():
+                    meant[key] = close
+                    _check_schema(sub, schema[close], kpath, doc, out)
+        if meant:
+            _read_as_meant(value, meant, path, doc)
     elif isinstance(schema, list):
         if not isinstance(value, list):
             out.add(doc, path, f"must be {_typename(schema)}")
@@ -229,6 +237,25 @@ def _check_schema(value: Any, schema: Any, path: tuple[str, ...], doc: _Doc, out
             _check_schema(item, schema[0], (*path, str(i)), doc, out)
     elif not isinstance(value, _scalar(schema)) or (schema is int and isinstance(value, bool)):
         out.add(doc, path, f"must be {_typename(schema)}, not {type(value).__name__} {value!r}")
+
+
+def _typo_of(key: str, schema: dict[str, Any]) -> str | None:
+    if any(w in key.lower() for w in _CREDENTIAL_WORDS):  # never read a credential as some other key
+        return None
+    return next(iter(difflib.get_close_matches(key, list(schema), n=1)), None)
+
+
+def _read_as_meant(table: dict[str, Any], meant: dict[str, str], path: tuple[str, ...], doc: _Doc) -> None:
+    """A misspelt key is one problem, said once: the profile is read on as if it were spelt as meant (`verison`
+    as `version`), so nothing that needs the key reports its absence, and what is found under it keeps its
+    line in the file."""
+    items = [(meant.get(k, k), v) for k, v in table.items()]
+    table.clear()
+    table.update(items)
+    depth = len(path)
+    for written, line in list(doc.lines.items()):
+        if written[:depth] == path and len(written) > depth and written[depth] in meant:
+            doc.lines.setdefault((*path, meant[written[depth]], *written[depth + 1:]), line)
 
 
 def _unknown_key(key: str, schema: dict[str, Any]) -> str:

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from packaging.utils import NormalizedName, canonicalize_name
 
+from stackctl.base.words import count
+
 
 class GateCheck(str, Enum):
     EXACT = "exact"  # the full version string, local label included
@@ -182,7 +184,7 @@ class Probe:
 
     def describe(self) -> str:
         if self.kind == "file-count":
-            return f"{self.count} files {self.package}/{self.glob}"
+            return f"{count(self.count or 0, 'file')} {self.package}/{self.glob}"
         return f"{self.module}.{self.attr} == {self.value!r}"
 
 

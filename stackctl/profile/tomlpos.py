@@ -125,7 +125,12 @@ def _key_part(line: str) -> str:
 
 
 def locate(lines: dict[tuple[str, ...], int], path: tuple[str, ...]) -> int | None:
-    """The line of `path`, or of its nearest written ancestor."""
+    """The line of `path`; of its first written key when only those are written (`[indexs.public]` writes
+    `indexs` no line of its own); else of its nearest written ancestor."""
+    if path not in lines:
+        inside = [line for key, line in lines.items() if key[:len(path)] == path]
+        if inside:
+            return min(inside)
     for depth in range(len(path), 0, -1):
         found = lines.get(path[:depth])
         if found is not None:

@@ -14,7 +14,7 @@ from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.profile.model import Stack
 from stackctl.resolve.export import drift, read_existing, render_requirements
 from stackctl.resolve.gatelock import require_installable
-from stackctl.resolve.lock import Lock, read_lock
+from stackctl.resolve.lock import Lock, missing_lock, read_lock
 from stackctl.resolve.reqcheck import pin_findings
 
 
@@ -94,7 +94,8 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
     try:
         locked = read_lock(lock_path)
     except StackctlError as exc:
-        failures.append(Failure(str(exc), str(lock_path)))
+        why = missing_lock(lock_path, profile_arg) if not lock_path.exists() else str(exc)
+        failures.append(Failure(why, str(lock_path)))
     if locked is not None and (said := locked.override_warning()) is not None:
         warnings.append(said)
     if locked is not None:

@@ -17,7 +17,8 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,9 @@ def uv_command(stack: Stack, eps: Mapping[str, IndexEndpoint], t: Target, *, off
            "--quiet", "--python-version", t.python, "--python-platform", uv_platform(t),
            "--no-python-downloads", "--index-strategy", "first-index"]
     env: dict[str, str] = {}
-    if default.credentials is None:
+    if mirror is not None and default.name in mirror:  # a stack of named indexes only: the last is the default
+        cmd += ["--default-index", mirror[default.name]]
+    elif default.credentials is None:
         cmd += ["--default-index", default.url]
     else:
         # uv takes a default index's credentials only inside its URL: give that URL through the
@@ -173,7 +176,11 @@ _DENIED = ("could not be queried", "401 unauthorized", "403 forbidden")
 
 def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offline: bool = False,
             cache_dir: Path | None = None, timeout: float = 600.0,
-            mirror: Mapping[str, str] | None = None) -> tuple[ClosureEntry, ...]:
+            mirror: Mapping[str, str] | None = None,
+            unmirror: Callable[[str], str] | None = None) -> tuple[ClosureEntry, ...]:
+    """The closure uv chooses under the pins, per target. `mirror`: index name → the URL uv reads it at
+    (stackctl's loopback mirror); `unmirror` turns a file URL of the mirror back into the index's own, so
+    the lock names files where the index has them, not a port of this run."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:
@@ -201,7 +208,10 @@ def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offli
             data = tomllib.loads(proc.stdout)
         except tomllib.TOMLDecodeError as exc:
             raise ServiceError(f"closure for {t.label}: uv wrote no readable pylock.toml ({exc})") from None
-        return entries_from_pylock(data, t, pinned)
+        entries = entries_from_pylock(data, t, pinned)
+        if unmirror is None:
+            return entries
+        return tuple(replace(e, file=replace(e.file, url=unmirror(e.file.url))) if e.file else e for e in entries)
 
     per_target = parallel(len(stack.targets), one, stack.targets)
     errors = [r for r in per_target if isinstance(r, StackctlError)]

@@ -169,7 +169,10 @@ class LockStatus:
 
 
 def lock_status(stack: Stack, path: Path, *, check: bool = False, profile_arg: str | None = None) -> LockStatus:
-    """The lock at `path` against `stack`; with `check`, a lock made from another profile fails."""
+    """The lock at `path` against `stack`; with `check`, a lock made from another profile fails. A missing
+    lock fails as `check` fails it (exit 1): the lock is what is checked, not an input of the check."""
+    if not Path(path).exists():
+        raise CheckFailed(missing_lock(path, profile_arg or stack.name))
     lk = read_lock(path)
     current = lk.made_from(stack)
     if check and not current:
@@ -177,6 +180,10 @@ def lock_status(stack: Stack, path: Path, *, check: bool = False, profile_arg: s
                           f"(lock {lk.profile_digest[:19]}, profile {stack.digest()[:19]})",
                           hint=f"run `stackctl resolve {profile_arg or stack.name}` and commit the lock")
     return LockStatus(str(path), lk.stack, current, lk.profile_digest, lk.digest(), len(lk.pins), len(lk.closure))
+
+
+def missing_lock(path: str | Path, profile_arg: str) -> str:
+    return f"{path}: no such lock; run `stackctl resolve {profile_arg}` first"
 
 
 def dumps(lock: Lock) -> str:
@@ -332,8 +339,6 @@ def read_lock(path: str | Path) -> Lock:
 def write_lock(path: str | Path, lock: Lock) -> bool:
     """Write the lock atomically; a lock that already holds exactly these bytes is left as it is (a warm run
     that proved nothing new neither rewrites it nor touches its time). True when it was written."""
-    import os
-
     data = dumps(lock).encode("utf-8")
     try:
         if Path(path).read_bytes() == data:
@@ -342,10 +347,6 @@ def write_lock(path: str | Path, lock: Lock) -> bool:
         pass  # missing or unreadable: written below, where a real problem is reported
     try:
         write_atomic(path, data)
-        # the temporary file was private (0600); a lock is meant to be read by builds and reviewers
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(path, 0o666 & ~umask)
     except OSError as exc:
         raise InputError(f"{path}: cannot write the lock ({exc.strerror or exc})") from None
     return True

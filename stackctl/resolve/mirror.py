@@ -58,6 +58,16 @@ class IndexMirror:
     def url(self, name: str) -> str:
         return f"{self.base}{quote(name, safe='')}/simple/"
 
+    def original(self, url: str) -> str:
+        """The index's own URL of a file this mirror served as `url` (any other URL as it is)."""
+        parts = [unquote(p) for p in url.removeprefix(self.base).split("/")]
+        if url.startswith(self.base) and len(parts) == 4 and parts[1] == "files" and parts[2].isdigit():
+            with self._lock:
+                known = self._files[int(parts[2])] if int(parts[2]) < len(self._files) else None
+            if known is not None and parts[3] in (known[1].filename, f"{known[1].filename}.metadata"):
+                return known[1].url
+        return url
+
     def __enter__(self) -> IndexMirror:
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
                                         daemon=True)

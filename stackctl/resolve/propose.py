@@ -27,6 +27,7 @@ from packaging.version import Version
 
 from stackctl.base.progress import Progress
 from stackctl.base.times import utc_iso
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
@@ -332,8 +333,8 @@ def render_profile(proposal: Proposal, description: str | None = None) -> str:
     }}
     if proposal.moves:
         doc["pins"] = {m.pin: {"version": m.after, "note": m.note} for m in proposal.moves}
-    head = (f"# Proposed by `stackctl propose {proposal.base}`: {len(proposal.moves)} pin(s) move; everything else "
-            f"is\n# inherited from {proposal.base}.\n\n")
+    head = (f"# Proposed by `stackctl propose {proposal.base}`: {count(len(proposal.moves), 'pin')} move; "
+            f"everything else is\n# inherited from {proposal.base}.\n\n")
     return head + tomli_w.dumps(doc)
 
 
@@ -433,7 +434,8 @@ def propose_profile(stack: Stack, profile_arg: str, client: IndexClient, overrid
     from stackctl.index.config import endpoints
     from stackctl.profile.locate import profile_file
 
-    proposal = propose_from_indexes(stack, client, endpoints(stack, overrides), window=window,
+    eps = endpoints(stack, overrides, keep_in=client.options.cache_dir)
+    proposal = propose_from_indexes(stack, client, eps, window=window,
                                     allow_series=allow_series, only=only, name=name, progress=progress)
     written: Path | None = None
     if not dry_run and not proposal.blocked:

@@ -18,6 +18,7 @@ from packaging.version import Version
 from stackctl.base.concurrency import parallel
 from stackctl.base.progress import Progress
 from stackctl.base.times import utc_iso
+from stackctl.base.words import count
 from stackctl.errors import CheckFailed, Problems, StackctlError
 from stackctl.index.client import IndexClient, NotCached
 from stackctl.index.config import IndexEndpoint
@@ -64,7 +65,8 @@ def _head_warnings(lines: list[str], most: int = 3) -> list[str]:
         if len(files) <= most or not why:
             out += [f"{index}: {f}: {why}" if why else f"{index}: {f}" for f in files]
         else:
-            out.append(f"{index}: {why.replace('HEAD answered', f'HEAD of {len(files)} files answered', 1)} "
+            of = count(len(files), "file")
+            out.append(f"{index}: {why.replace('HEAD answered', f'HEAD of {of} answered', 1)} "
                        f"({', '.join(files[:most])}, ...)")
     return out
 

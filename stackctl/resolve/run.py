@@ -30,12 +30,13 @@ def make_client(offline: bool = False, cache_dir: Path | None = None, no_cache: 
                                      jobs=jobs))
 
 
-def indexes_in_force(stack: Stack, overrides: Mapping[str, str] | None = None) -> tuple[IndexEndpoint, ...]:
+def indexes_in_force(stack: Stack, overrides: Mapping[str, str] | None = None,
+                     keep_in: Path | None = None) -> tuple[IndexEndpoint, ...]:
     """Each index of the stack at the URL this run uses, with where that URL came from (the profile, pip's
     configuration, `--index`, or `STACKCTL_INDEX_<NAME>_URL`): what every command that reads an index says."""
     from stackctl.index.config import endpoints
 
-    return tuple(endpoints(stack, overrides).values())
+    return tuple(endpoints(stack, overrides, keep_in=keep_in).values())
 
 
 def describe_index(ep: IndexEndpoint) -> str:
@@ -62,7 +63,7 @@ def resolve_to(stack: Stack, client: IndexClient, path: Path, overrides: Mapping
 
     lock = resolve_stack(stack, client, overrides, closure=closure, train_window=train_window, progress=progress,
                          verify=verify)
-    return Resolved(lock, write_lock(path, lock), indexes_in_force(stack, overrides))
+    return Resolved(lock, write_lock(path, lock), indexes_in_force(stack, overrides, client.options.cache_dir))
 
 
 def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str] | None = None, *,
@@ -75,7 +76,7 @@ def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str
 
     if train_window < 0:
         raise InputError(f"--train-window {train_window:g}: seconds must be 0 or more")
-    eps = endpoints(stack, overrides)
+    eps = endpoints(stack, overrides, keep_in=client.options.cache_dir)
     closure_fn = None
     if closure:
         from stackctl.resolve.closure import compute
@@ -92,7 +93,8 @@ def resolve_stack(stack: Stack, client: IndexClient, overrides: Mapping[str, str
             # from some servers (a refused HEAD) given in a form it can
             named = {i.name for i in s.indexes if not i.from_pip}
             with IndexMirror(client, {n: e for n, e in eps.items() if n in named}) as mirror:
-                return compute(s, lk, eps, cache_dir=uv_cache, mirror={n: mirror.url(n) for n in named})
+                return compute(s, lk, eps, cache_dir=uv_cache, mirror={n: mirror.url(n) for n in named},
+                               unmirror=mirror.original)
 
     lock = resolve(stack, client, eps, ResolveOptions(train_window=train_window, closure=closure_fn), progress)
     if verify:

@@ -51,7 +51,7 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
         raise InputError(f"target {target!r} is not one of {stack.name}'s targets ({', '.join(labels)})")
     lock.require_made_from(stack)
     client = client or IndexClient(ClientOptions())
-    eps = endpoints(stack, overrides, locked=lock.index_origins())
+    eps = endpoints(stack, overrides, locked=lock.index_origins(), keep_in=client.options.cache_dir)
     pin_index = {f.url: p.index for p in lock.pins for f in p.files}
     wheels = list({f.filename: f for f in lock.wheels_for(target)}.values())
     if not wheels:

@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from stackctl.base.evidence import Evidence, default_record, read_evidence
 from stackctl.base.sizes import human_size
 from stackctl.base.times import short_time
+from stackctl.base.words import count
 from stackctl.image.labels import LABEL_INSTALLED, diff_installed, installed_from_labels
 from stackctl.image.publish import Publication, read_records
 from stackctl.profile.model import Stack
@@ -115,9 +116,11 @@ def _summary(ev: Recorded, sections: Sequence[Section], digest: str | None) -> s
     if ev.old is not None:
         moved = [f"{c.package} {c.before or '—'} → {c.after or '—'}"
                  for c in diff_stacks(ev.old, ev.new).moved if c.before != c.after]
-    head = (f"{ev.new.name}: {len(moved)} pin(s) move from {ev.old.name}" + (f" ({'; '.join(moved)})" if moved else "")
-            if ev.old else f"{ev.new.name}")
+    head = (f"{ev.new.name}: {count(len(moved), 'pin')} move from {ev.old.name}"
+            + (f" ({'; '.join(moved)})" if moved else "") if ev.old else f"{ev.new.name}")
     pub = _latest_publication(ev, digest)
+    if pub is not None and _other_image(ev, digest) is not None and pub.time < str((ev.build or {}).get("time") or ""):
+        pub = None  # published before the build on record, and not its image: not this build's publication
     tag = rendered_tag(ev.new) if ev.new.image else None
     image = "no image"
     if pub is not None:
@@ -125,7 +128,9 @@ def _summary(ev: Recorded, sections: Sequence[Section], digest: str | None) -> s
     elif ev.new.image is not None and tag:
         image = f"image {ev.new.image.repository}:{tag} (not published for this lock)"
     bad = [s.title for s in sections if s.status in (FAILED, NOT_RUN, STALE)]
-    return f"{head}; {image}" + (f". Not proved here: {'; '.join(bad)}." if bad else ". Every section is proved.")
+    said = f"{head}; {image}" + (f". Not proved here: {'; '.join(bad)}." if bad else ". Every section is proved.")
+    warned = ev.lock.override_warning() if ev.lock is not None and digest is not None else None
+    return said + (f" Warning: {warned}." if warned else "")
 
 
 def _profile_diff(ev: Recorded) -> Section:
@@ -140,7 +145,7 @@ def _profile_diff(ev: Recorded) -> Section:
     if fields:
         tables.append(Table(("setting", "before", "after"), fields, "other changes"))
     return Section("profile", "Profile diff", OK, cmd, ev.now, tuple(tables),
-                   text=f"{len(rows)} pin(s) change, {len(ev.new.pins) - len(rows)} unchanged")
+                   text=f"{count(len(rows), 'pin')} change, {len(ev.new.pins) - len(rows)} unchanged")
 
 
 def _stale_lock(ev: Recorded, title: str, key: str, cmd: str) -> Section:
@@ -172,11 +177,13 @@ def _files(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
             rows.append((p.name, f.target, f.filename, f.sha256[:12], _size(f.size), uploaded, p.index,
                          "verified" if checked else "index-claimed"))
     verified = sum(1 for r in rows if r[-1] == "verified")
+    warned = lock.override_warning()
     return Section("files", title, OK, cmd, ev.lock_time,
                    (Table(("package", "target", "file", "sha256", "size", "uploaded", "index", "sha256 is"),
                           tuple(rows)),),
-                   text=f"{len(rows)} files; {verified} sha256-checked by stackctl (resolve --verify, or copied "
-                   "into a build of this lock), the rest as the index states them")
+                   text=f"{count(len(rows), 'file')}; {verified} sha256-checked by stackctl (resolve --verify, or "
+                   "copied into a build of this lock), the rest as the index states them"
+                   + (f"; warning: {warned}" if warned else ""))
 
 
 def _newest(ev: Recorded, lock: Lock | None, cmd: str) -> Section:
@@ -296,7 +303,7 @@ def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
                    (Table(("package", "target", "before", "after", "summary"), tuple(rows)), *tables),
                    lines=tuple(missing),
                    text=(f"{len(missing)} of {len(pairs)} not recorded; run the commands below" if missing else
-                         f"{len(pairs)} wheel(s) compared"))
+                         f"{count(len(pairs), 'wheel')} compared"))
 
 
 def _build(ev: Recorded, digest: str | None) -> Section:
@@ -308,6 +315,11 @@ def _build(ev: Recorded, digest: str | None) -> Section:
     if digest is None or b.get("lock_digest") != digest:
         return Section("build", title, STALE, cmd, b.get("time"),
                        text=f"{ev.build_path} is a build of another lock; run `{cmd}`")
+    other = _other_image(ev, digest)
+    pub = _latest_publication(ev, digest)
+    if other is not None and pub is not None and str(b.get("time") or "") < pub.time:
+        return Section("build", title, STALE, cmd, b.get("time"),
+                       text=f"{other}: the build record is the older; run `{cmd}` (and publish what it builds)")
     labels = {k: v for k, v in dict(b.get("labels", {})).items() if k != LABEL_INSTALLED}
     rows: tuple[tuple[str, str], ...] = (("image", str(b.get("image"))), ("image id", str(b.get("image_id"))),
             ("target", str(b.get("target"))), ("fingerprint", str(b.get("fingerprint_digest"))),
@@ -332,6 +344,17 @@ def _app_rows(b: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
             ("installed by the app", ", ".join(f"{k}=={v}" for k, v in sorted(installed.items())) or "—"))
 
 
+def _other_image(ev: Recorded, digest: str | None) -> str | None:
+    """How the build record and the latest publication of this lock are of two images, or None when they are
+    of one (or either is missing). Each may be right on its own: only one of them is about what is here."""
+    b, pub = ev.build, _latest_publication(ev, digest)
+    if b is None or pub is None or b.get("lock_digest") != digest or b.get("image_id") == pub.image_id:
+        return None
+    revision = str(dict(b.get("labels") or {}).get("org.opencontainers.image.revision") or "?")
+    return (f"the build record is of image {str(b.get('image_id'))[:19]} (revision {revision[:12]}), the "
+            f"publication of image {pub.image_id[:19]} (revision {pub.revision[:12]})")
+
+
 def _latest_publication(ev: Recorded, digest: str | None) -> Publication | None:
     mine = [p for p in ev.publications if p.stack == ev.new.name and digest is not None and p.lock_digest == digest]
     return mine[-1] if mine else None
@@ -349,6 +372,10 @@ def _publication(ev: Recorded, digest: str | None) -> Section:
                            f"run `{cmd}`")
         return Section("publication", title, NOT_RUN, cmd, None,
                        text=f"no publication of {ev.new.name} in {ev.publications_path}; run `{cmd}`")
+    other = _other_image(ev, digest)
+    if other is not None and pub.time < str((ev.build or {}).get("time") or ""):
+        return Section("publication", title, STALE, cmd, pub.time,
+                       text=f"{other}: published before that build; run `{cmd}`")
     rows: tuple[tuple[str, str], ...] = (
         ("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref), ("image id", pub.image_id),
         ("revision", pub.revision), ("lock digest", pub.lock_digest or "—"))
@@ -374,6 +401,9 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
     if b is None or digest is None or b.get("lock_digest") != digest:
         return Section("image-diff", title, NOT_RUN if b is None else STALE, f"stackctl build {ev.new_arg}",
                        None, text=f"needs a build record of the new lock; run `stackctl build {ev.new_arg}`")
+    if ev.old is None:
+        return Section("image-diff", title, NOT_RUN, old_cmd, None,
+                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
     if a is None:
         return Section("image-diff", title, NOT_RUN, old_cmd, None,
                        text=f"no build record of the old stack at {ev.old_build_path}; run `{old_cmd}`")
@@ -384,7 +414,7 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
     return Section("image-diff", title, OK, f"{old_cmd}; stackctl build {ev.new_arg}",
                    max(str(a.get("time") or ""), str(b.get("time") or "")) or None,
                    (Table(("package", "before", "after", "change"), rows),),
-                   text=f"{len(rows)} distribution(s) differ between {a.get('image')} and {b.get('image')}")
+                   text=f"{count(len(rows), 'distribution')} differ between {a.get('image')} and {b.get('image')}")
 
 
 def _scan(ev: Recorded) -> Section:
@@ -392,6 +422,9 @@ def _scan(ev: Recorded) -> Section:
     old = ev.old_arg or "OLD"
     cmd = f"stackctl scan . --stack {ev.new_arg} --since {old} --record {ev.scan_path}"
     rec = ev.scan
+    if ev.old is None:
+        return Section("scan", title, NOT_RUN, cmd, None,
+                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
     if rec is None:
         return Section("scan", title, NOT_RUN, cmd, None, text=f"no scan record at {ev.scan_path}; run `{cmd}`")
     want = (ev.new.digest(), ev.old.digest()) if ev.old else None
@@ -403,7 +436,11 @@ def _scan(ev: Recorded) -> Section:
                   ", ".join(r.get("old", [])), str(r.get("text"))) for r in result.get("references", []))
     return Section("scan", title, FAILED if refs else OK, rec.command, rec.time,
                    (Table(("file", "line", "packages", "superseded", "text"), refs),) if refs else (),
-                   text=f"{len(refs)} stale reference(s) in {result.get('files_read', '?')} files")
+                   text=f"{count(len(refs), 'stale reference')} in {_files_read(result.get('files_read'))}")
+
+
+def _files_read(n: object) -> str:
+    return count(n, "file") if isinstance(n, int) else "? files"
 
 
 # --- reading the records ------------------------------------------------------------------------
@@ -437,8 +474,13 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
     from stackctl.resolve.lock import read_lock
 
     def mtime(p: Path) -> str | None:
+        """When the lock was written: its commit's time when the work tree holds the committed lock (a checkout
+        or a clone moves the file's mtime, not its content), else the file's mtime."""
+        from stackctl.base.git import committed_at
+
         try:
-            return utc_iso(datetime.fromtimestamp(int(p.stat().st_mtime), timezone.utc))
+            seconds = committed_at(p) if p.exists() else None
+            return utc_iso(datetime.fromtimestamp(seconds or int(p.stat().st_mtime), timezone.utc))
         except OSError:
             return None
 

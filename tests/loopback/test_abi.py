@@ -314,6 +314,9 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
         assert {s["verified"] for n, s in sources.items() if n != big.name} == {"sha256"}
         human = cli("abi", "mini", cwd=tmp_path)
         assert human.code == 0, human.err
+        assert "recorded in build/mini.abi.json (what `stackctl report` reads)" in human.out.splitlines()
+        quiet = cli("abi", "mini", "--no-record", cwd=tmp_path)
+        assert quiet.code == 0 and "recorded in" not in quiet.out
         assert "NOT hash-checked (range reads did not see the whole file); its size matches the lock" in \
             human.out.replace("\n", " ").replace("  ", " ")
 

@@ -195,7 +195,7 @@ def test_ctrl_c_ends_the_child_stackctl_started_and_says_interrupted(tmp_path: P
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert err.strip().splitlines()[-1] == "interrupted"
+    assert err.strip().splitlines()[-1] == "error: interrupted during stackctl gate"
     deadline = time.monotonic() + 5
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.02)

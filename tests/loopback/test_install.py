@@ -4,6 +4,7 @@ installed into a fresh venv outside the source tree, it renders a build context 
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -18,13 +19,26 @@ def test_installed_wheel_renders_a_context_outside_the_source_tree(tmp_path: Pat
                     str(REPO)], check=True, cwd=tmp_path)
     wheel = next(dist.glob("stackctl-*.whl"))
     venv = tmp_path / "venv"
-    # The dependencies come from this environment; stackctl itself only from the wheel.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    # The dependencies come from this environment; stackctl itself only from the wheel. Inside a venv,
+    # `python -m venv --system-site-packages` would see the base interpreter's packages, not this venv's:
+    # the new venv names this environment's site directories instead (a path in a .pth file, read after
+    # its own site-packages, and without running their .pth files: an editable stackctl stays out).
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
+    own = subprocess.run([str(py), "-c", "import sysconfig, sys; sys.stdout.write(sysconfig.get_paths()['purelib'])"],
+                         check=True, capture_output=True, text=True).stdout
+    outer = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    Path(own, "outer-environment.pth").write_text("".join(f"{d}\n" for d in outer))
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True)
     where = subprocess.run([str(py), "-c", "import stackctl, sys; sys.stdout.write(stackctl.__file__)"],
                            check=True, capture_output=True, text=True, cwd=tmp_path).stdout
     assert where.startswith(str(venv)), where
+    # its dependencies are this environment's own (a venv's, when the tests run in one), not its base's
+    import typer
+
+    theirs = subprocess.run([str(py), "-c", "import typer, sys; sys.stdout.write(typer.__file__)"],
+                            check=True, capture_output=True, text=True, cwd=tmp_path).stdout
+    assert theirs == typer.__file__
 
     repo = make_stack_repo(tmp_path / "work", "w", "127.0.0.1:5000/t/w")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -280,13 +280,15 @@ def test_bytecode_is_an_explicit_choice(tmp_path: Path, cli: Cli) -> None:
     for group, stage in stages("default").items():
         compiled = group != "deps"
         assert "--no-compile " in stage and ("-name __pycache__" in stage) != compiled, group
-        assert (f"-m compileall -q -j 0 --invalidation-mode checked-hash /opt/stack/{group}" in stage) == compiled
+        # compileall's call, which leaves a file that does not compile without byte-code (as pip and uv do)
+        assert ("compileall.compile_dir(t, quiet=2, workers=0, invalidation_mode=py_compile.PycInvalidationMode."
+                f"CHECKED_HASH); " in stage and stage.count(f"' /opt/stack/{group} \\\n") == 1) == compiled, stage
     for choice, compiled_groups in (("false", set()), ("true", {"deps", "pin-patcher", "pin-toplib", "train-core"})):
         repo.profile.write_text(text.replace('vars = {}\n', f'vars = {{}}\nbytecode = {choice}\n'))
         refresh_lock(repo)
         for group, stage in stages(choice).items():
             compiled = group in compiled_groups
-            assert ("-m compileall" in stage) == compiled and ("-name __pycache__" in stage) != compiled, group
+            assert ("compileall.compile_dir" in stage) == compiled and ("-name __pycache__" in stage) != compiled, group
             # byte-code kept in the layers is compiled under SOURCE_DATE_EPOCH (hash-checked .pyc, no build time)
             assert stage.count("RUN SOURCE_DATE_EPOCH=") == 1
     text = text.replace('vars = {}\n', 'vars = {}\nbytecode = true\n')
@@ -312,3 +314,39 @@ def test_installer_must_be_pinned(tmp_path: Path, cli: Cli) -> None:
     repo.profile.write_text(repo.profile.read_text().replace('installer = "uv"', 'installer = "poetry"'))
     r = cli("validate", str(repo.profile))
     assert r.code == 2 and "'poetry' is not an installer" in r.out + r.err
+
+
+@pytest.mark.parametrize(("origin", "label"), [
+    ("/work/src/stackctl", None),  # a clone of a clone: its origin is a path on the machine that built it
+    ("file:///work/src/stackctl", None),
+    ("https://robot:t0ken@git.example.invalid/team/stack.git", "https://git.example.invalid/team/stack.git"),
+    ("git@git.example.invalid:team/stack.git", "ssh://git.example.invalid/team/stack.git"),
+])
+def test_the_source_label_is_the_remote_url_or_left_out_and_said(tmp_path: Path, cli: Cli, origin: str,
+                                                                  label: str | None) -> None:
+    import os
+
+    from stackctl.image.prepare import prepare_build
+    from stackctl.profile.loader import load_stack
+
+    repo = make_stack_repo(tmp_path, "r", REPO_NAME, commit=False)
+    text = repo.profile.read_text()
+    repo.profile.write_text(text.replace('"org.opencontainers.image.source" = "https://example.invalid/stackctl-e2e"\n',
+                                         ""))
+    refresh_lock(repo)
+    git(repo.root, "add", "-A")
+    git(repo.root, "commit", "-q", "-m", "stack")
+    git(repo.root, "remote", "add", "origin", origin)
+    prep = prepare_build(load_stack(repo.profile), repo.lock, None, None, None, None, False, os.environ)
+    labels = dict(prep.plan.labels)  # type: ignore[union-attr]
+    assert labels.get("org.opencontainers.image.source") == label
+    assert "t0ken" not in json.dumps(labels) and "robot" not in json.dumps(labels)
+    if label is None:
+        assert prep.notes == (f"the origin remote is a path on this machine ({origin}), so the image has no "
+                              "org.opencontainers.image.source label; give the repository a remote URL or set "
+                              "the label in [image.labels]",)
+    else:
+        assert prep.notes == ()
+    rendered = render(cli, repo.root, tmp_path / "out").out
+    dockerfile = (tmp_path / "out" / "Dockerfile").read_text()
+    assert ('"org.opencontainers.image.source"' in dockerfile) == (label is not None), rendered

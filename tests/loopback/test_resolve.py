@@ -540,3 +540,33 @@ def test_warm_revalidation_sends_credentials_once_and_only_to_the_index(
     assert len(pages) == len({p for _, p, _ in pages}) and pages
     assert all("If-None-Match" in h and h.get("Authorization", "").startswith("Basic ") for _, _, h in pages)
     assert public.log and not any("Authorization" in h for _, _, h in public.log)  # another origin
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_written_files_take_the_umask(cli: Cli, tmp_path: Path, profile: Path, musa: IndexServer,
+                                      public: IndexServer, umask: int) -> None:
+    """The lock, requirement files, a proposal and fetched wheels are the user's files: the mode a new
+    file gets under their umask (temporary files are 0600, and renaming one kept that)."""
+    import os
+    import stat
+
+    import stackctl.base.files
+
+    old = os.umask(umask)
+    saved = stackctl.base.files._UMASK
+    stackctl.base.files._UMASK = stackctl.base.files._umask()  # as a process started under this umask reads it
+    try:
+        resolve_json(cli, profile, musa, public, "--no-closure")
+        assert cli("export", str(profile), "--out", str(tmp_path / "req")).code == 0
+        assert cli("fetch", str(profile), "--target", "cp312-linux_x86_64", "--dest", str(tmp_path / "wh"),
+                   *idx(musa, public)).code == 0
+        r = cli("propose", str(profile), "--name", "proposed", *idx(musa, public), "--allow-series")
+        assert r.code in (0, 1), r.err
+    finally:
+        os.umask(old)
+        stackctl.base.files._UMASK = saved
+    written = [profile.with_suffix(".lock"), *(tmp_path / "req").iterdir(), *(tmp_path / "wh").glob("*.whl"),
+               *profile.parent.glob("proposed.toml")]
+    assert len(written) > 4 and profile.parent.joinpath("proposed.toml") in written
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {
+        p.name: oct(0o666 & ~umask) for p in written}

@@ -124,3 +124,31 @@ def test_a_server_that_refuses_head_resolves_with_its_closure(cli: Cli, tmp_path
     assert r.code == 0, r.err
     closure = {(c["target"], c["name"]) for c in json.loads(r.out)["closure"]}
     assert ("cp310-linux_x86_64", "filelock") in closure
+
+
+def test_a_closure_on_a_lone_index_that_refuses_head_is_read_through_the_mirror(cli: Cli, tmp_path: Path) -> None:
+    """A stack with one index (no public one): that index is uv's default index, and uv, given it directly,
+    met its 501 on the HEAD of a file and gave up. uv reads it through stackctl's mirror, never the server
+    itself, and the lock names the files where the index has them."""
+    from tests.support.wheels import build_wheel
+
+    server = IndexServer(html_only=True, head=False, head_status=501)
+    server.add(build_wheel(tmp_path / "w", "hpkg", "1.0", requires_dist=["hdep>=1"]), metadata=False)
+    server.add(build_wheel(tmp_path / "w", "hdep", "1.2"), metadata=False)
+    profile = tmp_path / "s" / "lone.toml"
+    profile.parent.mkdir()
+    profile.write_text('[stack]\nname = "lone"\n\n[targets]\npython = ["3.11"]\nplatforms = ["linux_x86_64"]\n\n'
+                       '[indexes.ok]\nurl = "http://127.0.0.1:9/simple/"\n\n'
+                       '[pins.hpkg]\nversion = "1.0"\nindex = "ok"\n')
+    with server:
+        r = cli("resolve", str(profile), "--index", f"ok={server.url}", "--json")
+        uv_asked = [p for _, p, h in server.log if not h.get("User-Agent", "").startswith("stackctl")]
+        base = server.base
+    assert r.code == 0, r.err
+    [dep] = [c for c in json.loads(r.out)["closure"] if c["name"] == "hdep"]
+    assert dep["version"] == "1.2" and dep["filename"] == "hdep-1.2-py3-none-any.whl"
+    from stackctl.resolve.lock import read_lock
+
+    [locked] = read_lock(profile.with_suffix(".lock")).closure
+    assert locked.file is not None and locked.file.url == f"{base}files/hdep-1.2-py3-none-any.whl"
+    assert uv_asked == []

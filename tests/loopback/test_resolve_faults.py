@@ -100,7 +100,7 @@ def test_connection_refused(cli: Cli, profile: Path, public: IndexServer) -> Non
     r = run(cli, profile, f"http://127.0.0.1:{free_port()}/simple/", public)
     assert r.code == 3
     line = error_line(r)
-    assert line.startswith("error: index musa, project ") and "connection refused" in line
+    assert line.startswith("error: index musa: connection refused") and "(5 requests failed alike" in line
     assert "after 3 attempts" in line
 
 
@@ -400,8 +400,9 @@ def test_head_refused_leaves_the_upload_time_unknown_and_takes_the_size_from_get
 def test_host_that_does_not_resolve_is_said_as_such(cli: Cli, profile: Path, public: IndexServer) -> None:
     r = run(cli, profile, "http://no-such-host.invalid/simple/", public)
     assert r.code == 3
-    assert error_line(r) == ("error: index musa, project torch: cannot resolve host no-such-host.invalid "
-                             "(http://no-such-host.invalid/simple/torch/)")
+    assert error_line(r) == ("error: index musa: cannot resolve host no-such-host.invalid at "
+                             "http://no-such-host.invalid/simple/ (5 requests failed alike, the first for project "
+                             "torch)")
 
 
 def test_redirect_to_another_host_that_ends_in_404_names_the_redirect(
@@ -482,3 +483,94 @@ def test_with_nothing_configured_the_index_is_pips_default_as_pip_states_it(tmp_
     assert json.loads(kept.read_text())["url"] == url
     kept.write_text(json.dumps({**json.loads(kept.read_text()), "url": "https://kept.invalid/simple"}))
     assert pip_default_index() == "https://kept.invalid/simple"  # not asked again
+
+
+def test_an_answer_from_another_host_leaves_nothing_behind_in_the_client(tmp_path: Path) -> None:
+    """Answers from the host a file redirected to, allowed ones (416 to a range read) too, leave no state
+    in the client's module that a later answer could pick up (a stale redirect named in its error), and
+    a plain 404 on the index itself is still that project's "not found"."""
+    from stackctl.index import client as module
+    from stackctl.index.client import ClientOptions, IndexClient, ProjectNotFound
+    from stackctl.index.config import IndexEndpoint
+
+    def held() -> int:
+        return sum(len(v) for v in vars(module).values() if isinstance(v, dict | list | set))
+
+    other = IndexServer()
+    index = IndexServer()
+    with other, index:
+        other.fault("/files/big.whl", *[status(416)] * 20)
+        index.fault("/files/big.whl", *[redirect(f"{other.base}files/big.whl")] * 20)
+        client = IndexClient(ClientOptions(retries=0))
+        ep = IndexEndpoint("idx", index.url)
+        before = held()
+        for _ in range(20):
+            r = client.get(ep, f"{index.base}files/big.whl", "file big.whl", {"Range": "bytes=9999-"}, allow=(416,))
+            assert r.status_code == 416
+            r.close()
+        assert held() == before
+        with pytest.raises(ProjectNotFound) as caught:
+            client.project(ep, "nosuch")
+    assert "redirected" not in str(caught.value), caught.value
+
+
+def test_with_nothing_configured_resolve_says_pips_built_in_default_and_keeps_it_in_the_cache_dir(
+        cli: Cli, tmp_path: Path, musa: IndexServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    profile = musa_profile(tmp_path / "s")
+    text = profile.read_text()
+    profile.write_text(text[:text.index("[pins.numpy]")])  # nothing is asked of the public index
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    mine = tmp_path / "mine"
+    r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--no-closure", "--cache-dir", str(mine), "--json")
+    assert r.code == 0, r.err
+    public = next(i for i in json.loads(r.out)["indexes"] if i["name"] == "public")
+    assert public["source"] == "pip's built-in default" and public["url"].startswith("https://")
+    assert json.loads((mine / "pip-default-index.json").read_text())["url"] == public["url"].rstrip("/")
+    assert not (tmp_path / "cache" / "pip-default-index.json").exists()  # not beside the default cache
+    r = cli("resolve", str(profile), "--index", f"musa={musa.url}", "--no-closure", "--cache-dir", str(mine))
+    assert f"index public: {public['url']} (from pip's built-in default)" in r.out, r.out
+
+
+def test_an_index_that_is_down_is_one_error_for_the_index_with_a_hint(cli: Cli, profile: Path,
+                                                                      public: IndexServer) -> None:
+    down = f"http://127.0.0.1:{free_port()}/simple/"
+    r = run(cli, profile, down, public)
+    assert r.code == 3
+    said = [ln for ln in r.err.splitlines() if ln.startswith(("error:", "hint:"))]
+    assert said == [
+        f"error: index musa: connection refused: nothing listens there at {down} after 3 attempts (5 requests "
+        "failed alike, the first for project torch)",
+        "hint: is the server of index musa running on this machine? (the project's example index: `python "
+        "examples/vendor_index.py serve`, as README.md shows); or point the index elsewhere with --index musa=URL"]
+    j = run(cli, profile, down, public, "--json")
+    assert json.loads(j.out)["exit_code"] == 3 and "5 requests failed alike" in json.loads(j.out)["error"]
+
+
+def test_ctrl_c_is_an_error_line_that_names_the_phase(tmp_path: Path, profile: Path, musa: IndexServer,
+                                                      public: IndexServer) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    musa.fault(TORCH_PAGE, hang(60))
+    proc = subprocess.Popen([sys.executable, "-m", "stackctl", "resolve", str(profile), "--index", f"musa={musa.url}",
+                             "--index", f"public={public.url}", "--no-closure", "--timeout", "120"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        deadline = time.monotonic() + 30
+        while not any(r[1] != TORCH_PAGE for r in musa.log) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the other pages answered: their progress line is out
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    # the work it was in: `resolve` (its pages, when one of them has answered), not only the command
+    assert err.strip().splitlines()[-1] in ("error: interrupted during resolve",
+                                            "error: interrupted during resolve pages"), err

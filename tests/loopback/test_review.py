@@ -219,7 +219,7 @@ def test_scan_finds_stale_references(cli: Cli, git_repo: Path) -> None:
     _tree(git_repo)
     r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1)
     assert r.code == 1
-    found = [line for line in r.out.splitlines() if "stale reference" not in line]
+    found = [line for line in r.out.splitlines() if "stale reference" not in line and "recorded in" not in line]
     assert found == [
         "docker/README.md:1: Image tag: ubuntu22.04_py3.10_musa_runtime_5.2_pytorch_release_2.11.0.post1_musa5.2.0",
         "docker/README.md:2: Measured on torch 2.11.0.post1.",
@@ -267,9 +267,12 @@ def test_scan_clean_tree_exits_0(cli: Cli, git_repo: Path) -> None:
     (git_repo / "requirements.txt").write_text("torch==2.11.0.post2+musa5.2.0\ntorchada==0.1.90\n")
     git(git_repo, "add", ".")
     git(git_repo, "commit", "-qm", "clean")
-    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1)
+    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--record", str(git_repo / "scan.json"))
     assert r.code == 0, r.out
     assert "0 stale references in 1 text file" in r.out
+    assert f"recorded in {git_repo / 'scan.json'} (what `stackctl report` reads)" in r.out.splitlines()
+    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--no-record")
+    assert r.code == 0 and "recorded in" not in r.out
 
 
 def test_scan_skips_the_old_profile_itself(cli: Cli, tmp_path: Path) -> None:
@@ -305,3 +308,34 @@ def test_diff_refuses_to_mix_kinds(cli: Cli) -> None:
     assert r.err.strip() == (f"error: cannot compare a lock ({lock}) with a profile ({POST2}): "
                              "give two profiles, two locks or two images")
     assert cli("diff", POST1, "127.0.0.1:5000/x:1").code == 2
+
+
+def test_report_dates_a_committed_lock_by_its_commit_not_its_mtime(cli: Cli, tmp_path: Path) -> None:
+    """A checkout or a clone moves the lock's mtime; the resolve that wrote it is no later than its commit."""
+    import os
+    import subprocess
+
+    from stackctl.profile.loader import load_stack
+    from stackctl.resolve.lock import Lock, write_lock
+
+    repo = tmp_path / "repo"
+    (repo / "stacks").mkdir(parents=True)
+    profile = repo / "stacks" / "public-example.toml"
+    shutil.copy(STACKS / "public-example.toml", profile)
+    stack = load_stack(profile)
+    write_lock(profile.with_suffix(".lock"), Lock(stack.name, stack.digest(), ()))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "lock"], check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+                        "GIT_COMMITTER_DATE": "2026-03-04T05:06:07Z", "GIT_AUTHOR_DATE": "2026-03-04T05:06:07Z"})
+    os.utime(profile.with_suffix(".lock"), (1_900_000_000, 1_900_000_000))  # as a later checkout leaves it
+    rep = json.loads(cli("report", "public-example", "--json", cwd=repo).out)
+    files = next(s for s in rep["sections"] if s["key"] == "files")
+    assert files["time"] == "2026-03-04T05:06:07Z"
+    # changed since its commit: the file's own time is the better word
+    profile.with_suffix(".lock").write_text(profile.with_suffix(".lock").read_text() + "\n")
+    os.utime(profile.with_suffix(".lock"), (1_900_000_000, 1_900_000_000))
+    rep = json.loads(cli("report", "public-example", "--json", cwd=repo).out)
+    assert next(s for s in rep["sections"] if s["key"] == "files")["time"].startswith("2030-03-17")

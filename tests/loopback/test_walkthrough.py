@@ -18,13 +18,31 @@ from examples.vendor_index import ExampleIndexes, build_indexes, write_inventory
 from tests.conftest import REPO, Result
 from tests.support.cli import Cli
 from tests.support.elf_fixtures import have_gcc
+from tests.support.engine import in_ci
 from tests.support.gitrepo import git
 
 NEEDS_ENGINE = {"build", "publish", "verify"}  # the vendor's base image, an engine, a registry
 # The report's sections of steps that need the vendor's base image: the only ones a run here leaves "not run".
 ENGINE_SECTIONS = {"Build: gate log, tag, labels", "Publication", "Installed distributions, old image → new image"}
 
-pytestmark = pytest.mark.skipif(not have_gcc() or shutil.which("uv") is None, reason="needs gcc and uv")
+
+
+@pytest.fixture(autouse=True)
+def gcc_and_uv() -> None:
+    """uv is found as stackctl finds it (the `uv` distribution's binary, wherever pip put it: a venv's bin/
+    need not be on PATH), and a missing one fails under CI as a missing service does."""
+    from stackctl.errors import InputError
+    from stackctl.resolve.closure import uv_binary
+
+    missing = [] if have_gcc() else ["gcc"]
+    try:
+        uv_binary()
+    except InputError:
+        missing.append("uv (`pip install -e '.[test]'` installs it)")
+    if missing and in_ci():
+        pytest.fail(f"the walkthrough needs {' and '.join(missing)} (CI is set, so this is an error)", pytrace=False)
+    if missing:
+        pytest.skip(f"the walkthrough needs {' and '.join(missing)}")
 
 
 def walkthrough_commands() -> list[str]:
@@ -118,7 +136,7 @@ def test_every_walkthrough_command_runs_as_written(cli: Cli, clone: Path, exampl
         out.setdefault(words[1], r)  # the first of each: deep_ep's wheel-diff
 
     # propose from post1 on the example index: exactly the six pins post2 moves, each to post2's version
-    assert "torch-2.11-post1 → torch-2.11-post1-next: 6 pin(s) move" in out["propose"].out
+    assert "torch-2.11-post1 → torch-2.11-post1-next: 6 pins move" in out["propose"].out
     for version in ("2.11.0.post2+musa5.2.0", "0.26.0.post2+musa5.2.0", "1.1.0+musa5.2.0torch2.11.0.post2",
                     "0.1.90"):
         assert version in out["propose"].out
@@ -255,3 +273,20 @@ def test_abi_says_when_the_inventory_is_not_of_the_profiles_base(cli: Cli, clone
     same = cli("abi", "torch-2.11-post2", "--inventory", "example-base.json", "--json", *index_args(example),
                cwd=clone)
     assert not [w for w in json.loads(same.out)["warnings"] if "is the inventory of" in w]
+
+
+def test_without_uv_the_walkthrough_fails_under_ci_and_skips_elsewhere(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    hidden = tmp_path / "hide"  # the `uv` distribution made unimportable, and no `uv` on PATH
+    (hidden / "uv").mkdir(parents=True)
+    (hidden / "uv" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    # PATH: where gcc and git are, less any directory that holds a uv
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if d and not (Path(d) / "uv").exists())
+    node = f"{Path(__file__).relative_to(REPO)}::test_the_first_blocks_commit_takes_the_lock"
+    for ci, outcome in (("true", "1 error"), ("", "1 skipped")):
+        env = {**os.environ, "PATH": path, "PYTHONPATH": str(hidden), "CI": ci}
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", node], cwd=REPO,
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert outcome in r.stdout and "uv (`pip install -e '.[test]'` installs it)" in r.stdout, r.stdout + r.stderr

@@ -53,9 +53,10 @@ def test_python_change_added_member_and_soname(tmp_path: Path, elf_libs: Libs) -
     assert d.summary.endswith("Requires-Python >=3.9\u2192>=3.10")
 
 
-def test_cli_wheel_diff_local_and_remote(cli: Cli, stack_wheels: Wheels) -> None:
-    r = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2))
+def test_cli_wheel_diff_local_and_remote(cli: Cli, stack_wheels: Wheels, tmp_path: Path) -> None:
+    r = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2), "--record", str(tmp_path / "d.json"))
     assert r.code == 0, r.err
+    assert f"recorded in {tmp_path / 'd.json'} (what `stackctl report` reads)" in r.out.splitlines()
     assert SUMMARY in r.out.replace("\n", "")
     m = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2), "--markdown")
     assert "| member | size before | size after | crc before | crc after |" in m.out

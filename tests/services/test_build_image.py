@@ -261,3 +261,38 @@ def test_a_served_wheel_that_is_not_the_locks_fails_the_build_naming_it(
     assert r.code == 1, r.out + r.err
     assert f"pin-toplib/{wheel.name}: sha256 " in r.err and "does not match the lock's" in r.err
     assert "hint: fetch the wheel again" in r.err
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_a_module_in_a_newer_pythons_syntax_gets_no_byte_code_and_the_build_goes_on(
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str,
+        installer: str) -> None:
+    # torch's cp311 wheel ships torch/testing/_internal/py312_intrinsics.py (`def f[T](...)`) on purpose;
+    # pip and uv leave such a file without byte-code, and the default [image] (byte-code "pins") must too
+    repo = stack(tmp_path, registry, installer=installer,
+                 toplib_files={"toplib/_py312.py": "def f[T](x: T) -> T:\n    return x\n"})
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    cleanup.images(repository)
+    r = build(cli, repo, tmp_path, "--json", "--revision", "r1", "--ref", "t")
+    assert r.code == 0, r.out + r.err
+    image = json.loads(r.out)["image"]
+    listing = docker_client.containers.run(image, ["sh", "-c", "ls /opt/stack/pin-toplib/toplib/__pycache__"],
+                                           remove=True).decode().split()
+    assert listing == ["__init__.cpython-311.pyc"], listing
+
+
+def test_a_gate_step_from_the_cache_still_shows_the_verdict_the_image_passed_with(
+        tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str) -> None:
+    repo = stack(tmp_path, registry)
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    cleanup.images(repository)
+    first = build(cli, repo, tmp_path, "--json", "--revision", "r1", "--ref", "t")
+    again = build(cli, repo, tmp_path, "--json", "--revision", "r1", "--ref", "t")
+    assert first.code == 0 and again.code == 0, first.err + again.err
+    ran, cached = json.loads(first.out), json.loads(again.out)
+    assert not ran["gate_cached"] and cached["gate_cached"]
+    assert "PASS import patcher version=1.0.0" in ran["gate"]
+    assert cached["gate"] == ran["gate"]  # the lines of the run that passed these very layers
+    human = build(cli, repo, tmp_path, "--revision", "r1", "--ref", "t")
+    assert human.code == 0 and "PASS import patcher version=1.0.0" in human.out, human.out
+    assert "gate: step taken from the cache" in " ".join(human.out.split())

@@ -85,6 +85,10 @@ def test_publish_pull_back_record_and_inspect(
     r = cli("publish", "e2e", "--record", str(record), cwd=root)
     assert r.code == 0 and len(read_records(record)) == 2
     assert read_records(record)[1].digest == pub["digest"]
+    # the human summary: the reference verify takes, and what was sent said as compressed bytes
+    said = r.out.splitlines()
+    assert f"  ref      {repository}@{pub['digest']}" in said, r.out
+    assert any(ln.startswith("  layers   ") and "after compression" in ln for ln in said), r.out
 
 
 def test_image_diff_from_installed_labels(
@@ -359,3 +363,19 @@ def test_ctrl_c_during_a_stalled_upload_exits_130_at_once_and_commits_nothing(
             proc.wait()
         server.shutdown()
         server.server_close()
+
+
+def test_publish_of_an_image_not_built_names_the_build_and_the_repository(
+        tmp_path: Path, cli: Cli, docker_client: Any, registry: str) -> None:
+    repository = f"{registry}/stackctl-test/{unique_tag('unbuilt')}"
+    repo = make_stack_repo(tmp_path, "e2e", repository)
+    r = cli("publish", "e2e", "--record", str(tmp_path / "p.jsonl"), cwd=repo.root)
+    assert r.code == 2 and "Traceback" not in r.err
+    assert [ln for ln in r.err.splitlines() if ln.startswith("error:")] == [
+        f"error: {repository}:py3.11_core_2.0.0_vendor1_top_0.3.0: no such image in the engine; run `stackctl "
+        "build e2e` first; if it was built with --repository, pass publish the same --repository"]
+    other = f"{registry}/stackctl-test/{unique_tag('elsewhere')}"
+    r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), cwd=repo.root)
+    assert r.code == 2
+    assert f"no such image in the engine; run `stackctl build e2e --repository {other}` first" in r.err
+    assert not (tmp_path / "p.jsonl").exists()

@@ -144,7 +144,7 @@ def test_signed_publication_verifies_and_a_forged_image_fails_key_and_rebuild(
     r = run("verify", f"{repository}@{digest}", "--key", str(public), "--lock", str(repo.lock), "--json")
     assert r.code == 0, r.out + r.err
     checks = {f["check"]: f for f in json.loads(r.out)["findings"]}
-    assert checks["signature"]["ok"] and checks["base"]["ok"] and "layers are the image's first" in checks["base"][
+    assert checks["signature"]["ok"] and checks["base"]["ok"] and "the image starts with its " in checks["base"][
         "detail"]
     r = run("verify", f"{repository}@{digest}", "--key", str(other), "--json")
     assert r.code == 1 and "the provenance statement is wrongly signed" in failed(r)["signature"], r.out + r.err

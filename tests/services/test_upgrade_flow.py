@@ -100,7 +100,7 @@ def test_propose_resolve_abi_build_publish_report(
             "publication": "ok", "image-diff": "ok", "scan": "ok"}, rep
         lock = read_lock(repo.root / "stacks" / "flow-new.lock")
         assert f"image {image} @ {digests[0]}" in rep["summary"]
-        assert "3 pin(s) move from flow-old" in rep["summary"]
+        assert "3 pins move from flow-old" in rep["summary"]
         profile_rows = sections["profile"]["tables"][0]["rows"]
         toplib = next(row for row in profile_rows if row[0] == "toplib")
         assert toplib[1:3] == ["0.3.0", "0.3.1"]

@@ -129,9 +129,11 @@ def uv_wheel(dest: Path) -> Path:
 
 
 def build_wheels(dest: Path, versions: dict[str, str], *, toplib_attr: str | None = None,
-                 nonce: str = "", patcher_import: str = "") -> dict[str, Path]:
+                 nonce: str = "", patcher_import: str = "",
+                 toplib_files: dict[str, str] | None = None) -> dict[str, Path]:
     """`nonce` goes into patcher: a fresh value makes the engine re-run every step above it, the gate too.
-    `patcher_import` is code patcher runs when imported (a package that writes to stderr)."""
+    `patcher_import` is code patcher runs when imported (a package that writes to stderr); `toplib_files`
+    are more members of toplib's wheel."""
     v = versions
     data = {f"corelib/data/c{i}.json": "{}" for i in range(3)}
     return {
@@ -142,7 +144,8 @@ def build_wheels(dest: Path, versions: dict[str, str], *, toplib_attr: str | Non
         "corelib-ext": build_wheel(dest, "corelib-ext", v["corelib-ext"], files={
             "corelib_ext/__init__.py": "raise RuntimeError('needs a GPU at import')\n"}),
         "toplib": build_wheel(dest, "toplib", v["toplib"], files={
-            "toplib/__init__.py": f"import helperdep\n__version__ = '{toplib_attr or v['toplib']}'\n"},
+            "toplib/__init__.py": f"import helperdep\n__version__ = '{toplib_attr or v['toplib']}'\n",
+            **(toplib_files or {})},
             requires_dist=["helperdep>=1"]),
         "helperdep": build_wheel(dest, "helperdep", v["helperdep"], files={"helperdep.py": "X = 1\n"}),
     }
@@ -183,7 +186,8 @@ class StackRepo:
 def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, str] | None = None,
                     *, commit: bool = True, toplib_attr: str | None = None, nonce: str = "",
                     orders: dict[str, int] | None = None, extra_toml: str = "", python: str = "3.11",
-                    patcher_import: str = "", installer: str = "pip") -> StackRepo:
+                    patcher_import: str = "", installer: str = "pip",
+                    toplib_files: dict[str, str] | None = None) -> StackRepo:
     """installer "uv": the profile pins uv and installs with it (its wheel built from this machine's uv)."""
     v = {**VERSIONS, **(versions or {})}
     image_toml = ""
@@ -199,7 +203,8 @@ def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, s
                                     image_toml=image_toml), encoding="utf-8")
     stack = load_stack(profile)
     wheelhouse = tmp / "wheelhouse"
-    wheels = build_wheels(wheelhouse, v, toplib_attr=toplib_attr, nonce=nonce, patcher_import=patcher_import)
+    wheels = build_wheels(wheelhouse, v, toplib_attr=toplib_attr, nonce=nonce, patcher_import=patcher_import,
+                          toplib_files=toplib_files)
     if installer == "uv":
         wheels["uv"] = uv_wheel(wheelhouse)
     lock = profile.with_suffix(".lock")

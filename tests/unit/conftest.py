@@ -19,6 +19,7 @@ def _pure(monkeypatch: pytest.MonkeyPatch) -> None:
     # stand-in answer, so a command over a `from_pip` index with nothing configured stays pure.
     import stackctl.index.pipconf
 
-    monkeypatch.setattr(stackctl.index.pipconf, "pip_default_index", lambda: "https://pip-default.invalid/simple/")
+    monkeypatch.setattr(stackctl.index.pipconf, "pip_default_index",
+                        lambda keep_in=None: "https://pip-default.invalid/simple/")
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "bind", refuse)

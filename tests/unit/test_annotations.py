@@ -37,6 +37,8 @@ verison = "2.9.0"
 
 [imagee]
 base = "x"
+repository = "r"
+tag = "t"
 """
 
 

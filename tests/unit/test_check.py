@@ -56,8 +56,13 @@ def test_check_without_a_lock(cli: Cli, tmp_path: Path) -> None:
     profile = _setup(tmp_path)
     profile.with_suffix(".lock").unlink()
     r = cli("check", str(profile))
+    said = f"{profile.with_suffix('.lock')}: no such lock; run `stackctl resolve {profile}` first"
     assert r.code == 1
-    assert "FAIL" in r.out and "no such lock; run `stackctl resolve` first" in r.out
+    assert "FAIL" in r.out and said in r.out
+    # `lock` says the same of the same missing lock, with the same exit code
+    for args in ((), ("--check",)):
+        r = cli("lock", str(profile), *args)
+        assert (r.code, [ln for ln in r.err.splitlines() if ln.startswith("error:")]) == (1, [f"error: {said}"])
 
 
 def test_check_hashes_drift_names_the_export_that_fixes_it(cli: Cli, tmp_path: Path) -> None:

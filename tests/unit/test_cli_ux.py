@@ -312,3 +312,10 @@ def test_every_command_takes_verbose_once_and_it_shows_the_traceback(cli: Cli, t
     assert quiet.code == loud.code == 2
     assert quiet.err.splitlines() == [f"error: {missing}: no such file"]
     assert loud.err.startswith("Traceback (most recent call last):") and loud.err.splitlines()[-1] == quiet.err.strip()
+
+
+@pytest.mark.parametrize(("command", "other"), [("export", "verify"), ("verify", "export")])
+def test_an_options_help_speaks_of_its_own_command(cli: Cli, command: str, other: str) -> None:
+    r = cli(command, "--help")
+    lock = " ".join(r.out.split("--lock PATH", 1)[1].split("--", 1)[0].split())
+    assert lock and other not in lock, lock

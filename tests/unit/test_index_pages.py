@@ -83,7 +83,7 @@ def pip_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     import stackctl.index.pipconf
 
     monkeypatch.setattr(stackctl.index.pipconf, "_global_files", lambda env: [])
-    monkeypatch.setattr(stackctl.index.pipconf, "pip_default_index", lambda: None)
+    monkeypatch.setattr(stackctl.index.pipconf, "pip_default_index", lambda keep_in=None: None)
     monkeypatch.setattr(stackctl.index.pipconf.sys, "prefix", str(tmp_path / "venv"))
     return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config")}
 

@@ -145,3 +145,23 @@ def test_scan_lines_are_whole_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPa
     out = piped_80(cli, monkeypatch, "scan", str(root / "notes.md"), "--stack", "torch-2.11-post2", "--since",
                    "torch-2.11-post1", code=1, cwd=root)
     assert_whole(out, ["2.11.0.post1+musa5.2.0"])
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_prose_wraps_between_words_on_a_terminal_and_stays_one_line_piped(
+        monkeypatch: pytest.MonkeyPatch, terminal: bool) -> None:
+    import importlib
+
+    app = importlib.import_module("stackctl.cli.app")  # the module: the package's `app` is the Typer app
+    out = io.StringIO()
+    made = Console(file=out, width=80, force_terminal=terminal, color_system=None, soft_wrap=True, highlight=False)
+    monkeypatch.setattr(app.console, "_console", made)
+    text = ("gate: step taken from the cache (the same layers passed it before; the lines above are those its run "
+            "kept in the image; --no-cache runs it again)")
+    app.say(text)
+    lines = out.getvalue().splitlines()
+    if terminal:  # never `ru` / `ns it again`: each line within the width, every word whole
+        assert len(lines) > 1 and all(len(ln) <= 80 for ln in lines), lines
+        assert " ".join(" ".join(lines).split()) == text
+    else:  # a log line a reader greps for stays whole
+        assert lines == [text]

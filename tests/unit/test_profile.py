@@ -344,3 +344,19 @@ def test_limited_pins_export_with_a_marker_and_digests_of_unlimited_profiles_sta
         'file = "a.txt"', 'file = "a.txt"\npython = ["3.10", "3.12"]\nmarker = \'platform_machine == "x86_64"\'')))
     assert ('torchada==0.1.90 ; (python_version == "3.10" or python_version == "3.12") and '
             'platform_machine == "x86_64"') in render_requirements(both)["a.txt"]
+
+
+@pytest.mark.parametrize(("find", "typo", "said"), [
+    ('version = "2.22"', 'verison = "2.22"', ":18 pins.pycparser.verison: unknown key; did you mean 'version'?"),
+    ("[indexes.public]", "[indexs.public]", ":14 indexs: unknown key; did you mean 'indexes'?"),
+    ("[image]", "[imag]", ":39 imag: unknown key; did you mean 'image'?"),
+])
+def test_one_typo_is_one_problem_with_its_line_and_no_follow_on(tmp_path: Path, find: str, typo: str,
+                                                                 said: str) -> None:
+    """Read on as if spelt as meant: no `missing` for the key, no gate-order gap for the pin it hid, no
+    undeclared index for the pins on the table it hid."""
+    path = tmp_path / "public-example.toml"
+    path.write_text((STACKS / "public-example.toml").read_text().replace(find, typo, 1))
+    with pytest.raises(ProfileError) as caught:
+        load_stack(path)
+    assert [str(p) for p in caught.value.problems] == [f"{path}{said}"]

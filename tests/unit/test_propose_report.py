@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import io
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from packaging.tags import Tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from rich.console import Console
 
 from stackctl.cli.app import invoked, output
 from stackctl.cli.report import render_markdown
 from stackctl.index.pages import IndexedFile
 from stackctl.profile.model import Index, Pin, Stack, Target
 from stackctl.resolve.propose import Move, Proposal, propose, render_profile, torch_in_label
-from stackctl.review.report import Report, Section, Table
+from stackctl.review.report import Recorded, Report, Section, Table, build_report
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=timezone.utc)
 TARGETS = (Target("3.10", "linux_x86_64"),)
@@ -83,7 +86,7 @@ def test_a_proposed_profile_reads_like_a_hand_written_one() -> None:
                   "musa-torch"),
              Move("vendor.ext", "1.0", "1.1", "local label (a → b)", None, 'the "fixed" build'))
     text = render_profile(Proposal("musa-2.9", "musa-2.11", moves, (), 3600.0, False))
-    assert text == """# Proposed by `stackctl propose musa-2.9`: 2 pin(s) move; everything else is
+    assert text == """# Proposed by `stackctl propose musa-2.9`: 2 pins move; everything else is
 # inherited from musa-2.9.
 
 [stack]
@@ -121,3 +124,77 @@ def test_a_record_quotes_the_command_without_credentials() -> None:
         assert invoked() == "stackctl abi s --index musa=https://vendor.invalid/simple/"
     finally:
         output.argv = ()
+
+
+def _recorded(build_time: str, pub_time: str, pub_image: str, overrides: tuple = ()) -> Recorded:  # type: ignore[type-arg]
+    from stackctl.image.publish import Publication
+    from stackctl.profile.loader import load_stack
+    from stackctl.resolve.lock import Lock
+    from tests.conftest import STACKS
+
+    new = load_stack(STACKS / "public-example.toml")
+    lock = Lock(new.name, new.digest(), (), overrides=overrides)
+    build = {"stack": new.name, "time": build_time, "lock_digest": lock.digest(), "image": "r/p:t",
+             "image_id": "sha256:" + "b" * 64, "labels": {"org.opencontainers.image.revision": "2" * 40},
+             "gate": ["PASS import pycparser version=2.22"], "steps": 20, "cached_steps": 0}
+    pub = Publication("r/p:t", "sha256:" + "d" * 64, pub_image, "1" * 40, lock.digest(), new.name, pub_time)
+    return Recorded(new, "public-example", lock=lock, lock_path="stacks/public-example.lock",
+                    lock_time="2026-05-01T09:00:00Z", build=build, build_path="build/public-example.build.json",
+                    publications=(pub,), publications_path="build/publications.jsonl", now="2026-05-02T09:00:00Z")
+
+
+def test_a_build_and_a_publication_of_two_images_are_not_both_proved() -> None:
+    # published from revision 1's image, then built again from revision 2: the publication is not of this build
+    rep = build_report(_recorded("2026-05-01T12:00:00Z", "2026-05-01T10:00:00Z", "sha256:" + "a" * 64))
+    assert rep.section("build").status == "ok" and rep.section("publication").status == "stale"
+    assert rep.section("publication").text == (
+        f"the build record is of image sha256:{'b' * 12} (revision {'2' * 12}), the publication of image "
+        f"sha256:{'a' * 12} (revision {'1' * 12}): published before that build; run `stackctl publish "
+        "public-example`")
+    assert "@ sha256:ddd" not in rep.summary and "Publication" in rep.summary.split("Not proved here:")[1]
+    # built, then another image published: the build record is the older of the two
+    rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "a" * 64))
+    assert rep.section("build").status == "stale" and rep.section("publication").status == "ok"
+    # one image: both proved
+    rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64))
+    assert rep.section("build").status == "ok" and rep.section("publication").status == "ok"
+
+
+def test_a_lock_resolved_through_an_override_says_so_in_the_report() -> None:
+    from stackctl.resolve.lock import IndexOverride
+
+    rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64,
+                                 (IndexOverride("public", "http://127.0.0.1:8651/simple/", "--index public"),)))
+    said = ("the lock for public-example was resolved through an index override: public at "
+            "http://127.0.0.1:8651/simple/ (--index public)")
+    assert said in rep.summary and said in rep.section("files").text
+    assert said in render_markdown(rep)
+
+
+def test_counted_nouns_agree_with_one() -> None:
+    from stackctl.profile.model import Probe
+
+    assert Probe("data", "file-count", "corelib", "data/*.json", 1).describe() == "1 file corelib/data/*.json"
+    one = Move("torchada", "0.1.102", "0.1.103", "patch", None, "newest in line")
+    assert "`stackctl propose a`: 1 pin move;" in render_profile(Proposal("a", "b", (one,), (), 3600.0, False))
+
+
+def test_the_plain_report_names_its_fields_and_no_placeholder_paths() -> None:
+    import importlib
+
+    rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64))
+    assert "OLD.build.json" not in rep.section("image-diff").text
+    assert rep.section("image-diff").text == "public-example extends nothing; name the old profile with --since"
+    out = io.StringIO()
+    report_cli = importlib.import_module("stackctl.cli.report")
+    app = importlib.import_module("stackctl.cli.app")
+    made = Console(file=out, width=80, force_terminal=False, color_system=None, soft_wrap=True, highlight=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(app.console, "_console", made)
+        report_cli._print_human(rep)
+    lines = out.getvalue().splitlines()
+    assert "image: r/p:t" in lines and not any(ln.startswith(": ") for ln in lines), lines
+    many = Report("s", None, "x", (Section("files", "Files", "ok", "stackctl resolve s", None,
+                                           (Table(("a", "b"), tuple((str(i), "x") for i in range(39))),)),))
+    md = render_markdown(many)
+    assert "<summary>39 rows</summary>" in md and "(39 rows)" not in md
