@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackctl.abi.check import AbiReport, Severity, StackWheel, check_abi
+from stackctl.abi.check import AbiReport, RunTime, Severity, StackWheel, check_abi
 from stackctl.abi.inventory import Inventory
 from stackctl.base.annotations import Annotation, Level
 from stackctl.base.progress import Progress
@@ -44,6 +44,7 @@ class TargetPlan:
     label: str
     arch: str | None
     wheels: tuple[PlannedWheel, ...]
+    runtime: RunTime = field(default_factory=RunTime)
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,9 @@ class AbiRun:
     warnings: tuple[str, ...] = ()
 
     def failures(self) -> list[str]:
+        """One line per unresolved library and per other error, each target's prefixed with its label."""
         return [f"{label}: {msg}" if len(self.reports) > 1 else msg
-                for label, rep in self.reports if (msg := rep.failure())]
+                for label, rep in self.reports for msg in rep.failures()]
 
 
 def inventory_warning(plan: AbiPlan, inventory: Inventory | None, inventory_file: str | Path | None) -> str | None:
@@ -77,13 +79,26 @@ def inventory_warning(plan: AbiPlan, inventory: Inventory | None, inventory_file
             "writes that one)")
 
 
-def plan_wheels(paths: list[str], arch: str | None) -> AbiPlan:
+def plan_wheels(paths: list[str], arch: str | None, runtime: RunTime | None = None) -> AbiPlan:
     """Wheel files or URLs named on the command line, checked together."""
-    return AbiPlan((TargetPlan("wheels", arch, tuple(PlannedWheel(p, None, True) for p in paths)),))
+    return AbiPlan((TargetPlan("wheels", arch, tuple(PlannedWheel(p, None, True) for p in paths),
+                               runtime or RunTime()),))
+
+
+def stack_runtime(stack: Stack, target: str | None, extra_providers: tuple[str, ...] = ()) -> RunTime:
+    """The run time a target's ABI check models: the gate's imports in order, the profile's providers
+    (built-in sets extended by `[abi.provides]`), optional members, baseline and LD_LIBRARY_PATH."""
+    from stackctl.profile.runtime import provider_sets
+
+    t = next((x for x in stack.targets if x.label == target), None)
+    imports = tuple(dict.fromkeys(e.module.split(".", 1)[0] for e in stack.gate_entries(t)))
+    vendors = tuple(dict.fromkeys((*stack.abi.providers, *extra_providers)))
+    return RunTime(imports, provider_sets(vendors, stack.abi.provides), stack.abi.optional, stack.abi.baseline,
+                   stack.abi.ld_library_path)
 
 
 def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str, IndexEndpoint],
-               target: str | None = None, arch: str | None = None) -> AbiPlan:
+               target: str | None = None, arch: str | None = None, providers: tuple[str, ...] = ()) -> AbiPlan:
     """Every target's wheels from the lock (pins with `abi = "ignore"` left out), each read from its index."""
     if lock.stack != stack.name:
         raise InputError(f"{lock_name}: is the lock of stack {lock.stack!r}, not {stack.name!r}")
@@ -110,7 +125,7 @@ def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str
                                     endpoint_for(f, pin_index.get(f.url), eps, stack), f.requires_dist)
                        for f in files)
         platform = label.split("-", 1)[1] if "-" in label else label
-        plans.append(TargetPlan(label, arch or platform_arch(platform), wheels))
+        plans.append(TargetPlan(label, arch or platform_arch(platform), wheels, stack_runtime(stack, label, providers)))
     return AbiPlan(tuple(plans), stack.abi.allow, stack.abi.inventory, warnings,
                    stack.image.base if stack.image else None)
 
@@ -162,8 +177,9 @@ def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...
                 progress(f"reading {plan.label}", n + 1, len(items))
         return out
 
+    rt = plan.runtime
     wheels = read(False)
-    rep = check_abi(wheels, inv, rules, plan.arch)
+    rep = check_abi(wheels, inv, rules, plan.arch, rt)
     used = {(r.provider_wheel, r.provider_path) for r in rep.resolutions if r.provider_wheel}
     headers = False
     for i, (p, w) in enumerate(zip(items, wheels, strict=True)):
@@ -172,9 +188,9 @@ def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...
             wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check, w.requires_dist)
             headers = True
     if headers:
-        rep = check_abi(wheels, inv, rules, plan.arch)
+        rep = check_abi(wheels, inv, rules, plan.arch, rt)
     if rep.unresolved() and any(not p.check for p in items):
-        rep = check_abi(read(True), inv, rules, plan.arch)
+        rep = check_abi(read(True), inv, rules, plan.arch, rt)
     return rep
 
 
@@ -229,6 +245,7 @@ def finding_annotations(stack: Stack | None, reports: tuple[tuple[str, AbiReport
 
 def check_targets(targets: list[str], *, lock: Path | None = None, target: str | None = None,
                   inventory: str | None = None, allow: tuple[str, ...] = (), arch: str | None = None,
+                  providers: tuple[str, ...] = (),
                   limits: Limits | None = None, overrides: Mapping[str, str] | None = None,
                   record: Path | None = None, no_record: bool = False, command: str = "",
                   progress: Progress | None = None) -> AbiOutcome:
@@ -240,6 +257,9 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
     wheel_mode = all(t.endswith(".whl") for t in targets)
     if not wheel_mode and len(targets) != 1:
         raise InputError("give one profile, or only wheel files (*.whl)")
+    from stackctl.profile.runtime import BUILTIN
+
+    known = dict(BUILTIN)
     client = None
     stack: Stack | None = None
     recorded: tuple[str, str | None, tuple[str, ...]] | None = None  # stack, lock digest, profile digest
@@ -247,19 +267,25 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
         if lock is not None or target is not None or overrides or record is not None or no_record:
             raise InputError("--lock, --target, --index, --record and --no-record apply to a profile, not to "
                              "wheel files")
-        plan = plan_wheels(targets, arch)
+        from stackctl.profile.runtime import provider_sets
+
+        plan = plan_wheels(targets, arch, RunTime(providers=provider_sets(providers)))
     else:
         from stackctl.index.config import endpoints
         from stackctl.profile.locate import load_profile
         from stackctl.resolve.lock import lock_path, read_lock
 
         stack = load_profile(targets[0])
+        known.update(stack.abi.provides)
         path = lock_path(targets[0], lock)
         locked = read_lock(path)
         plan = plan_stack(stack, locked, path, endpoints(stack, overrides, locked=locked.index_origins()), target,
-                          arch)
+                          arch, providers)
         recorded = (stack.name, locked.digest(), (stack.digest(),))
         client = IndexClient()
+    for name in providers:
+        if name not in known:
+            raise InputError(f"--provider {name}: no such run-time provider set; known: {', '.join(sorted(known))}")
     inv_file = inventory or plan.inventory
     inv = read_inventory(inv_file) if inv_file else None
     run = run_abi(plan, inv, plan.allow + allow, limits or Limits(), client, progress, inv_file)

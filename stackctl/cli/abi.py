@@ -80,16 +80,29 @@ def _print_report(label: str, rep: AbiReport) -> None:
     console.print(table(title, _RESOLUTION_COLUMNS, _resolution_rows(rep)))
     if ceil := _ceiling_rows(rep):
         console.print(table("symbol-version ceilings", _CEILING_COLUMNS, ceil))
-    if rep.inventory is None:
+    if rep.inventory is None and rep.baselines:
+        console.print(f"note: no image inventory: system libraries and symbol versions held to "
+                      f"{', '.join(rep.baselines)} (auditwheel's policy)", markup=False)
+    elif rep.inventory is None:
         console.print("[yellow]note:[/] no image inventory (--inventory or the profile's \\[abi] "
                       "inventory): symbol versions were not compared with the image's")
+    if rep.providers:
+        console.print(f"run-time providers: {', '.join(rep.providers)}", markup=False)
     for f in rep.findings:
         if f.kind != "unresolved":
             colour = "red" if f.severity.value == "error" else "yellow"
-            console.print(f"[{colour}]{f.severity.value}:[/] {f.message}", markup=True)
-    unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
+            console.print(f"[{colour}]{f.severity.value}:[/] ", end="")
+            console.print(f.message, markup=False, highlight=False)
+    for lib, files in rep.unresolved():
+        console.print("[red]unresolved:[/] ", end="")
+        console.print(f"{lib}, needed by {len(files)} file{'s' if len(files) > 1 else ''}: {', '.join(files)}",
+                      markup=False, highlight=False)
+    counts: dict[str, int] = {}
+    for r in rep.resolutions:
+        counts[r.where.value] = counts.get(r.where.value, 0) + 1
+    said = ", ".join(f"{n} {w}" for w, n in counts.items())
     console.print(f"{label}: {rep.checked_files} files checked in {len(rep.wheels)} wheels, "
-                  f"{len(rep.resolutions)} needed entries, {unresolved} unresolved")
+                  f"{len(rep.resolutions)} needed entries ({said or 'none'})", markup=False)
 
 
 def _resolution_rows(report: AbiReport) -> list[list[str]]:
@@ -112,8 +125,11 @@ def abi(
     inventory: Annotated[str | None, typer.Option("--inventory", metavar="FILE", help="Base image inventory (JSON from "
                                                   "`stackctl inventory`); overrides the profile's.")] = None,
     allow: Annotated[list[str] | None, typer.Option("--allow", metavar="GLOB",
-                                                    help="Glob of libraries the host provides "
-                                                    "(libcuda.so.*); adds to the profile's.")] = None,
+                                                    help="Glob of libraries taken as found; adds to the "
+                                                    "profile's. Prefer --provider for the driver's.")] = None,
+    provider: Annotated[list[str] | None, typer.Option("--provider", metavar="VENDOR",
+                                                       help="Run-time provider set the device driver brings "
+                                                       "(nvidia, musa); adds to the profile's.")] = None,
     arch: Annotated[str | None, typer.Option("--arch", metavar="MACHINE",
                                              help="Expected machine (x86_64, aarch64); default from "
                                              "the target or the wheels' tags.")] = None,
@@ -127,10 +143,12 @@ def abi(
     annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check that every DT_NEEDED of the wheels resolves.
+    """Check that every DT_NEEDED of the wheels resolves, as the loader finds it.
 
-    Where each library the checked wheels need is found (RUNPATH, another wheel, the image, the allow
-    list); exit 1 naming each unresolved library and each exceeded symbol version.
+    Where each library the checked wheels need is found, in ld.so's order (already loaded by an earlier
+    import, RPATH, LD_LIBRARY_PATH, RUNPATH, the image or the manylinux policy), or a run-time provider,
+    an optional member, the allow list; exit 1 naming each unresolved library and each exceeded symbol
+    version.
     """
     from stackctl.abi import check_targets
     from stackctl.wheels import Limits
@@ -138,7 +156,8 @@ def abi(
     one_format(as_json, markdown)
     with group("abi: read the wheels' ELF files"), progress_bar(not as_json, "abi") as progress:
         outcome = check_targets(targets, lock=lock, target=target, inventory=inventory, allow=tuple(allow or ()),
-                                arch=arch, limits=Limits.capped(max_size), overrides=overrides(index),
+                                arch=arch, providers=tuple(provider or ()), limits=Limits.capped(max_size),
+                                overrides=overrides(index),
                                 record=record, no_record=no_record, command=invoked(), progress=progress)
     for w in outcome.warnings:
         console_err.print(f"[yellow]warning:[/] {w}")

@@ -52,8 +52,9 @@ def test_closure_through_runpath_other_wheels_image_and_allow(stack_wheels: Whee
     report = check_abi(wheels, image_inventory(), allow=["librt.so.*"])
     where = {r.needed: r for r in report.resolutions}
     assert set(where) >= {"libcore.so.1", "libkern.so", "libdl.so.2", "librt.so.1", "libc.so.6"}
-    assert where["libcore.so.1"].where is Where.RPATH and "corelib/lib/libcore.so.1" in where["libcore.so.1"].detail
-    assert where["libkern.so"].where is Where.RPATH
+    # the extension is linked with --enable-new-dtags: its search path is a DT_RUNPATH
+    assert where["libcore.so.1"].where is Where.RUNPATH and "corelib/lib/libcore.so.1" in where["libcore.so.1"].detail
+    assert where["libkern.so"].where is Where.RUNPATH
     assert where["libc.so.6"].where is Where.IMAGE and where["libc.so.6"].detail == "/lib/x86_64-linux-gnu/libc.so.6"
     # The image has librt: the image comes before the allow list.
     assert where["librt.so.1"].where is Where.IMAGE
@@ -70,11 +71,12 @@ def test_runpath_wins_over_a_library_of_the_same_name_elsewhere(stack_wheels: Wh
               StackWheel(scan(stack_wheels.kern), False), StackWheel(scan(stack_wheels.ext_v2), True)]
     report = check_abi(wheels, image_inventory())
     r = next(r for r in report.resolutions if r.needed == "libcore.so.1")
-    assert r.where is Where.RPATH and "corelib-1.0" in r.detail
-    # Without the RUNPATH's target the name still resolves in another wheel, as installed.
+    assert r.where is Where.RUNPATH and "corelib-1.0" in r.detail
+    # Without the RUNPATH's target the loader never opens the decoy's file: unresolved, and the report says
+    # where a file of that name is and that no search path leads there.
     report = check_abi([wheels[0], wheels[2], wheels[3]], image_inventory())
     r = next(r for r in report.resolutions if r.needed == "libcore.so.1")
-    assert r.where is Where.WHEEL and "decoy/libcore.so.1" in r.detail
+    assert r.where is Where.UNRESOLVED and "decoy/libcore.so.1, which no search path of this file leads to" in r.detail
 
 
 def test_unresolved_names_library_and_every_file(stack_wheels: Wheels, elf_libs: Libs, tmp_path: Path) -> None:
@@ -171,13 +173,13 @@ def test_cli_wheels_table_json_markdown(cli: Cli, stack_wheels: Wheels, tmp_path
     args = [str(stack_wheels.core), str(stack_wheels.kern), str(stack_wheels.ext_v2), "--inventory", str(inv)]
     r = cli("abi", *args)
     assert r.code == 0, r.err
-    assert "libkern.so" in r.out and "rpath" in r.out and "/lib/x86_64-linux-gnu/libc.so.6" in r.out
+    assert "libkern.so" in r.out and "runpath" in r.out and "/lib/x86_64-linux-gnu/libc.so.6" in r.out
     assert "GLIBC_2.34" in r.out  # the ceilings table
     j = cli("abi", *args, "--json")
     data = first_json(j.out)
     rep = data["reports"][0]  # type: ignore[index]
     assert rep["ok"] is True and rep["unresolved"] == []
-    assert {x["where"] for x in rep["resolutions"]} == {"rpath", "image"}
+    assert {x["where"] for x in rep["resolutions"]} == {"runpath", "image"}
     m = cli("abi", *args, "--markdown")
     assert "| file | needed | resolved | where |" in m.out
 
@@ -349,7 +351,8 @@ def test_cli_lock_missing(cli: Cli, tmp_path: Path) -> None:
 
 def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, stack_wheels: Wheels, elf_libs: Libs,
                                                                       tmp_path: Path) -> None:
-    """A provider whose file name is not its SONAME is found on the second, reading pass."""
+    """A provider whose file name is not its SONAME (a vendored, renamed copy) is read on the second pass, and
+    is still not what the loader finds: it opens the file name a search path leads to."""
     alias = build_wheel(tmp_path / "w", "aliascore", "1.0", tag=TAG,
                         files={"aliascore/libalias.so": elf_libs.core.read_bytes()})
     write_profile(tmp_path, "al", {"aliascore": "1.0", "deep_ext": {"version": "1.0.post1", "abi": "check"}},
@@ -368,11 +371,14 @@ def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, s
         write_lock(tmp_path / "stacks" / "al.lock", Lock("al", stack.digest(), tuple(pins)))
         r = cli("abi", "al", "--json", cwd=tmp_path)
         alias_log = server.requests_to(alias.name)
-    assert r.code == 0, r.err
+    assert r.code == 1, r.err
+    assert "error: unresolved: libcore.so.1 (needed by deep_ext-1.0.post1" in r.err
     data = first_json(r.out)
     rep = data["reports"][0]  # type: ignore[index]
     res = next(x for x in rep["resolutions"] if x["needed"] == "libcore.so.1")
-    assert res["where"] == "wheel" and "aliascore/libalias.so" in res["detail"]
+    assert res["where"] == "unresolved" and res["provider_path"] is None
+    assert "only aliascore-1.0-cp310-cp310-linux_x86_64.whl's renamed copy aliascore/libalias.so has that SONAME" \
+        in res["detail"]
     # The profile's inventory stands in for the image; its allow list for the rest.
     assert rep["inventory"] == "base:1"
     assert {x["where"] for x in rep["resolutions"] if x["needed"] == "libc.so.6"} == {"image"}
