@@ -28,7 +28,7 @@ from enum import Enum
 
 from stackctl.abi.inventory import FAMILIES, Inventory, highest, split_version
 from stackctl.profile.model import OptionalMember
-from stackctl.profile.runtime import Policy, ProviderSet, policy_for, tag_policy
+from stackctl.profile.runtime import Policy, ProviderSet, policy_for, system_library, tag_policy
 from stackctl.wheels.scan import ElfMember, WheelScan
 
 
@@ -154,7 +154,7 @@ class _Obj:
     wheel: str
     member: ElfMember
     check: bool
-    position: int  # in the gate's import order of the wheel that installs it; -1: not imported
+    position: int  # in the gate's import order of the wheel that installs it; -1: none imports it
     policy: Policy | None  # the baseline held for its wheel without an inventory
     optional: OptionalMember | None
 
@@ -240,7 +240,7 @@ class _Loader:
             lib = self.inventory.find(needed)
             if lib is not None:
                 return res(Where.IMAGE, lib.path, lib.path), None
-        elif o.policy is not None and needed in o.policy.libraries:
+        elif o.policy is not None and system_library(o.policy, needed):
             return res(Where.BASELINE, f"{o.policy.name} policy (a system library)"), None
         for ps in self.runtime.providers:
             if (glob := ps.match(needed)) is not None:
@@ -367,8 +367,10 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
         cumulative.append({k: v for k, v in now.items() if k not in visible})
     for o in objects:
         if o.check and o.path not in reported and o.member.info is not None:
+            # an object of an imported wheel that its import did not load is opened later (dlopen) with the
+            # imports up to its own done; one of a wheel no import names, after the whole gate
             visible = {}
-            for earlier in cumulative[:o.position + 1] if o.position >= 0 else ():
+            for earlier in cumulative[:o.position + 1] if o.position >= 0 else cumulative:
                 visible.update(earlier)
             load(o, visible, None)
 

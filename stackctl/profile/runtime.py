@@ -88,10 +88,32 @@ def _policies(libc: str, arch: str) -> tuple[Policy, ...]:
 
 
 def policy_for(name: str, arch: str) -> Policy | None:
-    """"manylinux_2_28" (or an alias, "manylinux2014") for `arch`; None when auditwheel has no such policy."""
+    """"manylinux_2_28" (or an alias, "manylinux2014") for `arch`; a tag between two policies
+    (manylinux_2_25) holds to the newest policy older than it; None when there is none."""
     name = name.removesuffix(f"_{arch}")
     libc = "musl" if name.startswith("musllinux") else "glibc"
-    return next((p for p in _policies(libc, arch) if p.name == name), None)
+    policies = _policies(libc, arch)
+    exact = next((p for p in policies if p.name == name), None)
+    if exact is not None or (want := _numbers(name)) is None:
+        return exact
+    older = [(n, p) for p in policies if (n := _numbers(p.name)) is not None and n <= want]
+    return max(older, key=lambda x: x[0])[1] if older else None
+
+
+def _numbers(name: str) -> tuple[int, int] | None:
+    parts = name.split("_")
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        return int(parts[1]), int(parts[2])
+    return None
+
+
+# The dynamic loader itself: every glibc system has it, and auditwheel never lists it among a policy's
+# libraries because it is the program interpreter rather than a library a wheel links.
+LOADERS = ("ld-linux*.so.*", "ld64.so.*", "ld-musl-*.so.1")
+
+
+def system_library(policy: Policy, name: str) -> bool:
+    return name in policy.libraries or any(fnmatch.fnmatchcase(name, g) for g in LOADERS)
 
 
 def policy_names() -> list[str]:

@@ -259,17 +259,9 @@ class _Window(_MemberStream):
         return data
 
 
-def _inflater() -> tuple[Any, tuple[type[Exception], ...]]:
-    """ISA-L's inflate where installed (about twice zlib's speed on library code), else zlib's."""
-    try:
-        from isal import isal_zlib
-
-        return isal_zlib, (zlib.error, cast(type[Exception], isal_zlib.error))
-    except ImportError:  # a platform without isal wheels
-        return zlib, (zlib.error,)
-
-
-_INFLATE_MODULE, _INFLATE_ERRORS = _inflater()
+# zlib's inflater, not ISA-L's (1.6x faster on library code): only zlib's can be copied mid-stream, and the
+# copies are what let a read jump back inside a deflated member without inflating it from the start again.
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)
 
 
 class _Decompressor:
@@ -281,7 +273,7 @@ class _Decompressor:
         self._tail = b""
         self._z: Any = None
         if method == zipfile.ZIP_DEFLATED:
-            self._z = _INFLATE_MODULE.decompressobj(-15)
+            self._z = zlib.decompressobj(-15)
         elif method == zipfile.ZIP_BZIP2:
             import bz2
 
@@ -290,6 +282,15 @@ class _Decompressor:
     @property
     def eof(self) -> bool:
         return self._z is not None and bool(self._z.eof)
+
+    def copy(self) -> _Decompressor | None:
+        """The inflater as it is now, to resume from later (zlib's `zran` idea); None for a method whose
+        state cannot be copied."""
+        if self._method != zipfile.ZIP_DEFLATED:
+            return None
+        twin = _Decompressor.__new__(_Decompressor)
+        twin._method, twin._tail, twin._z = self._method, self._tail, self._z.copy()
+        return twin
 
     @property
     def needs_input(self) -> bool:
@@ -333,11 +334,15 @@ class _Inflating(_MemberStream):
 
     The front of the member (where ELF headers, string and version tables live) is kept; beyond it only
     the most recent output is kept, so reaching a dynamic section behind hundreds of MB of code costs
-    inflating them, not holding them. A read behind what is kept starts inflating again from the top.
+    inflating them, not holding them. Every CHECKPOINT bytes of output a copy of the inflater is kept (for
+    deflate, zlib's `zran` way): a read behind what is kept resumes from the checkpoint before it, so a jump
+    back re-inflates at most CHECKPOINT bytes and re-reads only the compressed bytes after that checkpoint.
+    Methods whose inflater cannot be copied start again from the top.
     """
 
     KEEP_HEAD = 4 << 20
     KEEP_RECENT = 4 << 20
+    CHECKPOINT = 4 << 20  # ~40 KiB each (zlib's 32 KiB window and state): 10 MiB for a 1 GiB library
     IN_CHUNK = 256 << 10
     OUT_STEP = 2 << 20  # most output one step makes, whatever the method's ratio
 
@@ -348,14 +353,28 @@ class _Inflating(_MemberStream):
         self._method = method
         self._head = bytearray()
         self._keep_recent = self.KEEP_RECENT
+        self._checkpoints: list[tuple[int, int, _Decompressor]] = []  # (output offset, input offset, inflater)
+        self.restarts = 0
         self._restart()
 
-    def _restart(self) -> None:
-        self._cpos = 0
-        self._z = _Decompressor(self._method)
-        self._produced = 0  # bytes of output so far
+    def _restart(self, at: int = 0) -> None:
+        """Inflate again from the last checkpoint at or before output offset `at` (the top without one)."""
+        cp = next((c for c in reversed(self._checkpoints) if c[0] <= at), None)
+        if cp is not None and (z := cp[2].copy()) is not None:
+            self._produced, self._cpos, self._z = cp[0], cp[1], z
+        else:
+            self._cpos = 0
+            self._z = _Decompressor(self._method)
+            self._produced = 0  # bytes of output so far
         self._recent: list[tuple[int, bytes]] = []  # (offset, data) past the head, newest last
         self._recent_bytes = 0
+
+    def _checkpoint(self) -> None:
+        last = self._checkpoints[-1][0] if self._checkpoints else 0
+        if self._produced - last >= self.CHECKPOINT and not self._z.eof:
+            z = self._z.copy()
+            if z is not None:
+                self._checkpoints.append((self._produced, self._cpos, z))
 
     def _more(self, want: int) -> None:
         """Inflate one step; `want` is how much output the reader is still short of."""
@@ -365,6 +384,9 @@ class _Inflating(_MemberStream):
                              "(truncated or corrupt zip)")
         if self._z.needs_input:
             n = min(max(_INFLATE_CHUNK, min(want // 2, self.IN_CHUNK)), self._csize - self._cpos)
+            advise = getattr(self._fh, "advise", None)
+            if advise is not None:  # a remote file reads ahead, but never past this member
+                advise(self._start + self._cpos, self._start + self._csize)
             self._fh.seek(self._start + self._cpos)
             chunk = self._fh.read(n)
             if not chunk:
@@ -380,6 +402,7 @@ class _Inflating(_MemberStream):
                              f"{human_size(self.size)} (zip bomb?)")
         offset = self._produced
         self._produced += len(out)
+        self._checkpoint()
         if len(self._head) < self.KEEP_HEAD and offset == len(self._head):
             take = self.KEEP_HEAD - len(self._head)
             self._head += out[:take]
@@ -408,19 +431,15 @@ class _Inflating(_MemberStream):
 
     def _range(self, start: int, end: int) -> bytes:
         if start < self._produced and self._kept(start, min(end, self._produced)) is None:
-            self._restart()
-        while self._produced < end:
-            self._more(end - self._produced)
+            self.restarts += 1
+            self._restart(start)
+        # keep what this read asks for, however long: output before `start` is let go as it comes
+        self._keep_recent = max(self.KEEP_RECENT, end - start + self.OUT_STEP)
+        try:
+            while self._produced < end:
+                self._more(end - self._produced)
+        finally:
+            self._keep_recent = self.KEEP_RECENT
         kept = self._kept(start, end)
-        if kept is None:
-            # A single read longer than what is kept: inflate again, keeping enough this time.
-            self._restart()
-            self._keep_recent = end - start + (1 << 20)
-            try:
-                while self._produced < end:
-                    self._more(end - self._produced)
-                kept = self._kept(start, end)
-            finally:
-                self._keep_recent = self.KEEP_RECENT
         assert kept is not None
         return kept

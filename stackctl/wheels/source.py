@@ -106,7 +106,8 @@ class OpenedWheel:
     def origin(self) -> WheelOrigin:
         r = self._remote
         if r is not None and self._sha256 is not None and self._verified != "sha256":
-            seen = r.whole_sha256()
+            # range reads that saw nearly all of it fetch the rest: then the whole is hashed, and said so
+            seen = r.whole_sha256() if r.complete() else None
             if seen is not None and seen != self._sha256:
                 from stackctl.errors import ServiceError
 
