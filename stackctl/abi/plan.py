@@ -10,6 +10,7 @@ open across passes and targets, and every remote byte goes through the index cli
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,22 +133,20 @@ def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str
 
 def run_abi(plan: AbiPlan, inventory: Inventory | None, rules: tuple[str, ...], limits: Limits,
             client: IndexClient | None = None, progress: Progress | None = None,
-            inventory_file: str | Path | None = None) -> AbiRun:
-    opened: dict[str, OpenedWheel] = {}
+            inventory_file: str | Path | None = None, use_facts: bool = True) -> AbiRun:
+    reading = _Reading(limits, client, use_facts)
     reports: list[tuple[str, AbiReport]] = []
     errors: list[StackctlError] = []
     try:
         for t in plan.targets:  # a target that cannot be read is one problem; the others are still checked
             try:
-                reports.append((t.label, _check_target(t, inventory, rules, limits, client, opened, progress)))
+                reports.append((t.label, _check_target(t, inventory, rules, reading, progress)))
             except StackctlError as exc:
                 errors.append(_for_target(exc, t.label) if len(plan.targets) > 1 else exc)
         said = inventory_warning(plan, inventory, inventory_file or plan.inventory)
-        return AbiRun(tuple(reports), tuple(w.origin() for w in opened.values()), tuple(errors),
-                      (said,) if said else ())
+        return AbiRun(tuple(reports), reading.origins(), tuple(errors), (said,) if said else ())
     finally:
-        for w in opened.values():
-            w.close()
+        reading.close()
 
 
 def _for_target(exc: StackctlError, label: str) -> StackctlError:
@@ -156,41 +155,115 @@ def _for_target(exc: StackctlError, label: str) -> StackctlError:
     return kind(f"{label}: {exc}", hint=exc.hint)
 
 
-def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...], limits: Limits,
-                  client: IndexClient | None, opened: dict[str, OpenedWheel], progress: Progress | None
-                  ) -> AbiReport:
-    scans: dict[tuple[str, bool], WheelScan] = {}  # (location, libraries read) -> scan
-    items = plan.wheels
+class _Reading:
+    """The wheels of one `abi` run: opened once each (several at a time), and their scans, from the ELF facts
+    kept per sha256 when a run before read them."""
 
-    def read(full: bool) -> list[StackWheel]:
-        out = []
-        for n, p in enumerate(items):
-            w = opened.get(p.location)
-            if w is None:
-                w = opened[p.location] = OpenedWheel(p.location, limits, sha256=p.sha256, size=p.size,
-                                                     client=client, ep=p.endpoint)
-            key = (p.location, full or p.check)
-            if key not in scans:
-                scans[key] = w.scan(read_elves=key[1])
-            out.append(StackWheel(scans[key], p.check, p.requires_dist))
+    WORKERS = 4  # wheels read side by side: each its own connection, inflating without the GIL
+
+    def __init__(self, limits: Limits, client: IndexClient | None, use_facts: bool) -> None:
+        self.limits, self.client, self.use_facts = limits, client, use_facts
+        self.opened: dict[str, OpenedWheel] = {}
+        self.scans: dict[tuple[str, bool], WheelScan] = {}  # (location, libraries read) -> scan
+        self.cached: dict[str, WheelOrigin] = {}
+        self.sha: dict[str, str] = {}
+        self.order: dict[str, None] = {}  # locations in plan order: what the sources list follows
+        self._lock = threading.Lock()
+
+    def wheel(self, p: PlannedWheel) -> OpenedWheel:
+        with self._lock:
+            w = self.opened.get(p.location)
+        if w is None:
+            w = OpenedWheel(p.location, self.limits, sha256=p.sha256, size=p.size, client=self.client,
+                            ep=p.endpoint)
+            with self._lock:
+                if p.location in self.opened:
+                    w.close()
+                    return self.opened[p.location]
+                self.opened[p.location] = w
+        return w
+
+    def scan(self, p: PlannedWheel, full: bool) -> WheelScan:
+        key = (p.location, full)
+        if key in self.scans:
+            return self.scans[key]
+        if self.use_facts and p.sha256 and p.location not in self.opened:
+            from stackctl.wheels.facts import load_facts
+
+            hit = load_facts(p.sha256, True) or (None if full else load_facts(p.sha256, False))
+            if hit is not None:
+                scan, verified = hit
+                self.scans[key] = scan
+                self.cached[p.location] = WheelOrigin(scan.filename, p.location, p.size or 0, 0, 0, None,
+                                                      any(not e.unread for e in scan.elves), 0, verified,
+                                                      True, cached=True)
+                return scan
+        self.sha[p.location] = p.sha256 or ""
+        scan = self.wheel(p).scan(read_elves=full)
+        self.scans[key] = scan
+        return scan
+
+    def read(self, label: str, items: tuple[PlannedWheel, ...], full: bool, progress: Progress | None
+             ) -> list[StackWheel]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        done = [0]
+        self.order.update(dict.fromkeys(p.location for p in items))
+
+        def one(p: PlannedWheel) -> WheelScan:
+            scan = self.scan(p, full or p.check)
             if progress:
-                progress(f"reading {plan.label}", n + 1, len(items))
-        return out
+                with self._lock:
+                    done[0] += 1
+                    progress(f"reading {label}", done[0], len(items))
+            return scan
 
+        with ThreadPoolExecutor(max_workers=self.WORKERS) as pool:
+            scans = list(pool.map(one, items))
+        return [StackWheel(s, p.check, p.requires_dist) for s, p in zip(scans, items, strict=True)]
+
+    def origins(self) -> tuple[WheelOrigin, ...]:
+        """What reading each wheel cost; the facts of every wheel read whose bytes matched the lock are kept."""
+        from stackctl.wheels.facts import save_facts
+
+        out = []
+        for location in self.order:
+            if location in self.cached:
+                out.append(self.cached[location])
+            if (w := self.opened.get(location)) is None:
+                continue
+            o = w.origin()
+            out.append(o)
+            sha = self.sha.get(location)
+            if self.use_facts and sha and o.verified in ("sha256", "size"):
+                for full in (True, False):
+                    if (location, full) in self.scans:
+                        save_facts(sha, full, self.scans[(location, full)], o.verified)
+                        break
+        return tuple(out)
+
+    def close(self) -> None:
+        for w in self.opened.values():
+            w.close()
+
+
+def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...], reading: _Reading,
+                  progress: Progress | None) -> AbiReport:
+    items = plan.wheels
     rt = plan.runtime
-    wheels = read(False)
+    wheels = reading.read(plan.label, items, False, progress)
     rep = check_abi(wheels, inv, rules, plan.arch, rt)
     used = {(r.provider_wheel, r.provider_path) for r in rep.resolutions if r.provider_wheel}
     headers = False
     for i, (p, w) in enumerate(zip(items, wheels, strict=True)):
         paths = {e.path for e in w.scan.elves if e.unread and (w.scan.filename, e.installed) in used}
         if paths:
-            wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check, w.requires_dist)
+            wheels[i] = StackWheel(reading.wheel(p).read_machines(w.scan, paths), w.check, w.requires_dist)
             headers = True
     if headers:
         rep = check_abi(wheels, inv, rules, plan.arch, rt)
     if rep.unresolved() and any(not p.check for p in items):
-        rep = check_abi(read(True), inv, rules, plan.arch, rt)
+        rep = check_abi(reading.read(plan.label, items, True, progress), inv, rules, plan.arch, rt)
     return rep
 
 
@@ -248,7 +321,7 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
                   providers: tuple[str, ...] = (),
                   limits: Limits | None = None, overrides: Mapping[str, str] | None = None,
                   record: Path | None = None, no_record: bool = False, command: str = "",
-                  progress: Progress | None = None) -> AbiOutcome:
+                  progress: Progress | None = None, use_facts: bool = True) -> AbiOutcome:
     """`stackctl abi PROFILE` (the lock's wheels, read from their indexes) or `stackctl abi WHEEL...` (the
     files or URLs together); for a profile, the result also written as evidence where `report` reads it
     (build/STACK.abi.json, or `record`), unless `no_record`."""
@@ -288,7 +361,7 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
             raise InputError(f"--provider {name}: no such run-time provider set; known: {', '.join(sorted(known))}")
     inv_file = inventory or plan.inventory
     inv = read_inventory(inv_file) if inv_file else None
-    run = run_abi(plan, inv, plan.allow + allow, limits or Limits(), client, progress, inv_file)
+    run = run_abi(plan, inv, plan.allow + allow, limits or Limits(), client, progress, inv_file, use_facts)
     problems = (*run.errors, *(CheckFailed(f) for f in run.failures()))
     outcome = AbiOutcome(run.reports, run.origins, problems, plan.warnings + run.warnings,
                          finding_annotations(stack, run.reports))

@@ -40,7 +40,11 @@ def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None
     from stackctl.base import human_size
 
     for s in sources:
-        if s.fetched is not None:
+        if s.cached:
+            was = "sha256 checked when read" if s.verified == "sha256" else "its size matched the lock when read"
+            console.print(f"{s.wheel}: no bytes read, its ELF facts kept by sha256 from an earlier run ({was})",
+                          markup=False)
+        elif s.fetched is not None:
             how = "range requests" if s.ranged else "full download (server ignores ranges)"
             how += "" if s.libraries_read else ", libraries listed by name"
             verified = ("sha256 checked: the whole file was read" if s.verified == "sha256" else
@@ -139,6 +143,8 @@ def abi(
                                                 help="Where the result goes, with the lock's digest and the time, "
                                                 "for `stackctl report` (default: build/STACK.abi.json).")] = None,
     no_record: NoRecordOpt = False,
+    reread: Annotated[bool, typer.Option("--reread", help="Read the wheels again even where their ELF facts "
+                                         "are kept (per sha256) from an earlier run.")] = False,
     markdown: MarkdownOpt = False,
     annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
@@ -158,7 +164,8 @@ def abi(
         outcome = check_targets(targets, lock=lock, target=target, inventory=inventory, allow=tuple(allow or ()),
                                 arch=arch, providers=tuple(provider or ()), limits=Limits.capped(max_size),
                                 overrides=overrides(index),
-                                record=record, no_record=no_record, command=invoked(), progress=progress)
+                                record=record, no_record=no_record, command=invoked(), progress=progress,
+                                use_facts=not reread)
     for w in outcome.warnings:
         console_err.print(f"[yellow]warning:[/] {w}")
 

@@ -43,6 +43,7 @@ class WheelOrigin:
     headers_read: int  # libraries listed by name whose ELF header was read for their machine
     verified: str  # "sha256" | "size" | "none" (see the module docstring)
     hash_known: bool = False  # a sha256 to compare with was known (the lock's, or the URL's #sha256=)
+    cached: bool = False  # its ELF facts came from the cache (kept per sha256): no byte of it was read
 
 
 class OpenedWheel:

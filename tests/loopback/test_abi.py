@@ -28,6 +28,12 @@ pytest_plugins = ("tests.support.elf_plugin",)
 SYSTEM = ["libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6", "libdl.so.2", "librt.so.1"]
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own cache: the ELF facts one run keeps (per sha256) would spare the next its reads."""
+    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
+
+
 def scan(path: Path) -> WheelScan:
     with WheelReader(path) as r:
         return scan_wheel(r, with_metadata=True)
@@ -276,7 +282,7 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
         write_lock(tmp_path / "stacks" / "mini.lock", lock)
 
         # kernlib is ignored: libkern.so has no provider and the check fails naming it.
-        r = cli("abi", "mini", cwd=tmp_path)
+        r = cli("abi", "mini", "--reread", cwd=tmp_path)
         assert r.code == 1, r.err
         assert "libkern.so (needed by deep_ext-1.0.post2" in r.err
         assert not server.requests_to("kernlib")
@@ -296,7 +302,7 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
         profile.write_text(profile.read_text().replace('abi = "ignore"\n', ""))
         stack = load_stack(profile)
         write_lock(tmp_path / "stacks" / "mini.lock", Lock("mini", stack.digest(), lock.pins))
-        r = cli("abi", str(profile), "--json", cwd=tmp_path)
+        r = cli("abi", str(profile), "--json", "--reread", cwd=tmp_path)
         assert r.code == 0, r.err
         data = first_json(r.out)
         report = data["reports"][0]  # type: ignore[index]
@@ -314,14 +320,14 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
         # the small ones came whole with the first read, and their sha256 was checked
         assert bigsrc["verified"] == "size"
         assert {s["verified"] for n, s in sources.items() if n != big.name} == {"sha256"}
-        human = cli("abi", "mini", cwd=tmp_path)
+        human = cli("abi", "mini", "--reread", cwd=tmp_path)
         assert human.code == 0, human.err
         assert "NOT hash-checked (range reads did not see the whole file); its size matches the lock" in \
             human.out.replace("\n", " ").replace("  ", " ")
 
         # An index that ignores ranges: a full, verified download, and a hash mismatch is a service error.
         server.ranges = False
-        r = cli("abi", "mini", "--json", cwd=tmp_path)
+        r = cli("abi", "mini", "--json", "--reread", cwd=tmp_path)
         assert r.code == 0, r.err
         assert all(s["ranged"] is False and s["verified"] == "sha256"
                    for s in first_json(r.out)["sources"])  # type: ignore[attr-defined]
@@ -332,14 +338,14 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
                 LockedFile(f.target, f.filename, f.url, f.sha256, size=(f.size or 0) + 1) for f in p.files))
             for p in lock.pins))
         write_lock(tmp_path / "stacks" / "mini.lock", other)
-        r = cli("abi", "mini", cwd=tmp_path)
+        r = cli("abi", "mini", "--reread", cwd=tmp_path)
         assert r.code == 3 and "not the locked file" in r.err and r.err.count("error:") == 1
         server.ranges = False
         bad = Lock("mini", stack.digest(), tuple(
             LockedPin(p.name, p.version, p.index, tuple(
                 LockedFile(f.target, f.filename, f.url, "0" * 64) for f in p.files)) for p in lock.pins))
         write_lock(tmp_path / "stacks" / "mini.lock", bad)
-        r = cli("abi", "mini", cwd=tmp_path)
+        r = cli("abi", "mini", "--reread", cwd=tmp_path)
         assert r.code == 3 and "does not match the index's" in r.err
 
 
