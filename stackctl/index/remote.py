@@ -41,7 +41,7 @@ class Transport(Protocol):
 
 BLOCK = 64 << 10  # one range request fetches at least this much: zip headers are small and scattered
 TAIL = 64 << 10  # the first request: the end of the file, where the central directory lives
-MAX_AHEAD = 512  # 32 MiB: the most fetched past what a sequential read asked for (never past `advise`'s end)
+MAX_AHEAD = 128  # 8 MiB: the most fetched past what a sequential read asked for (never past `advise`'s end)
 # Range reads that saw at least this share of the file fetch the rest, so the whole is hashed against the
 # index's sha256: at most 5% more bytes for a wheel whose every library is read to its dynamic section.
 COMPLETE_AT = 0.95
