@@ -200,11 +200,11 @@ def stack_benchmark(profile: Path, data: Path, repeat: int) -> None:
     print(f"stack: {profile.name}, {len(files)} wheels, {size / 2**20:.0f} MiB, {libs} libraries; the ELF regions "
           f"abi needs: {need / 2**20:.0f} MiB ({100 * need / size:.1f}% of the wheels)")
 
-    def run_abi(cache: Path) -> tuple[float, dict[str, object]]:
+    def run_abi(cache: Path, lock: Path = lock, extra: tuple[str, ...] = ()) -> tuple[float, dict[str, object]]:
         env = {**os.environ, "STACKCTL_CACHE_DIR": str(cache / "http")}
         t0 = time.perf_counter()
-        proc = subprocess.run([*stackctl, "abi", str(profile), "--lock", str(lock), "--json", "--no-record"],
-                              capture_output=True, text=True, env=env)
+        proc = subprocess.run([*stackctl, "abi", str(profile), "--lock", str(lock), "--json", "--no-record",
+                               *extra], capture_output=True, text=True, env=env)
         took = time.perf_counter() - t0
         if proc.returncode not in (0, 1):
             raise SystemExit(f"stackctl abi failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
@@ -225,6 +225,27 @@ def stack_benchmark(profile: Path, data: Path, repeat: int) -> None:
           f"(target <= 1.05x); {checked} of {len(sources)} wheels hash-checked; passed: {report['ok']} "
           f"({report['checked_files']} files, {len(report['resolutions'])} needed entries)")
     print(f"warm abi: {warm:.2f} s, fetched {warm_bytes} bytes (target <= 2 s, 0 bytes)")
+    # The same cold run against a loopback mirror of the same files: stackctl's own cost, without the link.
+    from dataclasses import replace
+
+    from stackctl.resolve.lock import read_lock, write_lock
+
+    with IndexServer() as server, tempfile.TemporaryDirectory(prefix="stackctl-bench-abi-cache-") as tmp:
+        by_name = {f.name: f for f in files}
+        for f in files:
+            server.add(f)
+        locked = read_lock(lock)
+        mirrored = Path(tmp) / lock.name
+        write_lock(mirrored, replace(locked, pins=tuple(
+            replace(p, files=tuple(replace(f, url=f"{server.base}files/{f.filename}") for f in p.files
+                                   if f.filename in by_name)) for p in locked.pins), closure=tuple(
+            replace(c, file=replace(c.file, url=f"{server.base}files/{c.file.filename}")) if c.file else c
+            for c in locked.closure)))
+        loop, ldoc = run_abi(Path(tmp), mirrored, ("--index", f"public={server.url}"))
+    lfetched = sum(s["fetched"] or 0 for s in ldoc["sources"])  # type: ignore[attr-defined]
+    print(f"cold abi on a loopback mirror of the same wheels: {loop:.1f} s, fetched {lfetched / 2**20:.0f} MiB = "
+          f"{lfetched / need:.3f}x the ELF regions (the index's link: {fetched / cold / 2**20:.0f} MiB/s in the "
+          "public run)")
     torch = next(f for f in files if f.name.startswith("torch-"))
     auditwheel = shutil.which("auditwheel") or str(Path(sys.executable).with_name("auditwheel"))
     ours, _ = best([*stackctl, "abi", str(torch), "--json", "--provider", "nvidia"], repeat)

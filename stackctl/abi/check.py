@@ -355,6 +355,17 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
                 reported[o.path] = rs
         return local
 
+    # An object another object of the stack loads is checked as that one loads it (its loaders' RPATH apply):
+    # the objects nothing loads are the roots, checked first.
+    loaded_by_other: set[str] = set()
+    for o in objects:
+        if o.member.info is None:
+            continue
+        for needed in o.member.info.needed:
+            _, found = loader.resolve(o, needed, (), {})
+            if found is not None and found.path != o.path:
+                loaded_by_other.add(found.path)
+
     cumulative: list[dict[str, _Loaded]] = []  # what each import left loaded, in import order
     for module in imports:
         visible: dict[str, _Loaded] = {}
@@ -365,7 +376,7 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
         for root in roots:
             now.update(load(root, {**visible, **now}, f"loaded by `import {module}`"))
         cumulative.append({k: v for k, v in now.items() if k not in visible})
-    for o in objects:
+    for o in sorted(objects, key=lambda x: x.path in loaded_by_other):
         if o.check and o.path not in reported and o.member.info is not None:
             # an object of an imported wheel that its import did not load is opened later (dlopen) with the
             # imports up to its own done; one of a wheel no import names, after the whole gate

@@ -256,9 +256,12 @@ def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...
     used = {(r.provider_wheel, r.provider_path) for r in rep.resolutions if r.provider_wheel}
     headers = False
     for i, (p, w) in enumerate(zip(items, wheels, strict=True)):
-        paths = {e.path for e in w.scan.elves if e.unread and (w.scan.filename, e.installed) in used}
+        paths = {e.path for e in w.scan.elves if e.unread and e.machine is None and e.problem is None
+                 and (w.scan.filename, e.installed) in used}
         if paths:
-            wheels[i] = StackWheel(reading.wheel(p).read_machines(w.scan, paths), w.check, w.requires_dist)
+            headed = reading.wheel(p).read_machines(w.scan, paths)
+            reading.scans[(p.location, p.check)] = headed  # the facts kept include the machines read
+            wheels[i] = StackWheel(headed, w.check, w.requires_dist)
             headers = True
     if headers:
         rep = check_abi(wheels, inv, rules, plan.arch, rt)
