@@ -149,7 +149,7 @@ def abi(
     annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check that every DT_NEEDED of the wheels resolves, as the loader finds it.
+    """Find every DT_NEEDED of the wheels as the loader does.
 
     Where each library the checked wheels need is found, in ld.so's order (already loaded by an earlier
     import, RPATH, LD_LIBRARY_PATH, RUNPATH, the image or the manylinux policy), or a run-time provider,
