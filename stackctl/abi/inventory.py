@@ -192,4 +192,5 @@ def merge(image: str, image_id: str, arch: str, cache: tuple[Library, ...], dirs
         if (lib.soname, lib.path) not in seen:
             seen.add((lib.soname, lib.path))
             libs.append(lib if lib.arch else Library(lib.soname, lib.path, arch))
-    return Inventory(image, image_id, arch, dirs, tuple(libs), tuple(sorted(versions.items())))
+    return Inventory(image, image_id, arch, dirs, tuple(libs), tuple(sorted(versions.items())),
+                     ld_library_path=first)

@@ -84,6 +84,23 @@ def test_origin_lib_and_platform_expand_against_the_installed_path() -> None:
     assert expand_origin("${ORIGIN}/${PLATFORM}", "p/x.so", platform="x86_64") == "p/x86_64"
 
 
+def test_ld_library_path_comes_after_rpath_and_before_runpath(tmp_path: Path) -> None:
+    d = tmp_path / "gcc"
+    files = {"p/librp.so": lib(d, "rp", soname="librp.so", needs=("libfoo.so.1",), rpath="$ORIGIN/own"),
+             "p/librun.so": lib(d, "run", soname="librun.so", needs=("libfoo.so.1",), rpath="$ORIGIN/own",
+                                runpath=True),
+             "p/own/libfoo.so.1": lib(d, "foo", soname="libfoo.so.1")}
+    wheel = build_wheel(tmp_path, "p", "1.0", tag=TAG, files=files)
+    inv = image_inventory()
+    inv = replace(inv, ld_library_path=("/opt/vendor/lib",), libraries=(
+        *inv.libraries, Library("libfoo.so.1", "/opt/vendor/lib/libfoo.so.1", "x86_64")))
+    rep = check_abi([StackWheel(scan(wheel), True)], inv)
+    assert where(rep, "p/librp.so", "libfoo.so.1").where is Where.RPATH
+    run = where(rep, "p/librun.so", "libfoo.so.1")
+    assert run.where is Where.LD_LIBRARY_PATH and run.detail == "LD_LIBRARY_PATH /opt/vendor/lib → image " \
+        "/opt/vendor/lib/libfoo.so.1"
+
+
 def test_a_copy_vendored_under_another_name_is_never_another_wheels_match(tmp_path: Path) -> None:
     """vend ships libz-7dbeb23c.so.1 (SONAME libz.so.1) for its own extension; other's library needs
     libz.so.1 and finds the image's, or nothing: the loader opens the file name, not a SONAME inside."""
