@@ -65,7 +65,7 @@ class RunTime:
     """What the loader meets at run time beyond the files: the gate's import order (top-level modules), the
     device driver's libraries, optional members, the policy held without an inventory, LD_LIBRARY_PATH."""
 
-    imports: tuple[str, ...] = ()
+    imports: tuple[str, ...] | None = ()  # None: each wheel's packages with extension modules, in wheel order
     providers: tuple[ProviderSet, ...] = ()
     optional: tuple[OptionalMember, ...] = ()
     baseline: str | None = None  # a policy name; None: each wheel's own tag
@@ -296,7 +296,13 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
                           inventory.ld_library_path)
     loader = _Loader(inventory, allow, runtime, arch)
     findings: list[Finding] = []
-    imports = [m.split(".", 1)[0] for m in runtime.imports]
+    if runtime.imports is None:
+        # wheels named on the command line: imported in the order given (torch before torchvision)
+        modules = ((e.installed, e.installed.split("/", 1)[0] if "/" in e.installed else e.installed.split(".", 1)[0])
+                   for w in wheels for e in w.scan.elves)
+        imports = list(dict.fromkeys(m for path, m in modules if _imported_by(path, m)))
+    else:
+        imports = [m.split(".", 1)[0] for m in runtime.imports]
     objects: list[_Obj] = []
     baselines: set[str] = set()
     for w in wheels:

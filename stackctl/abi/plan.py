@@ -345,7 +345,7 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
                              "wheel files")
         from stackctl.profile.runtime import provider_sets
 
-        plan = plan_wheels(targets, arch, RunTime(providers=provider_sets(providers)))
+        plan = plan_wheels(targets, arch, RunTime(imports=None, providers=provider_sets(providers)))
     else:
         from stackctl.index.config import endpoints
         from stackctl.profile.locate import load_profile

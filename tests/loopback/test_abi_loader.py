@@ -148,6 +148,11 @@ def test_a_library_only_an_earlier_import_loads(tmp_path: Path) -> None:
     later = check_abi(wheels, image_inventory(), runtime=RunTime(imports=("deepy", "torchy")))
     r = where(later, f"deepy_cpp.{EXT310}", "libtorchy_python.so")
     assert r.where is Where.UNRESOLVED and "torchy/lib/libtorchy_python.so, which no search path" in r.detail
+    # wheels named on the command line are imported in the order given
+    given = check_abi(wheels, image_inventory(), runtime=RunTime(imports=None))
+    assert where(given, f"deepy_cpp.{EXT310}", "libtorchy_python.so").where is Where.LOADED
+    backwards = check_abi(wheels[::-1], image_inventory(), runtime=RunTime(imports=None))
+    assert where(backwards, f"deepy_cpp.{EXT310}", "libtorchy_python.so").where is Where.UNRESOLVED
 
 
 def test_providers_and_optional_members_are_their_own_kinds_and_hide_nothing(tmp_path: Path) -> None:
