@@ -89,7 +89,8 @@ def _policies(libc: str, arch: str) -> tuple[Policy, ...]:
 
 def policy_for(name: str, arch: str) -> Policy | None:
     """"manylinux_2_28" (or an alias, "manylinux2014") for `arch`; a tag between two policies
-    (manylinux_2_25) holds to the newest policy older than it; None when there is none."""
+    (manylinux_2_25) holds to the newest policy older than it, with glibc's versions up to its own; None
+    when there is none."""
     name = name.removesuffix(f"_{arch}")
     libc = "musl" if name.startswith("musllinux") else "glibc"
     policies = _policies(libc, arch)
@@ -97,7 +98,13 @@ def policy_for(name: str, arch: str) -> Policy | None:
     if exact is not None or (want := _numbers(name)) is None:
         return exact
     older = [(n, p) for p in policies if (n := _numbers(p.name)) is not None and n <= want]
-    return max(older, key=lambda x: x[0])[1] if older else None
+    if not older or libc != "glibc":
+        return max(older, key=lambda x: x[0])[1] if older else None
+    (_, minor), base = max(older, key=lambda x: x[0])
+    # PEP 600: manylinux_2_25 promises glibc 2.25: the older policy's libraries, glibc's versions up to the tag's
+    versions = dict(base.versions)
+    versions["GLIBC"] = versions.get("GLIBC", frozenset()) | {f"{want[0]}.{m}" for m in range(minor + 1, want[1] + 1)}
+    return Policy(name, base.libraries, tuple(sorted(versions.items())), base.priority)
 
 
 def _numbers(name: str) -> tuple[int, int] | None:
