@@ -259,21 +259,32 @@ class _Window(_MemberStream):
         return data
 
 
-# zlib's inflater, not ISA-L's (1.6x faster on library code): only zlib's can be copied mid-stream, and the
-# copies are what let a read jump back inside a deflated member without inflating it from the start again.
-_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)
+def _fast_inflater() -> tuple[Any, tuple[type[Exception], ...]]:
+    """ISA-L's inflate where installed (about 1.6x zlib's speed on library code), else zlib's."""
+    try:
+        from isal import isal_zlib
+
+        return isal_zlib, (zlib.error, cast(type[Exception], isal_zlib.error))
+    except ImportError:  # a platform without isal wheels
+        return zlib, (zlib.error,)
+
+
+# A member is inflated forward with ISA-L; only zlib's inflater can be copied mid-stream (a checkpoint), so a
+# member read behind what is kept is inflated again with zlib, which keeps checkpoints from then on.
+_FAST_MODULE, _INFLATE_ERRORS = _fast_inflater()
 
 
 class _Decompressor:
     """One zip compression method behind one interface: `decompress(data, max_length)` that keeps the
     input it has not used yet, `needs_input`, `eof`."""
 
-    def __init__(self, method: int) -> None:
+    def __init__(self, method: int, fast: bool = False) -> None:
         self._method = method
         self._tail = b""
         self._z: Any = None
+        self._copyable = not fast or _FAST_MODULE is zlib
         if method == zipfile.ZIP_DEFLATED:
-            self._z = zlib.decompressobj(-15)
+            self._z = (zlib if self._copyable else _FAST_MODULE).decompressobj(-15)
         elif method == zipfile.ZIP_BZIP2:
             import bz2
 
@@ -286,10 +297,10 @@ class _Decompressor:
     def copy(self) -> _Decompressor | None:
         """The inflater as it is now, to resume from later (zlib's `zran` idea); None for a method whose
         state cannot be copied."""
-        if self._method != zipfile.ZIP_DEFLATED:
+        if self._method != zipfile.ZIP_DEFLATED or not self._copyable:
             return None
         twin = _Decompressor.__new__(_Decompressor)
-        twin._method, twin._tail, twin._z = self._method, self._tail, self._z.copy()
+        twin._method, twin._tail, twin._z, twin._copyable = self._method, self._tail, self._z.copy(), True
         return twin
 
     @property
@@ -334,10 +345,12 @@ class _Inflating(_MemberStream):
 
     The front of the member (where ELF headers, string and version tables live) is kept; beyond it only
     the most recent output is kept, so reaching a dynamic section behind hundreds of MB of code costs
-    inflating them, not holding them. Every CHECKPOINT bytes of output a copy of the inflater is kept (for
-    deflate, zlib's `zran` way): a read behind what is kept resumes from the checkpoint before it, so a jump
-    back re-inflates at most CHECKPOINT bytes and re-reads only the compressed bytes after that checkpoint.
-    Methods whose inflater cannot be copied start again from the top.
+    inflating them, not holding them. The first pass inflates with ISA-L, which cannot be copied; a read
+    behind what is kept inflates the member again with zlib, and from then on every CHECKPOINT bytes of
+    output a copy of the inflater is kept (zlib's `zran` way): a later jump back resumes from the checkpoint
+    before it, re-inflating at most CHECKPOINT bytes and re-reading only the compressed bytes after it. Most
+    libraries are read front, .dynamic, then back once to their version tables, so the fast pass does the
+    bulk and the one jump back costs the tables' offset in zlib. Other methods start again from the top.
     """
 
     KEEP_HEAD = 4 << 20
@@ -355,6 +368,7 @@ class _Inflating(_MemberStream):
         self._keep_recent = self.KEEP_RECENT
         self._checkpoints: list[tuple[int, int, _Decompressor]] = []  # (output offset, input offset, inflater)
         self.restarts = 0
+        self._fast = True  # until the first jump back: then zlib, with checkpoints
         self._restart()
 
     def _restart(self, at: int = 0) -> None:
@@ -364,7 +378,7 @@ class _Inflating(_MemberStream):
             self._produced, self._cpos, self._z = cp[0], cp[1], z
         else:
             self._cpos = 0
-            self._z = _Decompressor(self._method)
+            self._z = _Decompressor(self._method, fast=self._fast)
             self._produced = 0  # bytes of output so far
         self._recent: list[tuple[int, bytes]] = []  # (offset, data) past the head, newest last
         self._recent_bytes = 0
@@ -432,6 +446,7 @@ class _Inflating(_MemberStream):
     def _range(self, start: int, end: int) -> bytes:
         if start < self._produced and self._kept(start, min(end, self._produced)) is None:
             self.restarts += 1
+            self._fast = False
             self._restart(start)
         # keep what this read asks for, however long: output before `start` is let go as it comes
         self._keep_recent = max(self.KEEP_RECENT, end - start + self.OUT_STEP)
