@@ -39,12 +39,16 @@ def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None
     """What reading each remote wheel cost, and how far it was verified."""
     from stackctl.base import human_size
 
+    cached = [s for s in sources if s.cached]
+    if cached:
+        checked = sum(1 for s in cached if s.verified == "sha256")
+        console.print(f"{len(cached)} wheel{'s' if len(cached) > 1 else ''}: no bytes read, ELF facts kept by "
+                      f"sha256 from an earlier run ({checked} sha256-checked when read, {len(cached) - checked} "
+                      "size-checked)", markup=False)
     for s in sources:
         if s.cached:
-            was = "sha256 checked when read" if s.verified == "sha256" else "its size matched the lock when read"
-            console.print(f"{s.wheel}: no bytes read, its ELF facts kept by sha256 from an earlier run ({was})",
-                          markup=False)
-        elif s.fetched is not None:
+            continue
+        if s.fetched is not None:
             how = "range requests" if s.ranged else "full download (server ignores ranges)"
             how += "" if s.libraries_read else ", libraries listed by name"
             verified = ("sha256 checked: the whole file was read" if s.verified == "sha256" else
