@@ -1,6 +1,20 @@
-"""`stackctl abi` against `auditwheel show` on one large wheel, and what listing it remotely costs.
+"""`stackctl abi` against `auditwheel show` on one large wheel, and what listing it remotely costs; or, with
+`--stack`, on a real stack from the public index.
 
     python benchmarks/abi.py [--lib-mb 100] [--data-mb 100] [--repeat 3] [--padding code|random]
+    python benchmarks/abi.py --stack benchmarks/stacks/torch-2.11-cuda13.toml --data /work/abi-data
+
+`--stack PROFILE --data DIR` (DIR outside any repository: 2.7 GB of wheels for the torch stack):
+resolves the profile into DIR (the index of pip's configuration), fetches its wheels into DIR/wheels
+(sha256-checked; what is there already is kept), then in the same run:
+
+1. the bytes of the ELF regions `abi` needs: per library, the compressed bytes up to the end of the last of
+   its dynamic section, .dynstr and version tables (found by pyelftools in the whole file, inflated by
+   zlib), plus each wheel's central directory; against the bytes a cold `stackctl abi PROFILE` fetched
+   (fresh cache: range requests to the index) and the wheels' size;
+2. wall time of the cold run and of a warm one (same cache: the ELF facts kept per sha256), and the
+   bytes the warm one read;
+3. `stackctl abi TORCH_WHEEL` against `auditwheel show TORCH_WHEEL` on the local file, best of --repeat.
 
 Builds, with gcc, a wheel of several hundred MB: four shared libraries each carrying LIB_MB of padding
 (two in .rodata, which sits before the dynamic section, two in .data, which sits after it). The padding
@@ -118,6 +132,128 @@ def remote_costs(wheel: Path) -> tuple[int, int, int, int, int]:
         return len(libs), listing.fetched, listing.requests, full.fetched, full.requests
 
 
+def needed_regions(wheel: Path) -> tuple[int, int]:
+    """(bytes of the ELF regions `abi` needs, libraries) of one wheel: each library's compressed bytes up to the
+    end of its dynamic section, .dynstr and version tables, and the central directory at the file's end."""
+    import io
+    import struct
+    import zipfile
+    import zlib
+
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    total, libs = min(64 << 10, wheel.stat().st_size), 0
+    with zipfile.ZipFile(wheel) as zf, open(wheel, "rb") as fh:
+        for info in zf.infolist():
+            base = info.filename.rsplit("/", 1)[-1]
+            if not (base.endswith(".so") or ".so." in base):
+                continue
+            data = zf.read(info)
+            if data[:4] != b"\x7fELF":
+                continue
+            try:
+                elf = ELFFile(io.BytesIO(data))
+                far = elf.header["e_phoff"] + elf.header["e_phnum"] * elf.header["e_phentsize"]
+                for seg in elf.iter_segments():
+                    if seg["p_type"] == "PT_DYNAMIC":
+                        far = max(far, seg["p_offset"] + seg["p_filesz"])
+                for sec in elf.iter_sections():
+                    if sec.name in (".dynstr", ".gnu.version_r", ".gnu.version_d"):
+                        far = max(far, sec["sh_offset"] + sec["sh_size"])
+            except ELFError:
+                continue
+            libs += 1
+            fh.seek(info.header_offset)
+            head = struct.unpack("<4s5H3L2H", fh.read(30))
+            fh.seek(info.header_offset + 30 + head[9] + head[10])
+            if info.compress_type == zipfile.ZIP_STORED:
+                total += far
+                continue
+            z, out, used = zlib.decompressobj(-15), 0, 0
+            while out < far:  # compressed bytes consumed until the output reaches `far`, to 4 KiB
+                chunk = fh.read(4096)
+                if not chunk:
+                    break
+                out += len(z.decompress(chunk))
+                used += len(chunk) - len(z.unconsumed_tail)
+            total += used
+    return total, libs
+
+
+def stack_benchmark(profile: Path, data: Path, repeat: int) -> None:
+    import json
+
+    data.mkdir(parents=True, exist_ok=True)
+    lock, wheels = data / f"{profile.stem}.lock", data / "wheels"
+    stackctl = [sys.executable, "-m", "stackctl"]
+    sh(*stackctl, "resolve", str(profile), "--lock", str(lock))
+    target = json.loads(subprocess.run([*stackctl, "resolve", str(profile), "--lock", str(lock), "--json"],
+                                       check=True, capture_output=True, text=True).stdout)["files"][0]["target"]
+    sh(*stackctl, "fetch", str(profile), "--lock", str(lock), "--target", target, "--dest", str(wheels))
+    files = sorted(wheels.glob("*.whl"))
+    size = sum(f.stat().st_size for f in files)
+    need = libs = 0
+    for f in files:
+        n, k = needed_regions(f)
+        need, libs = need + n, libs + k
+    print(f"stack: {profile.name}, {len(files)} wheels, {size / 2**20:.0f} MiB, {libs} libraries; the ELF regions "
+          f"abi needs: {need / 2**20:.0f} MiB ({100 * need / size:.1f}% of the wheels)")
+
+    def run_abi(cache: Path, lock: Path = lock, extra: tuple[str, ...] = ()) -> tuple[float, dict[str, object]]:
+        env = {**os.environ, "STACKCTL_CACHE_DIR": str(cache / "http")}
+        t0 = time.perf_counter()
+        proc = subprocess.run([*stackctl, "abi", str(profile), "--lock", str(lock), "--json", "--no-record",
+                               *extra], capture_output=True, text=True, env=env)
+        took = time.perf_counter() - t0
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"stackctl abi failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
+        out: dict[str, object] = json.loads(proc.stdout)
+        return took, out
+
+    with tempfile.TemporaryDirectory(prefix="stackctl-bench-abi-cache-") as tmp:
+        cold, doc = run_abi(Path(tmp))
+        warm, again = run_abi(Path(tmp))
+    sources: list[dict[str, int | None]] = doc["sources"]  # type: ignore[assignment]
+    fetched = sum(s["fetched"] or 0 for s in sources)
+    requests = sum(s["requests"] or 0 for s in sources)
+    checked = sum(1 for s in sources if s["verified"] == "sha256")
+    warm_bytes = sum(s["fetched"] or 0 for s in again["sources"])  # type: ignore[attr-defined]
+    report = doc["reports"][0]  # type: ignore[index]
+    print(f"cold abi: {cold:.1f} s, fetched {fetched / 2**20:.0f} MiB in {requests} requests = "
+          f"{fetched / need:.3f}x the ELF regions (target <= 1.1x), {fetched / size:.3f}x the wheels "
+          f"(target <= 1.05x); {checked} of {len(sources)} wheels hash-checked; passed: {report['ok']} "
+          f"({report['checked_files']} files, {len(report['resolutions'])} needed entries)")
+    print(f"warm abi: {warm:.2f} s, fetched {warm_bytes} bytes (target <= 2 s, 0 bytes)")
+    # The same cold run against a loopback mirror of the same files: stackctl's own cost, without the link.
+    from dataclasses import replace
+
+    from stackctl.resolve.lock import read_lock, write_lock
+
+    with IndexServer() as server, tempfile.TemporaryDirectory(prefix="stackctl-bench-abi-cache-") as tmp:
+        by_name = {f.name: f for f in files}
+        for f in files:
+            server.add(f)
+        locked = read_lock(lock)
+        mirrored = Path(tmp) / lock.name
+        write_lock(mirrored, replace(locked, pins=tuple(
+            replace(p, files=tuple(replace(f, url=f"{server.base}files/{f.filename}") for f in p.files
+                                   if f.filename in by_name)) for p in locked.pins), closure=tuple(
+            replace(c, file=replace(c.file, url=f"{server.base}files/{c.file.filename}")) if c.file else c
+            for c in locked.closure)))
+        loop, ldoc = run_abi(Path(tmp), mirrored, ("--index", f"public={server.url}"))
+    lfetched = sum(s["fetched"] or 0 for s in ldoc["sources"])  # type: ignore[attr-defined]
+    print(f"cold abi on a loopback mirror of the same wheels: {loop:.1f} s, fetched {lfetched / 2**20:.0f} MiB = "
+          f"{lfetched / need:.3f}x the ELF regions (the index's link: {fetched / cold / 2**20:.0f} MiB/s in the "
+          "public run)")
+    torch = next(f for f in files if f.name.startswith("torch-"))
+    auditwheel = shutil.which("auditwheel") or str(Path(sys.executable).with_name("auditwheel"))
+    ours, _ = best([*stackctl, "abi", str(torch), "--json", "--provider", "nvidia"], repeat)
+    theirs, _ = best([auditwheel, "show", str(torch)], repeat)
+    print(f"{torch.name}: stackctl abi {ours:.2f} s, auditwheel show {theirs:.2f} s = {theirs / ours:.1f}x faster "
+          "(target >= 5x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib-mb", type=int, default=100, help="MB of padding inside each of 4 libraries")
@@ -126,7 +262,14 @@ def main() -> None:
     ap.add_argument("--padding", choices=("code", "random"), default="code",
                     help="what fills the libraries: real machine code (compresses like a library) or random bytes")
     ap.add_argument("--keep", type=Path, help="leave the wheel in this directory")
+    ap.add_argument("--stack", type=Path, help="a profile of a real stack: measure abi on its lock's wheels")
+    ap.add_argument("--data", type=Path, help="with --stack: where its lock and wheels go (outside the repository)")
     args = ap.parse_args()
+    if args.stack is not None:
+        if args.data is None:
+            raise SystemExit("--stack needs --data DIR")
+        stack_benchmark(args.stack, args.data, args.repeat)
+        return
 
     auditwheel = shutil.which("auditwheel") or str(Path(sys.executable).with_name("auditwheel"))
     if not Path(auditwheel).exists():

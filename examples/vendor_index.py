@@ -63,6 +63,11 @@ _LIBS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     "torchvision": (("torchvision/_C.so", "", ("libtorch_python.so", "libc10.so")),),
     "torchaudio": (("torchaudio/lib/libtorchaudio.so", "libtorchaudio.so", ("libtorch_cpu.so",)),),
 }
+# Extension modules the package's import loads: (module in the package, libraries it needs from its lib/).
+_EXTENSIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "torch": ("_C", ("libtorch_python.so",)),
+    "torch-musa": ("_MUSAC", ("libmusa_python.so.2", "libmusa_kernels.so")),
+}
 # Libraries of the MUSA runtime in the base image (never in a wheel): stubs to link against.
 _RUNTIME = ("libmusart.so.5", "libmlx5.so.1")
 _RUNTIME_DIR = "/usr/local/musa/lib"
@@ -122,8 +127,9 @@ class _Elf:
             symbol = "".join(c if c.isalnum() else "_" for c in soname)
             _cc(path, f"int {symbol}_entry(void) {{ return 1; }}\n", soname=soname)
 
-    def library(self, key: str, soname: str, needs: tuple[str, ...], machine: str = "x86_64") -> bytes:
-        k = (key, soname, needs, machine)
+    def library(self, key: str, soname: str, needs: tuple[str, ...], machine: str = "x86_64",
+                rpath: str = "$ORIGIN") -> bytes:
+        k = (key, soname, needs, machine + rpath)
         if k not in self._built:
             for n in needs:
                 if not n.startswith(("libc.", "libm.", "libdl.", "librt.", "libstdc++", "libgcc_s")):
@@ -131,7 +137,7 @@ class _Elf:
             out = self.work / f"{len(self._built):03d}-{(soname or key).replace('/', '_')}"
             symbol = "".join(c if c.isalnum() else "_" for c in (soname or key))
             _cc(out, f"int {symbol}_entry(void) {{ return 2; }}\n", soname=soname or None, libs=needs,
-                libdirs=(self.stubs,), rpath="$ORIGIN")
+                libdirs=(self.stubs,), rpath=rpath)
             data = bytearray(out.read_bytes())
             if machine == "aarch64":
                 data[18:20] = (183).to_bytes(2, "little")  # e_machine = EM_AARCH64; never executed
@@ -147,6 +153,12 @@ def _vendor_files(project: str, version: str, t: Target, elf: _Elf, machine: str
     files: dict[str, bytes | str] = {f"{pkg}/__init__.py": f"__version__ = {version!r}\n"}
     for path, soname, needs in _LIBS.get(key, ()):
         files[path] = elf.library(path, soname, needs, machine)
+    if key in _EXTENSIONS:
+        # the module `import torch` (`import torch_musa`) loads: it brings the package's libraries in, which
+        # is how deep_ep, imported later, finds libtorch_python.so and libmusa_python.so.2 already loaded
+        stem, needs = _EXTENSIONS[key]
+        ext = f"{pkg}/{stem}.cpython-{t.interpreter[2:]}-{machine}-linux-gnu.so"
+        files[ext] = elf.library(f"{pkg}/{stem}", "", needs, machine, rpath="$ORIGIN/lib")
     if key == "deep-ep":
         # the extension module: what the real one needs, as in the post2 upgrade's hand check
         needs = ("libmusa_python.so.2", "libtorch_python.so", "libmusart.so.5", "libdl.so.2", "librt.so.1",

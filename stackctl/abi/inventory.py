@@ -8,7 +8,9 @@ The file (`stackctl inventory IMAGE --out FILE`, referenced by a profile's `[abi
      "search_dirs": ["/usr/local/lib", "/lib/x86_64-linux-gnu", ...],
      "libraries": [{"soname": "libc.so.6", "path": "/lib/x86_64-linux-gnu/libc.so.6", "arch": "x86_64"}, ...],
      "versions": {"libc.so.6": ["GLIBC_2.2.5", ..., "GLIBC_2.36"], "libstdc++.so.6": ["GLIBCXX_3.4", ...]},
-     "glibc": "2.36", "glibcxx": "3.4.30", "cxxabi": "1.3.13"}
+     "glibc": "2.36", "glibcxx": "3.4.30", "cxxabi": "1.3.13", "ld_library_path": ["/usr/local/musa/lib"]}
+
+`ld_library_path` (optional) is the image's LD_LIBRARY_PATH, which the loader searches after RPATH.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class Inventory:
     libraries: tuple[Library, ...]
     versions: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (soname, version definitions)
     format: int = INVENTORY_FORMAT
+    ld_library_path: tuple[str, ...] = ()  # the image's LD_LIBRARY_PATH, in order
 
     def find(self, name: str) -> Library | None:
         """A library the loader would find by this name (its SONAME or its file name)."""
@@ -100,6 +103,8 @@ def dumps(inv: Inventory) -> str:
         "libraries": [{"soname": lib.soname, "path": lib.path, "arch": lib.arch} for lib in inv.libraries],
         "versions": {s: list(v) for s, v in inv.versions},
     }
+    if inv.ld_library_path:
+        d["ld_library_path"] = list(inv.ld_library_path)
     for key, family in (("glibc", "GLIBC"), ("glibcxx", "GLIBCXX"), ("cxxabi", "CXXABI")):
         top = inv.ceiling(family)
         d[key] = top.split("_", 1)[1] if top else None
@@ -119,6 +124,7 @@ def loads(text: str, origin: str = "inventory") -> Inventory:
             search_dirs=tuple(str(x) for x in d.get("search_dirs", ())),
             libraries=tuple(Library(str(x["soname"]), str(x["path"]), x.get("arch")) for x in d["libraries"]),
             versions=tuple((str(s), tuple(str(v) for v in vs)) for s, vs in sorted(d.get("versions", {}).items())),
+            ld_library_path=tuple(str(x) for x in d.get("ld_library_path", ())),
         )
     except InputError:
         raise
@@ -186,4 +192,5 @@ def merge(image: str, image_id: str, arch: str, cache: tuple[Library, ...], dirs
         if (lib.soname, lib.path) not in seen:
             seen.add((lib.soname, lib.path))
             libs.append(lib if lib.arch else Library(lib.soname, lib.path, arch))
-    return Inventory(image, image_id, arch, dirs, tuple(libs), tuple(sorted(versions.items())))
+    return Inventory(image, image_id, arch, dirs, tuple(libs), tuple(sorted(versions.items())),
+                     ld_library_path=first)

@@ -10,11 +10,12 @@ open across passes and targets, and every remote byte goes through the index cli
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackctl.abi.check import AbiReport, Severity, StackWheel, check_abi
+from stackctl.abi.check import AbiReport, RunTime, Severity, StackWheel, check_abi
 from stackctl.abi.inventory import Inventory
 from stackctl.base.annotations import Annotation, Level
 from stackctl.base.progress import Progress
@@ -44,6 +45,7 @@ class TargetPlan:
     label: str
     arch: str | None
     wheels: tuple[PlannedWheel, ...]
+    runtime: RunTime = field(default_factory=RunTime)
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,9 @@ class AbiRun:
     warnings: tuple[str, ...] = ()
 
     def failures(self) -> list[str]:
+        """One line per unresolved library and per other error, each target's prefixed with its label."""
         return [f"{label}: {msg}" if len(self.reports) > 1 else msg
-                for label, rep in self.reports if (msg := rep.failure())]
+                for label, rep in self.reports for msg in rep.failures()]
 
 
 def inventory_warning(plan: AbiPlan, inventory: Inventory | None, inventory_file: str | Path | None) -> str | None:
@@ -77,13 +80,26 @@ def inventory_warning(plan: AbiPlan, inventory: Inventory | None, inventory_file
             "writes that one)")
 
 
-def plan_wheels(paths: list[str], arch: str | None) -> AbiPlan:
+def plan_wheels(paths: list[str], arch: str | None, runtime: RunTime | None = None) -> AbiPlan:
     """Wheel files or URLs named on the command line, checked together."""
-    return AbiPlan((TargetPlan("wheels", arch, tuple(PlannedWheel(p, None, True) for p in paths)),))
+    return AbiPlan((TargetPlan("wheels", arch, tuple(PlannedWheel(p, None, True) for p in paths),
+                               runtime or RunTime()),))
+
+
+def stack_runtime(stack: Stack, target: str | None, extra_providers: tuple[str, ...] = ()) -> RunTime:
+    """The run time a target's ABI check models: the gate's imports in order, the profile's providers
+    (built-in sets extended by `[abi.provides]`), optional members, baseline and LD_LIBRARY_PATH."""
+    from stackctl.profile.runtime import provider_sets
+
+    t = next((x for x in stack.targets if x.label == target), None)
+    imports = tuple(dict.fromkeys(e.module.split(".", 1)[0] for e in stack.gate_entries(t)))
+    vendors = tuple(dict.fromkeys((*stack.abi.providers, *extra_providers)))
+    return RunTime(imports, provider_sets(vendors, stack.abi.provides), stack.abi.optional, stack.abi.baseline,
+                   stack.abi.ld_library_path)
 
 
 def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str, IndexEndpoint],
-               target: str | None = None, arch: str | None = None) -> AbiPlan:
+               target: str | None = None, arch: str | None = None, providers: tuple[str, ...] = ()) -> AbiPlan:
     """Every target's wheels from the lock (pins with `abi = "ignore"` left out), each read from its index."""
     if lock.stack != stack.name:
         raise InputError(f"{lock_name}: is the lock of stack {lock.stack!r}, not {stack.name!r}")
@@ -110,29 +126,27 @@ def plan_stack(stack: Stack, lock: Lock, lock_name: str | Path, eps: Mapping[str
                                     endpoint_for(f, pin_index.get(f.url), eps, stack), f.requires_dist)
                        for f in files)
         platform = label.split("-", 1)[1] if "-" in label else label
-        plans.append(TargetPlan(label, arch or platform_arch(platform), wheels))
+        plans.append(TargetPlan(label, arch or platform_arch(platform), wheels, stack_runtime(stack, label, providers)))
     return AbiPlan(tuple(plans), stack.abi.allow, stack.abi.inventory, warnings,
                    stack.image.base if stack.image else None)
 
 
 def run_abi(plan: AbiPlan, inventory: Inventory | None, rules: tuple[str, ...], limits: Limits,
             client: IndexClient | None = None, progress: Progress | None = None,
-            inventory_file: str | Path | None = None) -> AbiRun:
-    opened: dict[str, OpenedWheel] = {}
+            inventory_file: str | Path | None = None, use_facts: bool = True) -> AbiRun:
+    reading = _Reading(limits, client, use_facts)
     reports: list[tuple[str, AbiReport]] = []
     errors: list[StackctlError] = []
     try:
         for t in plan.targets:  # a target that cannot be read is one problem; the others are still checked
             try:
-                reports.append((t.label, _check_target(t, inventory, rules, limits, client, opened, progress)))
+                reports.append((t.label, _check_target(t, inventory, rules, reading, progress)))
             except StackctlError as exc:
                 errors.append(_for_target(exc, t.label) if len(plan.targets) > 1 else exc)
         said = inventory_warning(plan, inventory, inventory_file or plan.inventory)
-        return AbiRun(tuple(reports), tuple(w.origin() for w in opened.values()), tuple(errors),
-                      (said,) if said else ())
+        return AbiRun(tuple(reports), reading.origins(), tuple(errors), (said,) if said else ())
     finally:
-        for w in opened.values():
-            w.close()
+        reading.close()
 
 
 def _for_target(exc: StackctlError, label: str) -> StackctlError:
@@ -141,40 +155,118 @@ def _for_target(exc: StackctlError, label: str) -> StackctlError:
     return kind(f"{label}: {exc}", hint=exc.hint)
 
 
-def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...], limits: Limits,
-                  client: IndexClient | None, opened: dict[str, OpenedWheel], progress: Progress | None
-                  ) -> AbiReport:
-    scans: dict[tuple[str, bool], WheelScan] = {}  # (location, libraries read) -> scan
-    items = plan.wheels
+class _Reading:
+    """The wheels of one `abi` run: opened once each (several at a time), and their scans, from the ELF facts
+    kept per sha256 when a run before read them."""
 
-    def read(full: bool) -> list[StackWheel]:
-        out = []
-        for n, p in enumerate(items):
-            w = opened.get(p.location)
-            if w is None:
-                w = opened[p.location] = OpenedWheel(p.location, limits, sha256=p.sha256, size=p.size,
-                                                     client=client, ep=p.endpoint)
-            key = (p.location, full or p.check)
-            if key not in scans:
-                scans[key] = w.scan(read_elves=key[1])
-            out.append(StackWheel(scans[key], p.check, p.requires_dist))
+    WORKERS = 4  # wheels read side by side: each its own connection, inflating without the GIL
+
+    def __init__(self, limits: Limits, client: IndexClient | None, use_facts: bool) -> None:
+        self.limits, self.client, self.use_facts = limits, client, use_facts
+        self.opened: dict[str, OpenedWheel] = {}
+        self.scans: dict[tuple[str, bool], WheelScan] = {}  # (location, libraries read) -> scan
+        self.cached: dict[str, WheelOrigin] = {}
+        self.sha: dict[str, str] = {}
+        self.order: dict[str, None] = {}  # locations in plan order: what the sources list follows
+        self._lock = threading.Lock()
+
+    def wheel(self, p: PlannedWheel) -> OpenedWheel:
+        with self._lock:
+            w = self.opened.get(p.location)
+        if w is None:
+            w = OpenedWheel(p.location, self.limits, sha256=p.sha256, size=p.size, client=self.client,
+                            ep=p.endpoint)
+            with self._lock:
+                if p.location in self.opened:
+                    w.close()
+                    return self.opened[p.location]
+                self.opened[p.location] = w
+        return w
+
+    def scan(self, p: PlannedWheel, full: bool) -> WheelScan:
+        key = (p.location, full)
+        if key in self.scans:
+            return self.scans[key]
+        if self.use_facts and p.sha256 and p.location not in self.opened:
+            from stackctl.wheels.facts import load_facts
+
+            hit = load_facts(p.sha256, True) or (None if full else load_facts(p.sha256, False))
+            if hit is not None:
+                scan, verified = hit
+                self.scans[key] = scan
+                self.cached[p.location] = WheelOrigin(scan.filename, p.location, p.size or 0, 0, 0, None,
+                                                      any(not e.unread for e in scan.elves), 0, verified,
+                                                      True, cached=True)
+                return scan
+        self.sha[p.location] = p.sha256 or ""
+        scan = self.wheel(p).scan(read_elves=full)
+        self.scans[key] = scan
+        return scan
+
+    def read(self, label: str, items: tuple[PlannedWheel, ...], full: bool, progress: Progress | None
+             ) -> list[StackWheel]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        done = [0]
+        self.order.update(dict.fromkeys(p.location for p in items))
+
+        def one(p: PlannedWheel) -> WheelScan:
+            scan = self.scan(p, full or p.check)
             if progress:
-                progress(f"reading {plan.label}", n + 1, len(items))
-        return out
+                with self._lock:
+                    done[0] += 1
+                    progress(f"reading {label}", done[0], len(items))
+            return scan
 
-    wheels = read(False)
-    rep = check_abi(wheels, inv, rules, plan.arch)
+        with ThreadPoolExecutor(max_workers=self.WORKERS) as pool:
+            scans = list(pool.map(one, items))
+        return [StackWheel(s, p.check, p.requires_dist) for s, p in zip(scans, items, strict=True)]
+
+    def origins(self) -> tuple[WheelOrigin, ...]:
+        """What reading each wheel cost; the facts of every wheel read whose bytes matched the lock are kept."""
+        from stackctl.wheels.facts import save_facts
+
+        out = []
+        for location in self.order:
+            if location in self.cached:
+                out.append(self.cached[location])
+            if (w := self.opened.get(location)) is None:
+                continue
+            o = w.origin()
+            out.append(o)
+            sha = self.sha.get(location)
+            if self.use_facts and sha and o.verified in ("sha256", "size"):
+                for full in (True, False):
+                    if (location, full) in self.scans:
+                        save_facts(sha, full, self.scans[(location, full)], o.verified)
+                        break
+        return tuple(out)
+
+    def close(self) -> None:
+        for w in self.opened.values():
+            w.close()
+
+
+def _check_target(plan: TargetPlan, inv: Inventory | None, rules: tuple[str, ...], reading: _Reading,
+                  progress: Progress | None) -> AbiReport:
+    items = plan.wheels
+    rt = plan.runtime
+    wheels = reading.read(plan.label, items, False, progress)
+    rep = check_abi(wheels, inv, rules, plan.arch, rt)
     used = {(r.provider_wheel, r.provider_path) for r in rep.resolutions if r.provider_wheel}
     headers = False
     for i, (p, w) in enumerate(zip(items, wheels, strict=True)):
-        paths = {e.path for e in w.scan.elves if e.unread and (w.scan.filename, e.installed) in used}
+        paths = {e.path for e in w.scan.elves if e.unread and e.machine is None and e.problem is None
+                 and (w.scan.filename, e.installed) in used}
         if paths:
-            wheels[i] = StackWheel(opened[p.location].read_machines(w.scan, paths), w.check, w.requires_dist)
+            headed = reading.wheel(p).read_machines(w.scan, paths)
+            reading.scans[(p.location, p.check)] = headed  # the facts kept include the machines read
+            wheels[i] = StackWheel(headed, w.check, w.requires_dist)
             headers = True
     if headers:
-        rep = check_abi(wheels, inv, rules, plan.arch)
+        rep = check_abi(wheels, inv, rules, plan.arch, rt)
     if rep.unresolved() and any(not p.check for p in items):
-        rep = check_abi(read(True), inv, rules, plan.arch)
+        rep = check_abi(reading.read(plan.label, items, True, progress), inv, rules, plan.arch, rt)
     return rep
 
 
@@ -229,9 +321,10 @@ def finding_annotations(stack: Stack | None, reports: tuple[tuple[str, AbiReport
 
 def check_targets(targets: list[str], *, lock: Path | None = None, target: str | None = None,
                   inventory: str | None = None, allow: tuple[str, ...] = (), arch: str | None = None,
+                  providers: tuple[str, ...] = (),
                   limits: Limits | None = None, overrides: Mapping[str, str] | None = None,
                   record: Path | None = None, no_record: bool = False, command: str = "",
-                  progress: Progress | None = None) -> AbiOutcome:
+                  progress: Progress | None = None, use_facts: bool = True) -> AbiOutcome:
     """`stackctl abi PROFILE` (the lock's wheels, read from their indexes) or `stackctl abi WHEEL...` (the
     files or URLs together); for a profile, the result also written as evidence where `report` reads it
     (build/STACK.abi.json, or `record`), unless `no_record`."""
@@ -240,6 +333,9 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
     wheel_mode = all(t.endswith(".whl") for t in targets)
     if not wheel_mode and len(targets) != 1:
         raise InputError("give one profile, or only wheel files (*.whl)")
+    from stackctl.profile.runtime import BUILTIN
+
+    known = dict(BUILTIN)
     client = None
     stack: Stack | None = None
     recorded: tuple[str, str | None, tuple[str, ...]] | None = None  # stack, lock digest, profile digest
@@ -247,22 +343,28 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
         if lock is not None or target is not None or overrides or record is not None or no_record:
             raise InputError("--lock, --target, --index, --record and --no-record apply to a profile, not to "
                              "wheel files")
-        plan = plan_wheels(targets, arch)
+        from stackctl.profile.runtime import provider_sets
+
+        plan = plan_wheels(targets, arch, RunTime(imports=None, providers=provider_sets(providers)))
     else:
         from stackctl.index.config import endpoints
         from stackctl.profile.locate import load_profile
         from stackctl.resolve.lock import lock_path, read_lock
 
         stack = load_profile(targets[0])
+        known.update(stack.abi.provides)
         path = lock_path(targets[0], lock)
         locked = read_lock(path)
         plan = plan_stack(stack, locked, path, endpoints(stack, overrides, locked=locked.index_origins()), target,
-                          arch)
+                          arch, providers)
         recorded = (stack.name, locked.digest(), (stack.digest(),))
         client = IndexClient()
+    for name in providers:
+        if name not in known:
+            raise InputError(f"--provider {name}: no such run-time provider set; known: {', '.join(sorted(known))}")
     inv_file = inventory or plan.inventory
     inv = read_inventory(inv_file) if inv_file else None
-    run = run_abi(plan, inv, plan.allow + allow, limits or Limits(), client, progress, inv_file)
+    run = run_abi(plan, inv, plan.allow + allow, limits or Limits(), client, progress, inv_file, use_facts)
     problems = (*run.errors, *(CheckFailed(f) for f in run.failures()))
     outcome = AbiOutcome(run.reports, run.origins, problems, plan.warnings + run.warnings,
                          finding_annotations(stack, run.reports))

@@ -41,7 +41,15 @@ def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None
     """What reading each remote wheel cost, and how far it was verified."""
     from stackctl.base import human_size
 
+    cached = [s for s in sources if s.cached]
+    if cached:
+        checked = sum(1 for s in cached if s.verified == "sha256")
+        console.print(f"{len(cached)} wheel{'s' if len(cached) > 1 else ''}: no bytes read, ELF facts kept by "
+                      f"sha256 from an earlier run ({checked} sha256-checked when read, {len(cached) - checked} "
+                      "size-checked)", markup=False)
     for s in sources:
+        if s.cached:
+            continue
         if s.fetched is not None:
             how = "range requests" if s.ranged else "full download (server ignores ranges)"
             how += "" if s.libraries_read else ", libraries listed by name"
@@ -83,16 +91,29 @@ def _print_report(label: str, rep: AbiReport) -> None:
     console.print(table(title, _RESOLUTION_COLUMNS, _resolution_rows(rep)))
     if ceil := _ceiling_rows(rep):
         console.print(table("symbol-version ceilings", _CEILING_COLUMNS, ceil))
-    if rep.inventory is None:
+    if rep.inventory is None and rep.baselines:
+        say(f"note: no image inventory: system libraries and symbol versions held to "
+            f"{', '.join(rep.baselines)} (auditwheel's policy)")
+    elif rep.inventory is None:
         say("note: no image inventory (--inventory or the profile's [abi] inventory): symbol versions were not "
             "compared with the image's", style="yellow")
+    if rep.providers:
+        say(f"run-time providers: {', '.join(rep.providers)}")
     for f in rep.findings:
         if f.kind != "unresolved":
             colour = "red" if f.severity.value == "error" else "yellow"
-            console.print(f"[{colour}]{f.severity.value}:[/] {f.message}", markup=True)
-    unresolved = sum(1 for r in rep.resolutions if r.where.value == "unresolved")
+            console.print(f"[{colour}]{f.severity.value}:[/] ", end="")
+            console.print(f.message, markup=False, highlight=False)
+    for lib, files in rep.unresolved():
+        console.print("[red]unresolved:[/] ", end="")
+        console.print(f"{lib}, needed by {count(len(files), 'file')}: {', '.join(files)}",
+                      markup=False, highlight=False)
+    counts: dict[str, int] = {}
+    for r in rep.resolutions:
+        counts[r.where.value] = counts.get(r.where.value, 0) + 1
+    said = ", ".join(f"{n} {w}" for w, n in counts.items())
     say(f"{label}: {count(rep.checked_files, 'file')} checked in {count(len(rep.wheels), 'wheel')}, "
-        f"{count(len(rep.resolutions), 'needed entry', 'needed entries')}, {unresolved} unresolved")
+        f"{count(len(rep.resolutions), 'needed entry', 'needed entries')} ({said or 'none'})")
 
 
 def _resolution_rows(report: AbiReport) -> list[list[str]]:
@@ -115,8 +136,11 @@ def abi(
     inventory: Annotated[str | None, typer.Option("--inventory", metavar="FILE", help="Base image inventory (JSON from "
                                                   "`stackctl inventory`); overrides the profile's.")] = None,
     allow: Annotated[list[str] | None, typer.Option("--allow", metavar="GLOB",
-                                                    help="Glob of libraries the host provides "
-                                                    "(libcuda.so.*); adds to the profile's.")] = None,
+                                                    help="Glob of libraries taken as found; adds to the "
+                                                    "profile's. Prefer --provider for the driver's.")] = None,
+    provider: Annotated[list[str] | None, typer.Option("--provider", metavar="VENDOR",
+                                                       help="Run-time provider set the device driver brings "
+                                                       "(nvidia, musa); adds to the profile's.")] = None,
     arch: Annotated[str | None, typer.Option("--arch", metavar="MACHINE",
                                              help="Expected machine (x86_64, aarch64); default from "
                                              "the target or the wheels' tags.")] = None,
@@ -126,14 +150,18 @@ def abi(
                                                 help="Where the result goes, with the lock's digest and the time, "
                                                 "for `stackctl report` (default: build/STACK.abi.json).")] = None,
     no_record: NoRecordOpt = False,
+    reread: Annotated[bool, typer.Option("--reread", help="Read the wheels again even where their ELF facts "
+                                         "are kept (per sha256) from an earlier run.")] = False,
     markdown: MarkdownOpt = False,
     annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check that every DT_NEEDED of the wheels resolves.
+    """Find every DT_NEEDED of the wheels as the loader does.
 
-    Where each library the checked wheels need is found (RUNPATH, another wheel, the image, the allow
-    list); exit 1 naming each unresolved library and each exceeded symbol version.
+    Where each library the checked wheels need is found, in ld.so's order (already loaded by an earlier
+    import, RPATH, LD_LIBRARY_PATH, RUNPATH, the image or the manylinux policy), or a run-time provider,
+    an optional member, the allow list; exit 1 naming each unresolved library and each exceeded symbol
+    version.
     """
     from stackctl.abi import check_targets
     from stackctl.wheels import Limits
@@ -141,8 +169,10 @@ def abi(
     one_format(as_json, markdown)
     with group("abi: read the wheels' ELF files"), progress_bar(not as_json, "abi") as progress:
         outcome = check_targets(targets, lock=lock, target=target, inventory=inventory, allow=tuple(allow or ()),
-                                arch=arch, limits=Limits.capped(max_size), overrides=overrides(index),
-                                record=record, no_record=no_record, command=invoked(), progress=progress)
+                                arch=arch, providers=tuple(provider or ()), limits=Limits.capped(max_size),
+                                overrides=overrides(index),
+                                record=record, no_record=no_record, command=invoked(), progress=progress,
+                                use_facts=not reread)
     for w in outcome.warnings:
         console_err.print(f"[yellow]warning:[/] {w}")
 

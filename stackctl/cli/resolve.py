@@ -171,7 +171,8 @@ def outdated(
     with progress_bar(client is not None and not as_json and not markdown) as progress:
         pins = outdated_pins(stack, client, overrides(index), from_lock=from_lock, profile_arg=profile,
                              progress=progress)
-    rows = [[p.artifact, p.pinned, short_time(p.published), (p.newest_in_line or "—") + ("" if p.is_newest else " ⬆"),
+    rows = [[p.artifact, p.pinned, short_time(p.published),
+             (p.newest_in_line or "—") + ("" if p.is_newest else f" (held by {p.held_by})" if p.held_by else " ⬆"),
              short_time(p.newest_published), "; ".join(p.other_lines)] for p in pins]
 
     def human() -> None:

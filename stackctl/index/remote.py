@@ -19,7 +19,6 @@ import io
 import re
 import tempfile
 import zipfile
-from collections import OrderedDict
 from typing import IO, TYPE_CHECKING, Protocol
 
 from stackctl.base.urls import strip_userinfo
@@ -42,8 +41,10 @@ class Transport(Protocol):
 
 BLOCK = 64 << 10  # one range request fetches at least this much: zip headers are small and scattered
 TAIL = 64 << 10  # the first request: the end of the file, where the central directory lives
-CACHE_BLOCKS = 512  # 32 MiB of blocks kept
-MAX_AHEAD = 128  # 8 MiB: the most fetched past what a sequential read asked for
+MAX_AHEAD = 128  # 8 MiB: the most fetched past what a sequential read asked for (never past `advise`'s end)
+# Range reads that saw at least this share of the file fetch the rest, so the whole is hashed against the
+# index's sha256: at most 5% more bytes for a wheel whose every library is read to its dynamic section.
+COMPLETE_AT = 0.95
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
@@ -120,7 +121,11 @@ class RemoteFile(RangeStream):
         self._sha256 = sha256.removeprefix("sha256:").lower() if sha256 else None
         self._block = block
         self._max_download = max_download
-        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        # Every block fetched is kept in a spool file (sparse; never fetched twice, whatever a reader jumps
+        # back to); `_have` says which blocks it holds.
+        self._spool: IO[bytes] | None = None
+        self._have: set[int] = set()
+        self._advised: tuple[int, int] | None = None
         self.fetched = 0
         self.requests = 0
         self.ranged = True
@@ -228,11 +233,21 @@ class RemoteFile(RangeStream):
             self._switch_to_whole(None)
             raise _Whole
         self._next_block = last + 1
-        for b in range(first, last + 1):
-            self._cache[b] = data[(b - first) * self._block:(b - first + 1) * self._block]
-            self._cache.move_to_end(b)
-        while len(self._cache) > CACHE_BLOCKS:
-            self._cache.popitem(last=False)
+        if self._spool is None:
+            self._spool = tempfile.TemporaryFile()  # noqa: SIM115  owned by this object, closed in close()
+        self._spool.seek(start)
+        self._spool.write(data)
+        self._have.update(range(first, last + 1))
+
+    def advise(self, start: int, end: int) -> None:
+        """The next reads are sequential within [start, end) (a member's compressed bytes): read-ahead stops
+        at `end`, so inflating a member never fetches the next member's bytes it will not read."""
+        self._advised = (start, end)
+
+    def _blocks(self, first: int, last: int) -> bytes:
+        assert self._spool is not None
+        self._spool.seek(first * self._block)
+        return self._spool.read((last - first + 1) * self._block)
 
     def _switch_to_whole(self, resp: requests.Response | None) -> None:
         """The server stopped answering ranges as asked: download the file once (sha256-checked), same size."""
@@ -263,14 +278,16 @@ class RemoteFile(RangeStream):
         if end > tail_start:
             return self._ranged(start, tail_start) + tail[:end - tail_start]
         first, last = start // self._block, (end - 1) // self._block
-        missing = [b for b in range(first, last + 1) if b not in self._cache]
+        missing = [b for b in range(first, last + 1) if b not in self._have]
         if missing and missing[0] == self._next_block:
             # Reading on (inflating a member): fetch ahead, more each time, so a long member costs a
             # few large requests instead of hundreds of small ones.
             self._ahead = min(self._ahead * 2, MAX_AHEAD)
             limit = (self.size - 1) // self._block
+            if self._advised is not None and self._advised[0] <= start < self._advised[1]:
+                limit = min(limit, (self._advised[1] - 1) // self._block)
             extra = [b for b in range(missing[-1] + 1, min(limit, missing[-1] + self._ahead) + 1)
-                     if b not in self._cache and b * self._block < self._tail[0]]
+                     if b not in self._have and b * self._block < self._tail[0]]
             missing += extra
         elif missing:
             self._ahead = 1
@@ -283,35 +300,58 @@ class RemoteFile(RangeStream):
             run.append(b)
         if run:
             self._fetch(run[0], run[-1])
-        parts = []
-        for b in range(first, last + 1):
-            block = self._cache.get(b)
-            if block is None:  # evicted while fetching a long run: fetch it alone
-                self._fetch(b, b)
-                block = self._cache[b]
-            parts.append(block)
-        joined = b"".join(parts)
+        joined = self._blocks(first, last)
         offset = first * self._block
         return joined[start - offset:end - offset]
 
+    def complete(self, at: float = COMPLETE_AT) -> bool:
+        """Fetch the blocks range reads left out when they are fewer than (1 - at) of the file, so the whole
+        can be hashed; True when every byte is now held."""
+        if self._local is not None:
+            return True
+        tail_start = self._tail[0]
+        blocks = -(-tail_start // self._block)
+        missing = [b for b in range(blocks) if b not in self._have]
+        if missing and len(missing) * self._block > (1 - at) * self.size:
+            return False
+        run: list[int] = []
+        for b in missing:
+            if run and b != run[-1] + 1:
+                self._fetch(run[0], run[-1])
+                run = []
+            run.append(b)
+        if run:
+            self._fetch(run[0], run[-1])
+        return True
+
     def whole_sha256(self) -> str | None:
-        """The sha256 of the file when range reads happened to fetch every byte of it (a small wheel's first
-        read is all of it), else None. A file downloaded whole was checked as it came."""
+        """The sha256 of the file when range reads fetched every byte of it (a small wheel's first read is all
+        of it; see `complete`), else None. A file downloaded whole was checked as it came."""
         if self._local is not None:
             return None
         tail_start, tail = self._tail
         blocks = -(-tail_start // self._block)
-        if any(b not in self._cache for b in range(blocks)):
+        if any(b not in self._have for b in range(blocks)):
             return None
-        head = b"".join(self._cache[b] for b in range(blocks))[:tail_start]
-        if len(head) + len(tail) != self.size:
-            return None
-        return hashlib.sha256(head + tail).hexdigest()
+        digest = hashlib.sha256()
+        if blocks:
+            assert self._spool is not None
+            self._spool.seek(0)
+            left = tail_start
+            while left > 0:
+                chunk = self._spool.read(min(left, 1 << 20))
+                if not chunk:
+                    return None
+                digest.update(chunk)
+                left -= len(chunk)
+        digest.update(tail)
+        return digest.hexdigest()
 
     def close(self) -> None:
-        if self._local is not None:
-            self._local.close()
-            self._local = None
+        for f in (self._local, self._spool):
+            if f is not None:
+                f.close()
+        self._local = self._spool = None
         super().close()
 
 

@@ -31,6 +31,7 @@ from stackctl.profile.model import (
     GateRole,
     Image,
     Index,
+    OptionalMember,
     Pin,
     Probe,
     Stack,
@@ -64,7 +65,8 @@ SCHEMA: dict[str, Any] = {
     "indexes": {"*": {"url": str, "from_pip": bool, "username_env": str, "password_env": str, "netrc": bool}},
     "pins": {"*": _PIN},
     "gate": {"extra": {"*": _GATE}, "probe": [_PROBE]},
-    "abi": {"allow": [str], "inventory": str},
+    "abi": {"allow": [str], "inventory": str, "providers": [str], "provides": {"*": [str]},
+            "optional": [{"glob": str, "reason": str}], "baseline": str, "ld_library_path": [str]},
     "image": {"base": str, "repository": str, "tag": str, "python": str, "vars": {"*": str},
               "labels": {"*": str}, "installer": str, "bytecode": (bool, str),
               "app": {"dockerfile": str, "context": str, "target": str, "args": {"*": str}, "stack_arg": str}},
@@ -476,7 +478,7 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
     extra = _gate(m, pins, out)
     probes = tuple(_probe(t, i, out) for i, t in enumerate(m.get("gate", {}).get("probe", [])))
     image = _image(m.get("image"), name or "", list(pythons), pins, out)
-    abi_t = m.get("abi", {})
+    abi = _abi(m.get("abi", {}), out)
     if out.problems:
         return None
     return Stack(
@@ -488,10 +490,42 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
         gate_extra=tuple(extra),
         probes=probes,
         image=image,
-        abi=AbiPolicy(tuple(abi_t.get("allow", [])), abi_t.get("inventory")),
+        abi=abi,
         extends=stack_t.get("extends"),
         sources=tuple(d.display for d in out.chain),
     )
+
+
+def _abi(t: dict[str, Any], out: _Collector) -> AbiPolicy:
+    """`[abi]`: the providers named must be known sets (or extended here), each optional member has a glob
+    and a reason, the baseline names a policy auditwheel knows."""
+    from stackctl.profile.runtime import BUILTIN
+
+    provides = tuple((str(k), tuple(v)) for k, v in sorted(t.get("provides", {}).items()))
+    known = sorted({*BUILTIN, *(k for k, _ in provides)})
+    for i, name in enumerate(t.get("providers", [])):
+        if name not in known:
+            out.add(None, ("abi", "providers", str(i)),
+                    _not_declared("run-time provider", name, known) + " (or add [abi.provides." + name + "])")
+    optional = []
+    for i, o in enumerate(t.get("optional", [])):
+        for key in ("glob", "reason"):
+            if not str(o.get(key, "")).strip():
+                out.add(None, ("abi", "optional", str(i), key),
+                        "missing: an optional member is named by an install-path glob and says why it is optional")
+        optional.append(OptionalMember(str(o.get("glob", "")), str(o.get("reason", ""))))
+    baseline = t.get("baseline")
+    if baseline is not None:
+        from stackctl.profile.runtime import policy_names
+
+        names = policy_names()
+        if baseline not in names:
+            out.add(None, ("abi", "baseline"), _not_declared("manylinux or musllinux policy", baseline, names))
+    for i, d in enumerate(t.get("ld_library_path", [])):
+        if not d.startswith("/"):
+            out.add(None, ("abi", "ld_library_path", str(i)), f"{d!r} is not an absolute directory")
+    return AbiPolicy(tuple(t.get("allow", [])), t.get("inventory"), tuple(t.get("providers", [])), provides,
+                     tuple(optional), baseline, tuple(t.get("ld_library_path", [])))
 
 
 def _pin_targets(pin: Pin, targets: tuple[Target, ...], path: tuple[str, ...], out: _Collector) -> None:

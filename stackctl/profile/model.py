@@ -217,9 +217,24 @@ class Image:
 
 
 @dataclass(frozen=True)
+class OptionalMember:
+    """Library members that are loaded only when a feature is used (a transport plugin): what they need and
+    the image lacks is shown as theirs, never as a failure."""
+
+    glob: str  # an install path glob: "nvidia/nvshmem/lib/nvshmem_transport_*.so*"
+    reason: str
+
+
+@dataclass(frozen=True)
 class AbiPolicy:
     allow: tuple[str, ...] = ()
     inventory: str | None = None
+    # vendor names of the run-time providers (the device driver's libraries): "nvidia", "musa"
+    providers: tuple[str, ...] = ()
+    provides: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (vendor, library globs) added to a set
+    optional: tuple[OptionalMember, ...] = ()
+    baseline: str | None = None  # a manylinux/musllinux policy name held without an inventory
+    ld_library_path: tuple[str, ...] = ()  # what the image's ENV LD_LIBRARY_PATH sets
 
 
 @dataclass(frozen=True)

@@ -54,9 +54,10 @@ def newest_in_line(pin_version: str, files: Iterable[IndexedFile], targets: Sequ
                    max_other: int = 5) -> LineReport:
     """The newest version of the pin's line, and the newest build of each other line.
 
-    A build of another local-label family or platform line is listed whatever PEP 440 says of its
-    order (`+musa5.2.1mp22` sorts below `+musa5.2.0` as a local label, yet is a later aarch64 build);
-    another series of the same line only when it is newer.
+    A build of another local-label family or platform line of the pin's own series is listed whatever
+    PEP 440 says of its order (`+musa5.2.1mp22` sorts below `+musa5.2.0` as a local label, yet is a later
+    aarch64 build); another series only when it is newer (torch 2.1.2's platform set differs from 2.11.0's,
+    and it is still no line to move to).
     """
     pin = Version(pin_version)
     by_version = sorted(files, key=lambda f: f.version, reverse=True)
@@ -73,7 +74,9 @@ def newest_in_line(pin_version: str, files: Iterable[IndexedFile], targets: Sequ
             if newest is None and v > pin:
                 newest, newest_files = v, tuple(fs)
             continue
-        another_build = v.local != pin.local or "platform " in why
+        # another build of the pin's own series (a local label, another platform) whatever its order; an
+        # older release of another series is no line to move to
+        another_build = (v.local != pin.local or "platform " in why) and _series(v) == _series(pin)
         if (v > pin or another_build) and why not in seen and len(others) < max_other:
             seen.add(why)
             others.append(f"{v} ({why})")

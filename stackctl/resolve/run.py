@@ -119,6 +119,32 @@ class OutdatedPin:
     newest_published: str | None
     is_newest: bool
     other_lines: tuple[str, ...]
+    held_by: str | None = None  # "torch==2.11.0": another pin (or the closure) requires the pinned version
+
+
+def held_by(lk: Lock, name: str, newer: str) -> str | None:
+    """Which locked distribution's Requires-Dist forbids `newer` of `name` (torch 2.11.0 requires
+    `nvidia-cudnn-cu13==9.19.0.56`): an upgrade the lock could never take while that one stays."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    key = canonicalize_name(name)
+    try:
+        version = Version(newer)
+    except InvalidVersion:
+        return None
+    owners = [(p.name, p.version, f) for p in lk.pins for f in p.files]
+    owners += [(c.name, c.version, c.file) for c in lk.closure if c.file is not None]
+    for owner, owner_version, f in owners:
+        for text in f.requires_dist or ():
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if canonicalize_name(req.name) == key and not req.specifier.contains(version, prereleases=True):
+                return f"{owner}=={owner_version}"
+    return None
 
 
 def outdated(stack: Stack, client: IndexClient | None, overrides: Mapping[str, str] | None = None, *,
@@ -140,5 +166,7 @@ def outdated(stack: Stack, client: IndexClient | None, overrides: Mapping[str, s
         lk = resolve_stack(stack, client, overrides, closure=False, progress=progress)
     return tuple(OutdatedPin(p.name, p.version, min((f.upload_time for f in p.files if f.upload_time), default=None),
                              p.newest_in_line, p.newest_upload_time, p.newest_in_line in (None, p.version),
-                             p.other_lines)
+                             p.other_lines,
+                             None if p.newest_in_line in (None, p.version)
+                             else held_by(lk, p.name, str(p.newest_in_line)))
                  for p in lk.pins)

@@ -259,8 +259,8 @@ class _Window(_MemberStream):
         return data
 
 
-def _inflater() -> tuple[Any, tuple[type[Exception], ...]]:
-    """ISA-L's inflate where installed (about twice zlib's speed on library code), else zlib's."""
+def _fast_inflater() -> tuple[Any, tuple[type[Exception], ...]]:
+    """ISA-L's inflate where installed (about 1.6x zlib's speed on library code), else zlib's."""
     try:
         from isal import isal_zlib
 
@@ -269,19 +269,22 @@ def _inflater() -> tuple[Any, tuple[type[Exception], ...]]:
         return zlib, (zlib.error,)
 
 
-_INFLATE_MODULE, _INFLATE_ERRORS = _inflater()
+# A member is inflated forward with ISA-L; only zlib's inflater can be copied mid-stream (a checkpoint), so a
+# member read behind what is kept is inflated again with zlib, which keeps checkpoints from then on.
+_FAST_MODULE, _INFLATE_ERRORS = _fast_inflater()
 
 
 class _Decompressor:
     """One zip compression method behind one interface: `decompress(data, max_length)` that keeps the
     input it has not used yet, `needs_input`, `eof`."""
 
-    def __init__(self, method: int) -> None:
+    def __init__(self, method: int, fast: bool = False) -> None:
         self._method = method
         self._tail = b""
         self._z: Any = None
+        self._copyable = not fast or _FAST_MODULE is zlib
         if method == zipfile.ZIP_DEFLATED:
-            self._z = _INFLATE_MODULE.decompressobj(-15)
+            self._z = (zlib if self._copyable else _FAST_MODULE).decompressobj(-15)
         elif method == zipfile.ZIP_BZIP2:
             import bz2
 
@@ -290,6 +293,15 @@ class _Decompressor:
     @property
     def eof(self) -> bool:
         return self._z is not None and bool(self._z.eof)
+
+    def copy(self) -> _Decompressor | None:
+        """The inflater as it is now, to resume from later (zlib's `zran` idea); None for a method whose
+        state cannot be copied."""
+        if self._method != zipfile.ZIP_DEFLATED or not self._copyable:
+            return None
+        twin = _Decompressor.__new__(_Decompressor)
+        twin._method, twin._tail, twin._z, twin._copyable = self._method, self._tail, self._z.copy(), True
+        return twin
 
     @property
     def needs_input(self) -> bool:
@@ -333,11 +345,17 @@ class _Inflating(_MemberStream):
 
     The front of the member (where ELF headers, string and version tables live) is kept; beyond it only
     the most recent output is kept, so reaching a dynamic section behind hundreds of MB of code costs
-    inflating them, not holding them. A read behind what is kept starts inflating again from the top.
+    inflating them, not holding them. The first pass inflates with ISA-L, which cannot be copied; a read
+    behind what is kept inflates the member again with zlib, and from then on every CHECKPOINT bytes of
+    output a copy of the inflater is kept (zlib's `zran` way): a later jump back resumes from the checkpoint
+    before it, re-inflating at most CHECKPOINT bytes and re-reading only the compressed bytes after it. Most
+    libraries are read front, .dynamic, then back once to their version tables, so the fast pass does the
+    bulk and the one jump back costs the tables' offset in zlib. Other methods start again from the top.
     """
 
     KEEP_HEAD = 4 << 20
     KEEP_RECENT = 4 << 20
+    CHECKPOINT = 4 << 20  # ~40 KiB each (zlib's 32 KiB window and state): 10 MiB for a 1 GiB library
     IN_CHUNK = 256 << 10
     OUT_STEP = 2 << 20  # most output one step makes, whatever the method's ratio
 
@@ -348,14 +366,29 @@ class _Inflating(_MemberStream):
         self._method = method
         self._head = bytearray()
         self._keep_recent = self.KEEP_RECENT
+        self._checkpoints: list[tuple[int, int, _Decompressor]] = []  # (output offset, input offset, inflater)
+        self.restarts = 0
+        self._fast = True  # until the first jump back: then zlib, with checkpoints
         self._restart()
 
-    def _restart(self) -> None:
-        self._cpos = 0
-        self._z = _Decompressor(self._method)
-        self._produced = 0  # bytes of output so far
+    def _restart(self, at: int = 0) -> None:
+        """Inflate again from the last checkpoint at or before output offset `at` (the top without one)."""
+        cp = next((c for c in reversed(self._checkpoints) if c[0] <= at), None)
+        if cp is not None and (z := cp[2].copy()) is not None:
+            self._produced, self._cpos, self._z = cp[0], cp[1], z
+        else:
+            self._cpos = 0
+            self._z = _Decompressor(self._method, fast=self._fast)
+            self._produced = 0  # bytes of output so far
         self._recent: list[tuple[int, bytes]] = []  # (offset, data) past the head, newest last
         self._recent_bytes = 0
+
+    def _checkpoint(self) -> None:
+        last = self._checkpoints[-1][0] if self._checkpoints else 0
+        if self._produced - last >= self.CHECKPOINT and not self._z.eof:
+            z = self._z.copy()
+            if z is not None:
+                self._checkpoints.append((self._produced, self._cpos, z))
 
     def _more(self, want: int) -> None:
         """Inflate one step; `want` is how much output the reader is still short of."""
@@ -365,6 +398,9 @@ class _Inflating(_MemberStream):
                              "(truncated or corrupt zip)")
         if self._z.needs_input:
             n = min(max(_INFLATE_CHUNK, min(want // 2, self.IN_CHUNK)), self._csize - self._cpos)
+            advise = getattr(self._fh, "advise", None)
+            if advise is not None:  # a remote file reads ahead, but never past this member
+                advise(self._start + self._cpos, self._start + self._csize)
             self._fh.seek(self._start + self._cpos)
             chunk = self._fh.read(n)
             if not chunk:
@@ -380,6 +416,7 @@ class _Inflating(_MemberStream):
                              f"{human_size(self.size)} (zip bomb?)")
         offset = self._produced
         self._produced += len(out)
+        self._checkpoint()
         if len(self._head) < self.KEEP_HEAD and offset == len(self._head):
             take = self.KEEP_HEAD - len(self._head)
             self._head += out[:take]
@@ -408,19 +445,16 @@ class _Inflating(_MemberStream):
 
     def _range(self, start: int, end: int) -> bytes:
         if start < self._produced and self._kept(start, min(end, self._produced)) is None:
-            self._restart()
-        while self._produced < end:
-            self._more(end - self._produced)
+            self.restarts += 1
+            self._fast = False
+            self._restart(start)
+        # keep what this read asks for, however long: output before `start` is let go as it comes
+        self._keep_recent = max(self.KEEP_RECENT, end - start + self.OUT_STEP)
+        try:
+            while self._produced < end:
+                self._more(end - self._produced)
+        finally:
+            self._keep_recent = self.KEEP_RECENT
         kept = self._kept(start, end)
-        if kept is None:
-            # A single read longer than what is kept: inflate again, keeping enough this time.
-            self._restart()
-            self._keep_recent = end - start + (1 << 20)
-            try:
-                while self._produced < end:
-                    self._more(end - self._produced)
-                kept = self._kept(start, end)
-            finally:
-                self._keep_recent = self.KEEP_RECENT
         assert kept is not None
         return kept

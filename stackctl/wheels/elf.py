@@ -19,6 +19,8 @@ _MAX_DYN_ENTRIES = 1 << 16
 # chain that repeats itself costs linear work, not entries x auxiliaries.
 _MAX_VERSION_ENTRIES = 1 << 12
 _MAX_STRING = 1 << 16
+# The largest .dynstr seen (libtorch_cuda.so's C++ names) is tens of MB; one above this is read name by name.
+_MAX_TABLE = 64 << 20
 
 _MACHINES = {
     "EM_X86_64": "x86_64",
@@ -154,6 +156,14 @@ class _Dynamic:
         self.strsz = self.values.get("DT_STRSZ", _MAX_STRING)
         self.strings: dict[int, str] = {}
         self.budget = _MAX_VERSION_ENTRIES
+        self.table: bytes | None = None
+        if self.strsz <= _MAX_TABLE:
+            # The string table whole, in one read: names are then looked up in memory, whatever order the
+            # version tables point into it, so a deflated library is inflated through it once.
+            stream.seek(self.strtab)
+            self.table = stream.read(self.strsz)
+            if len(self.table) < self.strsz:
+                raise NotElf("truncated ELF (the dynamic string table runs past the end of the file)")
 
     def offset_of(self, vaddr: int) -> int:
         for seg in self.loads:
@@ -168,6 +178,12 @@ class _Dynamic:
             return self.strings[off]
         if off >= self.strsz:
             raise NotElf("corrupt ELF (string offset beyond the string table)")
+        if self.table is not None:
+            end = self.table.find(b"\0", off, off + _MAX_STRING)
+            if end < 0:
+                raise NotElf("truncated ELF (unterminated string in the dynamic string table)")
+            self.strings[off] = self.table[off:end].decode("utf-8", "replace")
+            return self.strings[off]
         limit, want, raw = min(_MAX_STRING, self.strsz - off), 256, b""
         while True:  # names are short: read a little, more only when the end is not in sight
             self.stream.seek(self.strtab + off)
@@ -275,7 +291,13 @@ def _read(stream: IO[bytes]) -> ElfInfo:
         # A static executable or an object file: it needs nothing from the loader.
         return ElfInfo(machine, bits, elf_type, None, (), (), (), (), ())
     dyn = _Dynamic(stream, elf.structs, loads, *dynamic)
-    needs, defs = dyn.version_needs(), dyn.version_defs()
+    # the two version tables in the order they lie in the file: a deflated member is read forward
+    if dyn.values.get("DT_VERDEF", 0) < dyn.values.get("DT_VERNEED", 0):
+        defs = dyn.version_defs()
+        needs = dyn.version_needs()
+    else:
+        needs = dyn.version_needs()
+        defs = dyn.version_defs()
     sonames = dyn.strings_of("DT_SONAME")
     return ElfInfo(
         machine=machine,

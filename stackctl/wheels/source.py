@@ -43,6 +43,7 @@ class WheelOrigin:
     headers_read: int  # libraries listed by name whose ELF header was read for their machine
     verified: str  # "sha256" | "size" | "none" (see the module docstring)
     hash_known: bool = False  # a sha256 to compare with was known (the lock's, or the URL's #sha256=)
+    cached: bool = False  # its ELF facts came from the cache (kept per sha256): no byte of it was read
 
 
 class OpenedWheel:
@@ -106,7 +107,8 @@ class OpenedWheel:
     def origin(self) -> WheelOrigin:
         r = self._remote
         if r is not None and self._sha256 is not None and self._verified != "sha256":
-            seen = r.whole_sha256()
+            # range reads that saw nearly all of it fetch the rest: then the whole is hashed, and said so
+            seen = r.whole_sha256() if r.complete() else None
             if seen is not None and seen != self._sha256:
                 from stackctl.errors import ServiceError
 

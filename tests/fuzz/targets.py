@@ -505,6 +505,13 @@ def target_wheel(corpus: Corpus, data: bytes) -> None:
         scan = scan_wheel(r, with_metadata=True, workers=1)
     summarize(diff_wheels(scan, scan))
     check_abi([StackWheel(scan, True)])
+    # the facts `abi` keeps per sha256 read back as the scan they were written from
+    import json
+
+    from stackctl.base.jsonout import to_jsonable
+    from stackctl.wheels.facts import _scan
+
+    assert _scan(json.loads(json.dumps(to_jsonable(scan)))) == scan
 
 
 def target_elf(corpus: Corpus, data: bytes) -> None:
@@ -525,6 +532,17 @@ def target_elf(corpus: Corpus, data: bytes) -> None:
     member = ElfMember("pkg/lib.so", "pkg/lib.so", info)
     scan = WheelScan("pkg-1.0-cp310-cp310-linux_x86_64.whl", "pkg", "1.0", ("linux_x86_64",), (), (member,), None)
     check_abi([StackWheel(scan, True)], allow=["libc.so.6"])
+    # the loader's whole run time on the same file: an import that loads it, the driver's set, an optional
+    # glob, and the manylinux policy of a tag (no inventory)
+    from stackctl.abi.check import RunTime
+    from stackctl.profile.model import OptionalMember
+    from stackctl.profile.runtime import provider_sets
+
+    tagged = WheelScan("pkg-1.0-cp310-cp310-manylinux_2_17_x86_64.whl", "pkg", "1.0", ("manylinux_2_17_x86_64",),
+                       (), (member, ElfMember("pkg/_C.cpython-310-x86_64-linux-gnu.so", "pkg/_C.cpython-310-x86_64-"
+                                              "linux-gnu.so", info)), None)
+    check_abi([StackWheel(tagged, True, ())], runtime=RunTime(
+        ("pkg",), provider_sets(("nvidia", "musa")), (OptionalMember("pkg/*.so", "fuzz"),), None, ("/opt/x",)))
 
 
 def target_engines(corpus: Corpus, data: bytes) -> None:

@@ -28,6 +28,12 @@ pytest_plugins = ("tests.support.elf_plugin",)
 SYSTEM = ["libc.so.6", "libm.so.6", "libgcc_s.so.1", "libstdc++.so.6", "libdl.so.2", "librt.so.1"]
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own cache: the ELF facts one run keeps (per sha256) would spare the next its reads."""
+    monkeypatch.setenv("STACKCTL_CACHE_DIR", str(tmp_path / "cache" / "http"))
+
+
 def scan(path: Path) -> WheelScan:
     with WheelReader(path) as r:
         return scan_wheel(r, with_metadata=True)
@@ -52,8 +58,9 @@ def test_closure_through_runpath_other_wheels_image_and_allow(stack_wheels: Whee
     report = check_abi(wheels, image_inventory(), allow=["librt.so.*"])
     where = {r.needed: r for r in report.resolutions}
     assert set(where) >= {"libcore.so.1", "libkern.so", "libdl.so.2", "librt.so.1", "libc.so.6"}
-    assert where["libcore.so.1"].where is Where.RPATH and "corelib/lib/libcore.so.1" in where["libcore.so.1"].detail
-    assert where["libkern.so"].where is Where.RPATH
+    # the extension is linked with --enable-new-dtags: its search path is a DT_RUNPATH
+    assert where["libcore.so.1"].where is Where.RUNPATH and "corelib/lib/libcore.so.1" in where["libcore.so.1"].detail
+    assert where["libkern.so"].where is Where.RUNPATH
     assert where["libc.so.6"].where is Where.IMAGE and where["libc.so.6"].detail == "/lib/x86_64-linux-gnu/libc.so.6"
     # The image has librt: the image comes before the allow list.
     assert where["librt.so.1"].where is Where.IMAGE
@@ -70,11 +77,12 @@ def test_runpath_wins_over_a_library_of_the_same_name_elsewhere(stack_wheels: Wh
               StackWheel(scan(stack_wheels.kern), False), StackWheel(scan(stack_wheels.ext_v2), True)]
     report = check_abi(wheels, image_inventory())
     r = next(r for r in report.resolutions if r.needed == "libcore.so.1")
-    assert r.where is Where.RPATH and "corelib-1.0" in r.detail
-    # Without the RUNPATH's target the name still resolves in another wheel, as installed.
+    assert r.where is Where.RUNPATH and "corelib-1.0" in r.detail
+    # Without the RUNPATH's target the loader never opens the decoy's file: unresolved, and the report says
+    # where a file of that name is and that no search path leads there.
     report = check_abi([wheels[0], wheels[2], wheels[3]], image_inventory())
     r = next(r for r in report.resolutions if r.needed == "libcore.so.1")
-    assert r.where is Where.WHEEL and "decoy/libcore.so.1" in r.detail
+    assert r.where is Where.UNRESOLVED and "decoy/libcore.so.1, which no search path of this file leads to" in r.detail
 
 
 def test_unresolved_names_library_and_every_file(stack_wheels: Wheels, elf_libs: Libs, tmp_path: Path) -> None:
@@ -171,13 +179,13 @@ def test_cli_wheels_table_json_markdown(cli: Cli, stack_wheels: Wheels, tmp_path
     args = [str(stack_wheels.core), str(stack_wheels.kern), str(stack_wheels.ext_v2), "--inventory", str(inv)]
     r = cli("abi", *args)
     assert r.code == 0, r.err
-    assert "libkern.so" in r.out and "rpath" in r.out and "/lib/x86_64-linux-gnu/libc.so.6" in r.out
+    assert "libkern.so" in r.out and "runpath" in r.out and "/lib/x86_64-linux-gnu/libc.so.6" in r.out
     assert "GLIBC_2.34" in r.out  # the ceilings table
     j = cli("abi", *args, "--json")
     data = first_json(j.out)
     rep = data["reports"][0]  # type: ignore[index]
     assert rep["ok"] is True and rep["unresolved"] == []
-    assert {x["where"] for x in rep["resolutions"]} == {"rpath", "image"}
+    assert {x["where"] for x in rep["resolutions"]} == {"runpath", "image"}
     m = cli("abi", *args, "--markdown")
     assert "| file | needed | resolved | where |" in m.out
 
@@ -274,7 +282,7 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
         write_lock(tmp_path / "stacks" / "mini.lock", lock)
 
         # kernlib is ignored: libkern.so has no provider and the check fails naming it.
-        r = cli("abi", "mini", cwd=tmp_path)
+        r = cli("abi", "mini", "--reread", cwd=tmp_path)
         assert r.code == 1, r.err
         assert "libkern.so (needed by deep_ext-1.0.post2" in r.err
         assert not server.requests_to("kernlib")
@@ -294,7 +302,7 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
         profile.write_text(profile.read_text().replace('abi = "ignore"\n', ""))
         stack = load_stack(profile)
         write_lock(tmp_path / "stacks" / "mini.lock", Lock("mini", stack.digest(), lock.pins))
-        r = cli("abi", str(profile), "--json", cwd=tmp_path)
+        r = cli("abi", str(profile), "--json", "--reread", cwd=tmp_path)
         assert r.code == 0, r.err
         data = first_json(r.out)
         report = data["reports"][0]  # type: ignore[index]
@@ -312,7 +320,7 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
         # the small ones came whole with the first read, and their sha256 was checked
         assert bigsrc["verified"] == "size"
         assert {s["verified"] for n, s in sources.items() if n != big.name} == {"sha256"}
-        human = cli("abi", "mini", cwd=tmp_path)
+        human = cli("abi", "mini", "--reread", cwd=tmp_path)
         assert human.code == 0, human.err
         assert "recorded in build/mini.abi.json (what `stackctl report` reads)" in human.out.splitlines()
         quiet = cli("abi", "mini", "--no-record", cwd=tmp_path)
@@ -322,7 +330,7 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
 
         # An index that ignores ranges: a full, verified download, and a hash mismatch is a service error.
         server.ranges = False
-        r = cli("abi", "mini", "--json", cwd=tmp_path)
+        r = cli("abi", "mini", "--json", "--reread", cwd=tmp_path)
         assert r.code == 0, r.err
         assert all(s["ranged"] is False and s["verified"] == "sha256"
                    for s in first_json(r.out)["sources"])  # type: ignore[attr-defined]
@@ -333,14 +341,14 @@ def test_cli_lock_with_remote_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: P
                 LockedFile(f.target, f.filename, f.url, f.sha256, size=(f.size or 0) + 1) for f in p.files))
             for p in lock.pins))
         write_lock(tmp_path / "stacks" / "mini.lock", other)
-        r = cli("abi", "mini", cwd=tmp_path)
+        r = cli("abi", "mini", "--reread", cwd=tmp_path)
         assert r.code == 3 and "not the locked file" in r.err and r.err.count("error:") == 1
         server.ranges = False
         bad = Lock("mini", stack.digest(), tuple(
             LockedPin(p.name, p.version, p.index, tuple(
                 LockedFile(f.target, f.filename, f.url, "0" * 64) for f in p.files)) for p in lock.pins))
         write_lock(tmp_path / "stacks" / "mini.lock", bad)
-        r = cli("abi", "mini", cwd=tmp_path)
+        r = cli("abi", "mini", "--reread", cwd=tmp_path)
         assert r.code == 3 and "does not match the index's" in r.err
 
 
@@ -352,7 +360,8 @@ def test_cli_lock_missing(cli: Cli, tmp_path: Path) -> None:
 
 def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, stack_wheels: Wheels, elf_libs: Libs,
                                                                       tmp_path: Path) -> None:
-    """A provider whose file name is not its SONAME is found on the second, reading pass."""
+    """A provider whose file name is not its SONAME (a vendored, renamed copy) is read on the second pass, and
+    is still not what the loader finds: it opens the file name a search path leads to."""
     alias = build_wheel(tmp_path / "w", "aliascore", "1.0", tag=TAG,
                         files={"aliascore/libalias.so": elf_libs.core.read_bytes()})
     write_profile(tmp_path, "al", {"aliascore": "1.0", "deep_ext": {"version": "1.0.post1", "abi": "check"}},
@@ -371,11 +380,14 @@ def test_cli_lock_reads_provider_libraries_when_names_do_not_resolve(cli: Cli, s
         write_lock(tmp_path / "stacks" / "al.lock", Lock("al", stack.digest(), tuple(pins)))
         r = cli("abi", "al", "--json", cwd=tmp_path)
         alias_log = server.requests_to(alias.name)
-    assert r.code == 0, r.err
+    assert r.code == 1, r.err
+    assert "error: unresolved: libcore.so.1 (needed by deep_ext-1.0.post1" in r.err
     data = first_json(r.out)
     rep = data["reports"][0]  # type: ignore[index]
     res = next(x for x in rep["resolutions"] if x["needed"] == "libcore.so.1")
-    assert res["where"] == "wheel" and "aliascore/libalias.so" in res["detail"]
+    assert res["where"] == "unresolved" and res["provider_path"] is None
+    assert "only aliascore-1.0-cp310-cp310-linux_x86_64.whl's renamed copy aliascore/libalias.so has that SONAME" \
+        in res["detail"]
     # The profile's inventory stands in for the image; its allow list for the rest.
     assert rep["inventory"] == "base:1"
     assert {x["where"] for x in rep["resolutions"] if x["needed"] == "libc.so.6"} == {"image"}

@@ -46,6 +46,18 @@ def test_abi_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, stack_wheels
     check_fits(cli, monkeypatch, ["abi", *args], wanted)
 
 
+def test_abi_unresolved_and_providers_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, stack_wheels: Wheels,
+                                                 tmp_path: Path) -> None:
+    """Unresolved libraries one per line, each file name whole; the reasons wrap between words."""
+    inv = tmp_path / "inv.json"
+    write_inventory(inv, image_inventory())
+    args = [str(stack_wheels.kern), str(stack_wheels.ext_v1), "--inventory", str(inv), "--provider", "nvidia"]
+    doc, out = check_fits(cli, monkeypatch, ["abi", *args], ["needed", "library", "needed_by", "file"], code=1,
+                          prose=["detail"])
+    assert {u["library"] for u in doc["reports"][0]["unresolved"]} == {"libcore.so.1", "libfakepython.so.1.0"}
+    assert "run-time providers: NVIDIA driver" in out
+
+
 def test_gate_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from tests.support.imagestack import make_stack_repo
 

@@ -195,7 +195,7 @@ def test_report_quotes_only_evidence_recorded_for_this_lock(cli: Cli, reference:
     assert abi["status"] == "ok" and abi["source"].startswith("stackctl abi torch-2.11-post2") and abi["time"]
     closure = {(row[1], row[3]) for t in abi["tables"] if t["title"] == "target cp310-linux_x86_64"
                for row in t["rows"]}
-    assert {("libtorch_python.so", "wheel"), ("libmusa_python.so.2", "wheel")} <= closure  # deep_ep's needs
+    assert {("libtorch_python.so", "loaded"), ("libmusa_python.so.2", "loaded")} <= closure  # deep_ep's needs
     # deep_ep moved and carries ELF: its wheel diff was not recorded, and the section names the command
     wd = next(s for s in rep["sections"] if s["key"] == "wheel-diff")
     assert wd["status"] == "not run" and any("deep_ep" in line for line in wd["lines"])

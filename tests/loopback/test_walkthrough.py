@@ -192,6 +192,13 @@ def test_reference_stacks_resolve_check_and_export_for_every_target(cli: Cli, cl
     assert abi.code == 0, abi.err
     reports = {rep["target"]: rep for rep in json.loads(abi.out)["reports"]}
     assert reports["cp310-linux_x86_64"]["ok"] and reports["cp310-linux_x86_64"]["checked_files"] == 1
+    # deep_ep's extension finds torch's and torch_musa's libraries because the gate imports them first
+    where = {r["needed"]: r for r in reports["cp310-linux_x86_64"]["resolutions"]}
+    assert where["libtorch_python.so"]["where"] == "loaded"
+    assert where["libtorch_python.so"]["detail"].startswith("loaded by `import torch`: torch-")
+    assert where["libtorch_python.so"]["provider_path"] == "torch/lib/libtorch_python.so"
+    assert where["libmusa_python.so.2"]["detail"].startswith("loaded by `import torch_musa`: torch_musa-")
+    assert where["libmusart.so.5"]["where"] == "image"
     coupling = [f for f in reports["cp310-linux_x86_64"]["findings"] if f["kind"] == "coupling"]
     assert sorted(f["message"].split(" from ")[1].split(",")[0] for f in coupling) == ["torch", "torch_musa"]
     # nothing is checked on cp312 (deep_ep is not there), and no pure package is warned about

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import zipfile
 import zlib
@@ -241,6 +242,7 @@ def test_inflating_windows_with_small_limits(tmp_path: Path, monkeypatch: pytest
 
     monkeypatch.setattr(wheel_mod._Inflating, "KEEP_HEAD", 1000)
     monkeypatch.setattr(wheel_mod._Inflating, "KEEP_RECENT", 70_000)
+    monkeypatch.setattr(wheel_mod._Inflating, "CHECKPOINT", 150_000)
     deflate = compress == zipfile.ZIP_DEFLATED  # the others restart slower: fewer, shorter rounds
     data = bytes(random.Random(1).choices(b"abcdefghij\0", k=3_000_000 if deflate else 600_000))  # like code
     wheel = _zip(tmp_path / "w-1-py3-none-any.whl", {"w/x.so": data}, compress)
@@ -252,6 +254,47 @@ def test_inflating_windows_with_small_limits(tmp_path: Path, monkeypatch: pytest
             n = rnd.choice([1, 16, 4096, 100_000, 400_000])
             fh.seek(start)
             assert fh.read(n) == data[start:start + n], (start, n)
+
+
+def test_a_jump_back_resumes_from_a_checkpoint(tmp_path: Path) -> None:
+    """After the first jump back (the fast pass keeps no checkpoints), reading far into a deflated library and
+    then near its middle re-inflates from the checkpoint before it, not from the member's first byte: the
+    archive bytes read again are those after that checkpoint only."""
+    import random
+
+    from stackctl.wheels import archive as wheel_mod
+
+    rnd = random.Random(3)
+    data = bytes(rnd.choices(b"abcdefghijklmnop\0\1\2", k=40 << 20))
+    wheel = _zip(tmp_path / "w-1-py3-none-any.whl", {"w/x.so": data}, zipfile.ZIP_DEFLATED)
+
+    class Counting(io.FileIO):
+        got = 0
+
+        def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+            out = super().read(n)
+            Counting.got += len(out)
+            return out
+
+    fh = Counting(wheel, "rb")
+    with WheelReader(fh) as r:
+        m = r.open("w/x.so")
+        assert isinstance(m, wheel_mod._Inflating)
+        m.seek(38 << 20)
+        assert m.read(100) == data[38 << 20:(38 << 20) + 100]
+        first = Counting.got
+        m.seek(6 << 20)  # behind what is kept: inflated again, with zlib, which keeps checkpoints
+        assert m.read(100) == data[6 << 20:(6 << 20) + 100]
+        m.seek(38 << 20)
+        assert m.read(100) == data[38 << 20:(38 << 20) + 100]
+        first = Counting.got
+        m.seek((21 << 20) + 5)  # behind everything kept: resumes from the checkpoint at or before 21 MiB
+        assert m.read(4096) == data[(21 << 20) + 5:(21 << 20) + 5 + 4096]
+        again = Counting.got - first
+    ratio = first / (3 * (38 << 20))  # compressed bytes per byte of output, roughly
+    assert m.restarts == 2
+    assert again < ratio * (wheel_mod._Inflating.CHECKPOINT + wheel_mod._Inflating.OUT_STEP) + (1 << 20), (again, first)
+    fh.close()
 
 
 def test_remote_file_random_and_sequential_reads(tmp_path: Path) -> None:

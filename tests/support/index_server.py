@@ -269,7 +269,13 @@ class Handler(BaseHTTPRequestHandler):
         if f is None:
             self.send(404, b"not found")
             return
-        data = f.path.read_bytes()
+        size = f.path.stat().st_size  # a range reads only its bytes: a GB wheel is served by range quickly
+
+        def read(start: int, end: int) -> bytes:
+            with open(f.path, "rb") as fh:
+                fh.seek(start)
+                return fh.read(end - start)
+
         headers = {"Accept-Ranges": "bytes" if self.index.ranges else "none", "ETag": f'"{f.sha256[:16]}"'}
         if f.upload_time:
             headers["Last-Modified"] = email.utils.format_datetime(f.upload_time, usegmt=True)
@@ -279,17 +285,17 @@ class Handler(BaseHTTPRequestHandler):
             if m:
                 start_s, end_s = m.groups()
                 if start_s == "":
-                    start, end = max(0, len(data) - int(end_s)), len(data) - 1
+                    start, end = max(0, size - int(end_s)), size - 1
                 else:
                     start = int(start_s)
-                    end = min(int(end_s), len(data) - 1) if end_s else len(data) - 1
-                if start >= len(data) or start > end:
-                    self.send(416, b"", headers={"Content-Range": f"bytes */{len(data)}"})
+                    end = min(int(end_s), size - 1) if end_s else size - 1
+                if start >= size or start > end:
+                    self.send(416, b"", headers={"Content-Range": f"bytes */{size}"})
                     return
-                headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-                self.send(206, data[start:end + 1], "application/octet-stream", headers)
+                headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+                self.send(206, read(start, end + 1), "application/octet-stream", headers)
                 return
-        self.send(200, data, "application/octet-stream", headers)
+        self.send(200, read(0, size), "application/octet-stream", headers)
 
 
 def free_port() -> int:

@@ -51,6 +51,10 @@ def test_parse_and_round_trip(tmp_path: Path) -> None:
     vendor = merge("img:1", "x", "x86_64", cache, ("/opt/v",), (Library("libz.so.1", "/opt/v/libz.so.1"),), {},
                    first=("/opt/v",))
     assert vendor.find("libz.so.1").path == "/opt/v/libz.so.1"  # type: ignore[union-attr]
+    # and they are kept, for abi's loader order (RPATH, then LD_LIBRARY_PATH, then RUNPATH)
+    assert vendor.ld_library_path == ("/opt/v",)
+    write_inventory(tmp_path / "vendor.json", vendor)
+    assert read_inventory(tmp_path / "vendor.json") == vendor
     write_inventory(tmp_path / "inv.json", inv)
     assert read_inventory(tmp_path / "inv.json") == inv
     assert '"glibc": "2.36"' in (tmp_path / "inv.json").read_text()

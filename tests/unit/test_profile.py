@@ -360,3 +360,48 @@ def test_one_typo_is_one_problem_with_its_line_and_no_follow_on(tmp_path: Path, 
     with pytest.raises(ProfileError) as caught:
         load_stack(path)
     assert [str(p) for p in caught.value.problems] == [f"{path}{said}"]
+
+
+def test_abi_providers_optional_members_and_baseline(tmp_path: Path) -> None:
+    """`[abi]`'s run-time keys: known provider sets (or ones the profile adds), optional members with a glob and
+    a reason, a policy auditwheel knows; each problem at its line, with the nearest known name."""
+    base = textwrap.dedent(BASE)
+    good = write(tmp_path, "good", base + textwrap.dedent('''
+        [abi]
+        providers = ["nvidia", "tpu"]
+        provides = { tpu = ["libtpu.so*"] }
+        baseline = "manylinux_2_28"
+        ld_library_path = ["/usr/local/tpu/lib"]
+
+        [[abi.optional]]
+        glob = "nvidia/nvshmem/lib/nvshmem_transport_*.so*"
+        reason = "loaded only when a transport is picked"
+        '''))
+    stack = load_stack(good)
+    assert stack.abi.providers == ("nvidia", "tpu") and stack.abi.provides == (("tpu", ("libtpu.so*",)),)
+    assert stack.abi.baseline == "manylinux_2_28" and stack.abi.ld_library_path == ("/usr/local/tpu/lib",)
+    assert stack.abi.optional[0].reason == "loaded only when a transport is picked"
+    bad = write(tmp_path, "bad", base + textwrap.dedent('''
+        [abi]
+        providers = ["nvidai"]
+        baseline = "manylinux_2_99"
+        ld_library_path = ["usr/lib"]
+
+        [[abi.optional]]
+        glob = "x/*.so"
+        '''))
+    found = "\n".join(problems(bad))
+    assert "abi.providers.0: 'nvidai' is not a declared run-time provider; did you mean 'nvidia'?" in found
+    assert "abi.baseline: 'manylinux_2_99' is not a declared manylinux or musllinux policy" in found
+    assert "abi.ld_library_path.0: 'usr/lib' is not an absolute directory" in found
+    assert "abi.optional.0.reason: missing: an optional member is named by an install-path glob and says why" in found
+    assert all(line.startswith(f"{bad}:") and line.split(":")[1].split()[0].isdigit()
+               for line in problems(bad)), found
+
+
+def test_the_schema_knows_the_abi_run_time_keys() -> None:
+    from stackctl.profile.schema import profile_schema
+
+    abi = profile_schema()["properties"]["abi"]["properties"]
+    assert {"providers", "provides", "optional", "baseline", "ld_library_path"} <= set(abi)
+    assert abi["optional"]["items"]["properties"].keys() == {"glob", "reason"}

@@ -103,6 +103,36 @@ def test_other_lines_list_a_build_pep440_orders_below_the_pin() -> None:
     assert r.other_lines == ("2.11.0.post2+musa5.2.1mp22 (local label +musa5.2.1mp22; platform linux_aarch64)",)
 
 
+def test_an_old_release_of_another_series_is_no_other_line() -> None:
+    """torch 2.1.2's wheels cover other platforms than 2.11.0's: still an old release, not a line to move to."""
+    files = [wheel(f"torch-2.11.0-{t}.whl") for t in ("cp310-cp310-linux_x86_64", "cp312-cp312-linux_x86_64")]
+    files += [wheel("torch-2.1.2-cp310-cp310-manylinux1_x86_64.whl"),
+              wheel("torch-2.11.0-cp310-cp310-linux_aarch64.whl"),
+              wheel("torch-2.12.0-cp310-cp310-linux_aarch64.whl")]
+    r = newest_in_line("2.11.0", files, [T310, T312])
+    assert r.other_lines == ("2.12.0 (platform linux_aarch64; series 2.12)",)
+
+
+def test_outdated_never_offers_what_another_pin_forbids() -> None:
+    from stackctl.resolve.lock import ClosureEntry, Lock, LockedFile, LockedPin
+    from stackctl.resolve.run import held_by
+
+    def f(name: str, requires: tuple[str, ...] = ()) -> LockedFile:
+        return LockedFile("cp312-linux_x86_64", f"{name}.whl", f"http://i.test/{name}.whl", "a" * 64,
+                          requires_dist=requires)
+
+    torch = LockedPin("torch", "2.11.0", "public", (f("torch", (
+        'nvidia-cudnn-cu13==9.19.0.56; platform_system == "Linux"', "cuda-toolkit[cublas]==13.0.2")),))
+    cudnn = LockedPin("nvidia-cudnn-cu13", "9.19.0.56", "public", (f("cudnn"),))
+    toolkit = ClosureEntry("cp312-linux_x86_64", "cuda-toolkit", "13.0.2",
+                           f("toolkit", ('nvidia-cublas==13.1.0.3; extra == "cublas"',)))
+    lk = Lock("s", "sha256:0", (torch, cudnn), (toolkit,))
+    assert held_by(lk, "nvidia_cudnn_cu13", "9.19.1.2") == "torch==2.11.0"
+    assert held_by(lk, "nvidia-cublas", "13.1.2.11") == "cuda-toolkit==13.0.2"
+    assert held_by(lk, "nvidia-cudnn-cu13", "9.19.0.56") is None
+    assert held_by(lk, "numpy", "2.5.5") is None
+
+
 def test_trains_flag_the_trailing_member() -> None:
     published = {"torch": T0, "torch_musa": T0 + timedelta(minutes=10), "torchaudio": T0 + timedelta(hours=3),
                  "x": None}
