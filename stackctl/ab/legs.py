@@ -185,7 +185,8 @@ def python_legs(control: Stack, candidate: Stack, args: tuple[str, str],
                                         strict=True):
         path = py if os.sep in py else (_which(py) or py)
         devices = stack.devices
-        leg = Leg(role, stack.name, arg, "python", path, devices=devices.describe() if devices else "none",
+        # an interpreter on the host reaches the host's devices itself: nothing is given to it
+        leg = Leg(role, stack.name, arg, "python", path, devices="the host's" if devices else "none",
                   device_name=devices.name if devices else None)
         legs.append(PythonLeg(leg, dict(devices.env) if devices else {}))
     return legs[0], legs[1]

@@ -171,8 +171,9 @@ def run_ab(control: Stack, candidate: Stack, args: tuple[str, str], plan: Plan, 
     for trial in plan.trials:
         short = [r.leg.role for r in legs if len(r.leg.devices_seen) < trial.devices]
         if short:
-            why = (f"needs {trial.devices} device(s); the {' and '.join(short)} leg sees "
-                   f"{min(len(r.leg.devices_seen) for r in legs)}")
+            least = min(len(r.leg.devices_seen) for r in legs)
+            why = (f"needs {trial.devices} device(s); the {' and '.join(short)} "
+                   f"{'legs see' if len(short) > 1 else 'leg sees'} {least}")
             say(f"{trial.name}: skipped, {why}")
             verdicts.append(skipped(trial, why))
             continue

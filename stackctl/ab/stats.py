@@ -71,15 +71,19 @@ NEUTRAL, IMPROVED, REGRESSED, INCONCLUSIVE = "neutral", "improved", "regressed",
 
 
 def bench_verdict(delta: float, p: float, drift: float, band: float, better: Better, alpha: float) -> tuple[str, str]:
-    """The verdict of one metric, and why. The control's own drift wider than the band means the host moved
-    as much as the change to be judged: nothing can be said (rerun on a quieter host). A delta within the
-    band is neutral; beyond it, the two-sample test must also reject "the same distribution", else the
-    samples overlap too much to call it (more repetitions)."""
-    if drift > band:
-        return INCONCLUSIVE, (f"the bracketing control drifted {drift:.2f}% between runs, more than the ±{band:g}% "
-                              "band: rerun on a quieter host")
+    """The verdict of one metric, and why. A delta within the band is neutral, unless the bracketing control
+    itself moved by more than the band between runs: then the host, not the stacks, sets what is measured, and
+    nothing can be said (rerun on a quieter host). A delta beyond the band must be larger than the control's
+    own drift (else the drift alone could make it) and the two-sample test must reject "the same distribution"
+    (else the samples overlap too much to call it: more repetitions)."""
     if abs(delta) <= band:
+        if drift > band:
+            return INCONCLUSIVE, (f"{delta:+.2f}% is within ±{band:g}%, but the bracketing control drifted "
+                                  f"{drift:.2f}% between runs, more than the band: rerun on a quieter host")
         return NEUTRAL, f"{delta:+.2f}% is within ±{band:g}%"
+    if drift >= abs(delta):
+        return INCONCLUSIVE, (f"{delta:+.2f}% is outside ±{band:g}%, but the bracketing control drifted as much "
+                              f"({drift:.2f}%) between runs: rerun on a quieter host")
     if p >= alpha:
         return INCONCLUSIVE, (f"{delta:+.2f}% is outside ±{band:g}% but the samples overlap (Mann-Whitney p={p:.3g} "
                               f"≥ {alpha:g}): rerun with more repetitions")

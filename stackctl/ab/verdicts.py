@@ -230,8 +230,8 @@ def trial_verdict(trial: Trial, runs: Sequence[Run], alpha: float) -> TrialVerdi
             verdict = PASS
         failing = verdict in (INVENTORY_CHANGED, REGRESSED, OUTPUTS_DIFFER) or bool(errors)
         return TrialVerdict(trial.name, trial.kind, trial.config, verdict, failing, tv, outputs=outputs, errors=errors)
-    if errors:
-        return TrialVerdict(trial.name, trial.kind, trial.config, BROKEN, True, outputs=outputs, errors=errors)
+    if errors:  # a benchmark judged on some of its runs would judge another schedule than the one planned
+        return TrialVerdict(trial.name, trial.kind, trial.config, BROKEN, True, errors=errors)
     metrics = tuple(metric_verdict(m, control, candidate, alpha) for m in trial.metrics)
     worst = [m.verdict for m in metrics]
     verdict = (OUTPUTS_DIFFER if differ else REGRESSED if REGRESSED in worst
