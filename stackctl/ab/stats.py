@@ -58,13 +58,14 @@ def mann_whitney(control: Sequence[float], candidate: Sequence[float]) -> tuple[
 
 
 def drift_pct(control_runs: Sequence[Sequence[float]]) -> float:
-    """How far the control moved while the candidate ran: the largest change between the medians of two
-    adjacent control runs (each pair brackets one candidate run), in percent of the control's median."""
+    """How far the control moves while the candidate runs: the change between the medians of two adjacent control
+    runs (each pair brackets one candidate run), in percent of the control's median; the median of those changes,
+    so one disturbed run (a neighbour's job starting) does not stand for the whole host."""
     medians = [statistics.median(r) for r in control_runs if r]
     if len(medians) < 2:
         return 0.0
     centre = statistics.median([x for r in control_runs for x in r])
-    return max(abs(delta_pct(centre, b) - delta_pct(centre, a)) for a, b in pairwise(medians))
+    return statistics.median(abs(delta_pct(centre, b) - delta_pct(centre, a)) for a, b in pairwise(medians))
 
 
 NEUTRAL, IMPROVED, REGRESSED, INCONCLUSIVE = "neutral", "improved", "regressed", "inconclusive"
