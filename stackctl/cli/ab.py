@@ -106,7 +106,7 @@ def ab(
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the validation plan in the control's and the candidate's legs; exit 1 on a regression.
+    """A/B the stacks on the validation plan; exit 1 on a regression.
 
     The legs are the stacks' images (their build records, or --image twice) on one engine with the devices
     each profile declares, or host interpreters (--python twice). The stacks' gate runs in each leg first

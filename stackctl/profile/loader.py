@@ -315,11 +315,12 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
     check = _enum(GateCheck, raw.get("check", "exact" if pinned else "present"), (*path, "check"), out,
                   [c.value for c in GateCheck])
     mode = _enum(GateMode, raw.get("mode", "import"), (*path, "mode"), out, [m.value for m in GateMode])
-    phase = _phase(raw, path, out)
-    if phase is GatePhase.DEVICE:
+    if raw.get("phase") == GatePhase.DEVICE.value:
         out.add(None, (*path, "phase"), 'an entry whose import needs a device takes mode = "spec": the device '
                 "phase imports it for real, the build's gate only finds it")
         phase = None
+    else:
+        phase = _phase(raw, path, out, (GatePhase.STACK, GatePhase.APP))
     if check is GateCheck.PREFIX and not pinned and not raw.get("prefix"):
         out.add(None, (*path, "check"), "check = \"prefix\" needs a prefix (for example \"1.26.\")")
     if check is GateCheck.EXACT and not pinned and not raw.get("expect"):
@@ -346,10 +347,18 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
                     phase=phase)
 
 
-def _phase(raw: dict[str, Any], path: tuple[str, ...], out: _Collector) -> GatePhase | None:
-    """Where a gate entry or probe runs: `stack` (the default) in the stack image, `app` after [image.app]."""
-    phase: GatePhase | None = _enum(GatePhase, raw.get("phase", "stack"), (*path, "phase"), out,
-                                    [p.value for p in GatePhase])
+def _phase(raw: dict[str, Any], path: tuple[str, ...], out: _Collector,
+           allowed: tuple[GatePhase, ...] = tuple(GatePhase)) -> GatePhase | None:
+    """Where a gate entry or probe runs: `stack` (the default) in the stack image, `app` after [image.app],
+    `device` (probes only) where a device is."""
+    def pick(value: str) -> GatePhase:
+        found = next((p for p in allowed if p.value == value), None)
+        if found is None:
+            raise ValueError(value)
+        return found
+
+    phase: GatePhase | None = _enum(pick, raw.get("phase", "stack"), (*path, "phase"), out,
+                                    [p.value for p in allowed])
     return phase
 
 
