@@ -129,3 +129,33 @@ def test_a_test_that_passes_on_its_rerun_is_flaky(cli: Cli, tmp_path: Path, imag
     assert [(f["node"], f["candidate"]) for f in unit["tests"]["flaky"]] == [
         ("test_lib::test_sometimes", "flaky")]
     assert unit["tests"]["same_inventory"] and not unit["tests"]["regressions"]
+
+
+def test_report_shows_the_validation_summary_and_stale_rows(cli: Cli, tmp_path: Path, images: dict[str, str],
+                                                            docker_client: Any) -> None:
+    write_project(tmp_path)
+    build = tmp_path / "build"
+    build.mkdir()
+    base_id = docker_client.images.get(images["base"]).id
+    for stack in ("control", "candidate"):  # each stack's latest build is the base image
+        (build / f"{stack}.build.json").write_text(json.dumps({"stack": stack, "image": images["base"],
+                                                               "image_id": base_id}))
+    res = cli("ab", "stacks/control.toml", "stacks/candidate.toml", "--trial", "unit", cwd=tmp_path)
+    assert res.code == 0, res.err  # the images came from the build records
+    report = cli("report", "stacks/candidate.toml", "--markdown", cwd=tmp_path)
+    section = report.out[report.out.index("### Validation summary"):]
+    assert section.startswith("### Validation summary ✅")
+    row = next(ln for ln in section.splitlines() if ln.startswith("| unit |"))
+    assert "build/candidate.ab.json" in row and f"{images['base']}@{base_id[:19]}" in row
+    assert "rev-base → rev-base" in row and "| none |" in row
+    assert "| unit | control control | 4 passed, 0 skipped, 0 failed of 4 collected in " in section
+    sweep = next(ln for ln in section.splitlines() if ln.startswith("| unit | candidate candidate |"))
+    assert f"| build/candidate.ab.json | {images['base']}@{base_id[:19]} | rev-base |" in sweep
+    # the candidate is rebuilt: the recorded validation is of an image that is no longer its latest build
+    slow = docker_client.images.get(images["slow"]).id
+    (build / "candidate.build.json").write_text(json.dumps({"stack": "candidate", "image": images["slow"],
+                                                           "image_id": slow}))
+    section = cli("report", "stacks/candidate.toml", "--markdown", cwd=tmp_path).out.split("### Validation summary")[1]
+    assert section.startswith(" ⚠️ stale")
+    assert f"the candidate's image {images['base']}" in section and "is no longer the latest build of candidate" in section
+    assert "Rerun: `stackctl ab stacks/control.toml stacks/candidate.toml --trial unit`" in section
