@@ -78,6 +78,15 @@ def test_identical_legs_are_neutral_with_one_inventory_and_the_devices_reach_the
     assert device_lines and all(ln.startswith("PASS ") for ln in device_lines)
     assert result["candidate"]["devices"] == "--device /dev/zero:/dev/abdev0 --runtime runc -e ABDEV_VISIBLE_DEVICES=0"
     assert result["candidate"]["image_id"].startswith("sha256:") and result["candidate"]["revision"] == "rev-base"
+    # `gate --image --phase device` gives the container the profile's devices too; without them the probe fails
+    gated = cli("gate", "stacks/candidate.toml", "--image", images["base"], "--phase", "device", cwd=tmp_path)
+    assert gated.code == 0 and "PASS probe the device node and its variable are in the leg" in gated.out
+    # (a profile whose [devices] is gone: the device probe runs in a container given nothing)
+    bare = (tmp_path / "stacks" / "candidate.toml").read_text()
+    bare = bare[:bare.index("[devices]")] + bare[bare.index("[[gate.probe]]\nname = \"the device"):]
+    (tmp_path / "stacks" / "bare.toml").write_text(bare.replace('name = "candidate"', 'name = "bare"'))
+    ungiven = cli("gate", "stacks/bare.toml", "--image", images["base"], "--phase", "device", cwd=tmp_path)
+    assert ungiven.code == 1 and "FAIL probe the device node and its variable are in the leg" in ungiven.out
     # the benchmark's control bracketed the candidate: C T C T C T C
     assert [r["leg"] for r in result["runs"] if r["trial"] == "speed"] == ["control", "candidate"] * 3 + ["control"]
     # recorded where report reads it, raw runs included
