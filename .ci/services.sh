@@ -4,6 +4,8 @@
 #   * a plain (no auth) registry on 127.0.0.1:5000
 #   * the base image stackctl-base:bookworm (debootstrap'ed, imported, pushed)
 #   * a second engine on /run/stackctl-engine2.sock with its own bridge (.ci/engine2.sh)
+#   * Docker 26.1 with buildx, on the overlay2 store (/run/stackctl-d26.sock) and on the containerd image store
+#     (/run/stackctl-d26c.sock), and the buildx plugin for this machine's docker CLI (.ci/engine26.sh)
 #
 # Runs as root on Debian bookworm. Idempotent: a second run only checks what
 # is already there (and re-imports the cached rootfs if the engine lost it).
@@ -55,7 +57,8 @@ flock -w 600 9 || die "another run of services.sh holds $LOCK_FILE"
 # --------------------------------------------------------------------------
 # Packages
 # --------------------------------------------------------------------------
-PACKAGES=(docker.io docker-registry debootstrap)
+# skopeo copies a build's OCI image layout to the registry (publish).
+PACKAGES=(docker.io docker-registry debootstrap skopeo)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
@@ -298,6 +301,11 @@ log "registry: pushed $REMOTE_BASE_IMAGE ${digest:+($digest)}"
 # Second engine (engine-pool tests): its own socket, data, exec root and bridge; see .ci/engine2.sh
 # --------------------------------------------------------------------------
 bash "$(dirname "$0")/engine2.sh" 9>&- || die "the second engine did not start (.ci/engine2.sh)"
+
+# --------------------------------------------------------------------------
+# The BuildKit engines of Docker 26 (both image stores) and the buildx plugin; see .ci/engine26.sh
+# --------------------------------------------------------------------------
+bash "$(dirname "$0")/engine26.sh" 9>&- || die "the Docker 26 engines did not start (.ci/engine26.sh)"
 
 echo "STACKCTL_TEST_REGISTRY=$REGISTRY_ADDR"
 echo "STACKCTL_TEST_BASE_IMAGE=$BASE_IMAGE"
