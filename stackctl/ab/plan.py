@@ -16,7 +16,8 @@ from typing import Any
 from stackctl.errors import InputError, Problem, ProfileError
 from stackctl.profile.loader import CheckedToml, read_checked
 
-DEFAULT_PLAN = "validation.toml"  # beside the candidate's profile
+# beside the candidate's profile, in a directory of its own: stacks/*.toml are profiles (`build --all` builds each)
+DEFAULT_PLAN = "validation/plan.toml"
 PLACEHOLDERS = ("python", "out", "work", "leg", "run")
 _PLACEHOLDER = re.compile(r"\{([a-z]*)\}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

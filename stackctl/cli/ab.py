@@ -85,7 +85,7 @@ def ab(
     control: Annotated[str, typer.Argument(metavar="CONTROL", help="The control's profile (file or stack name).")],
     candidate: Annotated[str, typer.Argument(metavar="CANDIDATE", help="The candidate's profile.")],
     plan: Annotated[Path | None, typer.Option("--plan", metavar="FILE", help="The validation plan (default: "
-                                              "validation.toml beside the candidate's profile).")] = None,
+                                              "validation/plan.toml beside the candidate's profile).")] = None,
     trial: Annotated[list[str] | None, typer.Option("--trial", metavar="NAME", help="Run only this trial "
                                                     "(repeatable).")] = None,
     repeat: Annotated[int | None, typer.Option("--repeat", metavar="N", help="Runs of the candidate for every "

@@ -76,13 +76,13 @@ def test_python_legs_need_two_interpreters(cli: Cli, tmp_path: Path, envs: dict[
 
 def test_plan_errors_name_file_line_and_key(cli: Cli, tmp_path: Path) -> None:
     stacks = write_project(tmp_path)
-    (stacks / "validation.toml").write_text(
+    (stacks / "validation" / "plan.toml").write_text(
         '[plan]\nname = "p"\n\n[[trial]]\nname = "unit"\nkind = "test"\ncommand = ["{pyhton}"]\n'
         'reepat = 2\n\n[[trial]]\nname = "speed"\nkind = "bench"\ncommand = ["x"]\n')
     res = cli("ab", "stacks/control.toml", "stacks/candidate.toml", "--python", "python3", "--python", "python3",
               cwd=tmp_path)
     assert res.code == 2
-    plan = str(Path("stacks") / "validation.toml")
+    plan = str(Path("stacks") / "validation" / "plan.toml")
     for line in (f"{plan}:8 trial.0.reepat: unknown key; did you mean 'repeat'?",
                  f"{plan}:6 trial.0.kind: 'test' is not a trial kind; use \"tests\" or \"bench\"",
                  f"{plan}:7 trial.0.command.0: {{pyhton}} is not a placeholder",

@@ -195,3 +195,12 @@ def test_device_options_are_what_docker_run_sends() -> None:
         ("/dev/mtgpu0", "/dev/mtgpu0", "rwm"), ("/dev/dri", "/dev/dri", "rw")]
     assert device_options(musa)["environment"] == {"MTHREADS_VISIBLE_DEVICES": "all"}
     assert device_options(None) == {"environment": {}}
+
+
+def test_the_reference_plan_and_the_gpu_hosts_load() -> None:
+    root = Path(__file__).parents[2]
+    plan = load_plan(root / "stacks" / "validation" / "plan.toml")
+    assert [t.name for t in plan.trials] == ["unfiltered-ut", "layername-matcher", "device-ops", "qwen3-8b-decode"]
+    assert [m.band for m in plan.trials[-1].metrics] == [0.5, 1.0, 0.5]
+    gpu = load_plan(root / "benchmarks" / "gpu-host" / "stacks" / "validation" / "plan.toml")
+    assert gpu.files == ("suite",) and gpu.trial("matmul-step") is not None
