@@ -126,6 +126,8 @@ def load_plan(path: str | Path) -> Plan:
 
 
 def _build(doc: CheckedToml, path: Path, digest: str) -> Plan | None:
+    if not doc.well_typed:  # a value of the wrong type: its problem is reported, the checks below need types
+        return None
     plan_t: dict[str, Any] = doc.data.get("plan", {}) if isinstance(doc.data.get("plan"), dict) else {}
     name = plan_t.get("name", path.stem)
     if not isinstance(name, str) or not _NAME.fullmatch(name):

@@ -727,6 +727,12 @@ class CheckedToml:
     data: dict[str, Any]
     problems: list[Problem]
     lines: dict[tuple[str, ...], int]
+    unknown: int = 0  # how many of the problems are unknown keys (dropped: the rest can still be checked)
+
+    @property
+    def well_typed(self) -> bool:
+        """Every value has its schema type: the checks of values can run (unknown keys aside)."""
+        return len(self.problems) == self.unknown
 
     def add(self, path: tuple[str, ...], message: str) -> None:
         self.problems.append(Problem(self.display, locate(self.lines, path), ".".join(path), message))
@@ -751,4 +757,4 @@ def read_checked(display: str, text: str, schema: dict[str, Any]) -> CheckedToml
     _check_schema(data, schema, (), doc, collector)
     for table, key in collector.unknown:
         table.pop(key, None)
-    return CheckedToml(display, data, collector.problems, doc.lines)
+    return CheckedToml(display, data, collector.problems, doc.lines, len(collector.unknown))

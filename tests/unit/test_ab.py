@@ -204,3 +204,17 @@ def test_the_reference_plan_and_the_gpu_hosts_load() -> None:
     assert [m.band for m in plan.trials[-1].metrics] == [0.5, 1.0, 0.5]
     gpu = load_plan(root / "benchmarks" / "gpu-host" / "stacks" / "validation" / "plan.toml")
     assert gpu.files == ("suite",) and gpu.trial("matmul-step") is not None
+
+
+@pytest.mark.parametrize("text", [
+    'plan = 3', '[plan]\nalpha = "x"\nfiles = [3]', 'trial = {name = "x"}', '[[trial]]\nname = 3\nkind = []',
+    '[[trial]]\nname = "b"\nkind = "bench"\ncommand = ["x"]\n[[trial.metric]]\nname = "m"\nband = "wide"',
+    '[[trial]]\nname = "t"\nkind = "tests"\ncommand = ["x"]\nrepeat = 0\nmetric = []', 'x = [[[[[[[[[[1]]]]]]]]]]',
+    '[plan\n',
+])
+def test_a_malformed_plan_is_problems_never_a_crash(tmp_path: Path, text: str) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(text)
+    with pytest.raises(ProfileError) as err:
+        load_plan(plan)
+    assert err.value.problems and all(str(p).startswith(str(plan)) for p in err.value.problems)
