@@ -593,10 +593,13 @@ def _python_code(code: str, mode: str, path: tuple[str, ...], out: _Collector) -
     any image is built."""
     import ast
 
+    what = "expression" if mode == "eval" else "statement"
     try:
         ast.parse(code, mode=mode, feature_version=(3, 8))
     except SyntaxError as exc:
-        out.add(None, path, f"not a Python {'expression' if mode == 'eval' else 'statement'}: {exc.msg}")
+        out.add(None, path, f"not a Python {what}: {exc.msg}")
+    except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte; nesting the parser cannot hold
+        out.add(None, path, f"not a Python {what}: {str(exc) or type(exc).__name__}")
 
 
 def _devices(t: dict[str, Any] | None, out: _Collector) -> Devices | None:
