@@ -410,13 +410,13 @@ def _scan(ev: Recorded) -> Section:
                    text=f"{len(refs)} stale reference(s) in {result.get('files_read', '?')} files")
 
 
-# --- reading the records ------------------------------------------------------------------------
-
 def _validation(ev: Recorded) -> Section:
     from stackctl.review.validation import validation_section
 
     return validation_section(ev.validation, ev.validation_path, ev.validation_builds, ev.new_arg)
 
+
+# --- reading the records ------------------------------------------------------------------------
 
 def _read_json(path: Path) -> Mapping[str, Any] | None:
     from stackctl.base.evidence import read_record

@@ -73,16 +73,22 @@ def validation_section(record: Evidence | None, record_path: str, builds: Mappin
         return Section("validation", title, NOT_RUN, cmd, None,
                        text=f"no ab record at {record_path}; run `{cmd}`")
     result = record.result
-    where = _where(result, record_path)
-    stale = stale_legs(result, builds)
+    try:
+        where = _where(result, record_path)
+        stale = stale_legs(result, builds)
+        summary = tuple((*r, *where) for r in summary_rows(result))
+        # a sweep row is one leg's run: it names that leg's image
+        sweep = tuple((*r, record_path, *_leg(result["control" if i % 2 == 0 else "candidate"]), where[3])
+                      for i, r in enumerate(sweep_rows(result)))
+        metrics = metric_rows(result)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a record another version wrote, or edited
+        return Section("validation", title, FAILED, record.command, record.time,
+                       text=f"{record_path} is not a readable ab record ({type(exc).__name__}: {exc}); "
+                            f"run `{record.command}` again")
     status = STALE if stale else FAILED if result.get("failing") else OK
-    summary = tuple((*r, *where) for r in summary_rows(result))
-    # a sweep row is one leg's run: it names that leg's image
-    sweep = tuple((*r, record_path, *_leg(result["control" if i % 2 == 0 else "candidate"]), where[3])
-                  for i, r in enumerate(sweep_rows(result)))
     tables = [Table((*SUMMARY_COLUMNS, *WHERE_COLUMNS), summary),
               Table((*SWEEP_COLUMNS, "evidence", "image", "revision", "device"), sweep, "sweeps")]
-    if metrics := metric_rows(result):
+    if metrics:
         tables.append(Table(METRIC_COLUMNS, tuple(metrics), "benchmarks"))
     text = f"plan {result.get('plan')} ({result.get('plan_path')}): {'failed' if result.get('failing') else 'passed'}"
     if result.get("problems"):

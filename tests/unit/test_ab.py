@@ -218,3 +218,14 @@ def test_a_malformed_plan_is_problems_never_a_crash(tmp_path: Path, text: str) -
     with pytest.raises(ProfileError) as err:
         load_plan(plan)
     assert err.value.problems and all(str(p).startswith(str(plan)) for p in err.value.problems)
+
+
+def test_report_names_an_unreadable_ab_record_instead_of_failing() -> None:
+    from stackctl.base.evidence import Evidence
+    from stackctl.review.validation import validation_section
+
+    ev = Evidence("ab", "stackctl ab a b", "2026-12-02T00:00:00Z", "b", None, (),
+                  {"control": {"kind": "image"}, "candidate": 3})
+    section = validation_section(ev, "build/b.ab.json", {}, "b")
+    assert section.status == "failed"
+    assert section.text == "build/b.ab.json is not a readable ab record (KeyError: 'ref'); run `stackctl ab a b` again"
