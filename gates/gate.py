@@ -13,6 +13,8 @@ Exit status: 0 every check passed, 1 any check failed, 2 the spec could not be r
 
 from __future__ import annotations
 
+import ast
+import builtins
 import faulthandler
 import importlib
 import importlib.metadata as metadata
@@ -139,10 +141,60 @@ class Gate:
                 value = str(getattr(mod, p["attr"]))
                 module, attr, want = p["module"], p["attr"], p["value"]
                 self.line(value == want, f"probe {name}: {module}.{attr}={value!r} expected={want!r}")
+            elif p["kind"] == "expr":
+                self.expr_probe(name, p)
+            elif p["kind"] == "parity":
+                self.parity_probe(name, p)
             else:
                 self.line(False, "probe {}: unknown kind {!r}".format(name, p["kind"]))
         except BaseException as exc:
             self.line(False, f"probe {name}: {type(exc).__name__}: {_one_line(exc)}")
+
+    def expr_probe(self, name: str, p: dict[str, Any]) -> None:
+        """`torch.cuda.device_count() >= 1`: true passes; for a comparison, the left side's value is shown."""
+        expr = p["expr"]
+        scope = namespace(p.get("modules") or roots(expr))
+        tree = ast.parse(expr, mode="eval")
+        value = eval(compile(tree, "<probe>", "eval"), scope)  # the profile's own expression
+        shown = ""
+        if isinstance(tree.body, ast.Compare):
+            left = eval(compile(ast.Expression(tree.body.left), "<probe>", "eval"), scope)
+            shown = f" ({ast.get_source_segment(expr, tree.body.left)} = {left!r})"
+        self.line(bool(value), "probe {}: {} is {}{}".format(name, expr, "true" if value else "false", shown))
+
+    def parity_probe(self, name: str, p: dict[str, Any]) -> None:
+        """`setup` makes the inputs on the CPU; `op` runs on them there and again with every input moved to
+        `device`; the two results must agree within atol + rtol * |cpu value|, element by element."""
+        setup, op, device = p["setup"], p["op"], p["device"]
+        atol = float(p.get("atol", 1e-5))
+        rtol = float(p.get("rtol", 1e-5))
+        scope = namespace(p.get("modules") or roots(setup + "\n" + op))
+        exec(compile(setup, "<probe setup>", "exec"), scope)  # the profile's own statements
+        made = {k: v for k, v in scope.items() if k not in ("__builtins__",) and hasattr(v, "to")
+                and not isinstance(v, type(sys))}
+        on_cpu = eval(compile(op, "<probe>", "eval"), scope)
+        moved = dict(scope, **{k: v.to(device) for k, v in made.items()})
+        on_device = eval(compile(op, "<probe>", "eval"), moved)
+        where = getattr(on_device, "device", None)
+        if where is not None and str(where).split(":")[0] != device.split(":")[0]:
+            self.line(False, f"probe {name}: the result is on {where}, not {device}: the op did not run there")
+            return
+        a, b = flatten(on_cpu), flatten(on_device)
+        if len(a) != len(b):
+            self.line(False, f"probe {name}: {len(a)} values on the CPU, {len(b)} on {device}")
+            return
+        worst, at = 0.0, -1
+        bad = 0
+        for i in range(len(a)):
+            x, y = a[i], b[i]
+            diff = abs(x - y)
+            if diff > atol + rtol * abs(x) or diff != diff:
+                bad += 1
+            if diff > worst or diff != diff:
+                worst, at = diff, i
+        text = "probe {}: {} vs cpu, {} values, max |diff| {:.3g}{} (atol={:g}, rtol={:g})".format(
+            name, device, len(a), worst, f" at {at}" if bad else "", atol, rtol)
+        self.line(bad == 0, text if not bad else f"{text}: {bad} outside the tolerance")
 
     def preserve(self, pins: list[dict[str, str]]) -> None:
         versions = installed_versions()
@@ -153,6 +205,51 @@ class Gate:
             else:
                 self.line(False, "preserve {} expected={} found={}".format(pin["dist"], pin["version"],
                                                                            have or "(not installed)"))
+
+
+def roots(code: str) -> list[str]:
+    """The top-level names a probe's code reads that name importable modules (`torch` of `torch.cuda...`)."""
+    names = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in names:
+            names.append(node.id)
+    return [n for n in names if not hasattr(builtins, n) and _findable(n)]
+
+
+def _findable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def namespace(modules: list[str]) -> dict[str, Any]:
+    """A scope holding each module (dotted names import their package too, as `import a.b` does)."""
+    scope: dict[str, Any] = {}
+    for name in modules:
+        importlib.import_module(name)
+        top = name.split(".")[0]
+        scope[top] = sys.modules[top]
+    return scope
+
+
+def flatten(value: Any) -> list[float]:
+    """A tensor's (or any `.tolist()`-able value's, or a nested list's) numbers, in order."""
+    if hasattr(value, "detach"):
+        value = value.detach()
+    if hasattr(value, "cpu"):
+        value = value.cpu()
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    out: list[float] = []
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (list, tuple)):
+            todo.extend(reversed(item))
+        else:
+            out.append(float(item))
+    return out
 
 
 def _one_line(exc: BaseException) -> str:

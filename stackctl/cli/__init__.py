@@ -28,6 +28,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "abi": ("abi", "inventory", "wheel-diff"),
     "image": ("tag", "gate", "render", "build", "publish", "inspect"),
     "provenance": ("verify",),
+    "ab": ("ab",),
     "report": ("report",),
 
 }

@@ -82,8 +82,9 @@ def gate(
                                                "running stackctl; with --image: python3 in the image).")] = None,
     image: Annotated[str | None, typer.Option("--image", metavar="REF", help="Gate an image on the engine instead: "
                                               "the gate runs in a container of it, with no network.")] = None,
-    phase: Annotated[str, typer.Option("--phase", metavar="PHASE", help="stack, app or all (default): which "
-                                       "entries of the gate run.")] = "all",
+    phase: Annotated[str, typer.Option("--phase", metavar="PHASE", help="stack, app, device or all (default: "
+                                       "stack and app): which entries of the gate run; device imports the spec "
+                                       "entries for real and runs the device probes.")] = "all",
     lock: LockOpt = None,
     target: TargetOpt = None,
     spec_out: Annotated[Path | None, typer.Option("--spec-out", metavar="FILE",
@@ -111,9 +112,9 @@ def gate(
     where = f"image {image}" if image is not None else python or sys.executable
     if not as_json and console_err.is_terminal:
         with console_err.status(f"gating {stack.name} in {where}"):
-            run = _gate_run(stack, python, image, spec)
+            run = _gate_run(stack, python, image, spec, phase == "device")
     else:
-        run = _gate_run(stack, python, image, spec)
+        run = _gate_run(stack, python, image, spec, phase == "device")
     problem = verdict(stack.name, run)
 
     def human() -> None:
@@ -131,14 +132,15 @@ def gate(
         raise problem
 
 
-def _gate_run(stack: Stack, python: str | None, image: str | None, spec: str) -> GateRun:
+def _gate_run(stack: Stack, python: str | None, image: str | None, spec: str, device: bool = False) -> GateRun:
     if image is None:
         from stackctl.image import run_gate
 
         return run_gate(stack, python or sys.executable, spec)
     from stackctl.engine import gate_image
 
-    return gate_image(image, spec, python)
+    # the device phase's container is given the profile's devices; the other phases run where none is
+    return gate_image(image, spec, python, devices=stack.devices if device else None)
 
 
 @app.command()

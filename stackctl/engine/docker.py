@@ -21,6 +21,7 @@ from stackctl.image.buildlog import BuildResult, ImageFacts, parse_build_stream
 if TYPE_CHECKING:
     from stackctl.engine.layerstore import LayerStore
     from stackctl.engine.wheelserver import WheelServer
+    from stackctl.profile.model import Devices
 
 SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
 
@@ -148,10 +149,12 @@ class DockerEngine:
             return parse_build_stream(events, on_step)
 
     def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,
-                       timeout: float = 600.0) -> tuple[int, str, str, bytes | None]:
+                       timeout: float = 600.0, devices: Devices | None = None,
+                       env: Mapping[str, str] | None = None) -> tuple[int, str, str, bytes | None]:
         """Run `argv` in a container of `image` with no network, after putting `files` (absolute path → bytes)
         into it; (exit status, stdout, stderr, the bytes of `fetch` afterwards or None). The container is
-        removed however the run ends."""
+        removed however the run ends. `devices`: the profile's, given as the vendor's container stack expects
+        them (`device_options`)."""
         import io
         import tarfile
 
@@ -167,8 +170,12 @@ class DockerEngine:
             except self._errors.ImageNotFound:
                 raise InputError(f"image {image} is not in the engine at {self.address}",
                                  hint="build or pull it first") from None
+            options = device_options(devices)
+            environment = {**dict(options.pop("environment")), **(env or {})}
+            host_config = self._client.api.create_host_config(**options) if options else None
             container = self._client.api.create_container(image, command=argv[1:], entrypoint=[argv[0]],
-                                                          network_disabled=True, user="")
+                                                          network_disabled=True, user="",
+                                                          environment=environment or None, host_config=host_config)
             cid = container["Id"]
             try:
                 self._client.api.put_archive(cid, "/", archive.getvalue())
@@ -367,6 +374,32 @@ class DockerEngine:
     def tag(self, source: str, repository: str, tag: str) -> None:
         with self.talking(f"cannot tag {source} as {repository}:{tag}"):
             self._client.api.tag(source, repository, tag=tag)
+
+
+def device_options(devices: Devices | None) -> dict[str, Any]:
+    """The container's host config for `devices`, as the docker CLI sends it: `--gpus` as a device request
+    (count -1 for all, or device ids), CDI names as device requests of the `cdi` driver (Docker 25+), device
+    nodes as HOST:CONTAINER:PERMISSIONS, the runtime by name; plus "environment", the variables to set."""
+    if devices is None:
+        return {"environment": {}}
+    import docker.types
+
+    requests_: list[Any] = []
+    if devices.gpus:
+        ids = devices.gpus.removeprefix("device=").split(",") if devices.gpus.startswith("device=") else None
+        count = None if ids else (-1 if devices.gpus == "all" else int(devices.gpus))
+        requests_.append(docker.types.DeviceRequest(driver=devices.driver or "", count=count, device_ids=ids,
+                                                    capabilities=[list(devices.capabilities)]))
+    if devices.cdi:
+        requests_.append(docker.types.DeviceRequest(driver="cdi", device_ids=list(devices.cdi)))
+    options: dict[str, Any] = {"environment": dict(devices.env)}
+    if requests_:
+        options["device_requests"] = requests_
+    if devices.nodes:
+        options["devices"] = [n if ":" in n else f"{n}:{n}:rwm" for n in devices.nodes]
+    if devices.runtime:
+        options["runtime"] = devices.runtime
+    return options
 
 
 def interface_ipv4(name: str) -> str | None:

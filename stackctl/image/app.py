@@ -198,13 +198,13 @@ def gate_in_container(engine: Engine, image: str, spec: str, python: str | None 
 
 
 def gate_phase(text: str) -> GatePhase | None:
-    """`--phase stack|app|all` → the phase, None for the whole gate."""
+    """`--phase stack|app|device|all` → the phase, None for the whole gate (which leaves the device phase out)."""
     if text == "all":
         return None
     try:
         return GatePhase(text)
     except ValueError:
-        raise InputError(f"--phase {text!r}: give stack, app or all") from None
+        raise InputError(f"--phase {text!r}: give stack, app, device or all") from None
 
 
 @dataclass(frozen=True)

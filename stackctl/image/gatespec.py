@@ -49,8 +49,10 @@ def version_prefix(stack: Stack, dist: str, prefix: str) -> str:
     return text if text.endswith(".") else text + "."
 
 
-def _entry(stack: Stack, e: GateEntry) -> dict[str, Any]:
+def _entry(stack: Stack, e: GateEntry, device: bool = False) -> dict[str, Any]:
     mode, note = e.mode, ""
+    if device and mode is GateMode.SPEC:
+        mode, note = GateMode.IMPORT, "device phase: imported"
     if e.skip_import_if and mode is GateMode.IMPORT and skip_import(stack, e.skip_import_if):
         mode, note = GateMode.VERSION, f"import skipped: {e.skip_import_if}"
     expected = e.expected
@@ -91,20 +93,26 @@ def gate_spec(stack: Stack, preserve: Iterable[tuple[str, str]] | None = None,
               target: str | None = None, phase: GatePhase | None = None) -> dict[str, Any]:
     """The spec gate.py reads. `preserve` defaults to the stack's pins; for one `target` (an image's),
     a pin limited to other targets is neither gated nor preserved; for one `phase`, only its entries and
-    probes (None: the whole gate, in its declared order)."""
+    probes (None: the whole gate, in its declared order, but for the device phase). The device phase is every
+    entry, the `spec` ones imported for real (in the declared order, so an import that patches another still
+    comes first), and the device probes: it runs only where a device is."""
     tgt = stack.target(target) if target is not None else None
+    device = phase is GatePhase.DEVICE
     probes = [
         {k: v for k, v in (("name", p.name), ("kind", p.kind), ("package", p.package), ("glob", p.glob),
-                           ("count", p.count), ("module", p.module), ("attr", p.attr), ("value", p.value))
+                           ("count", p.count), ("module", p.module), ("attr", p.attr), ("value", p.value),
+                           ("expr", p.expr), ("modules", list(p.modules) or None), ("setup", p.setup),
+                           ("op", p.op), ("device", p.device), ("atol", p.atol), ("rtol", p.rtol))
          if v is not None}
-        for p in stack.probes if phase is None or p.phase is phase
+        for p in stack.probes
+        if (p.phase is not GatePhase.DEVICE if phase is None else p.phase is phase)
     ]
     pins = preserve if preserve is not None else (
         (p.name, p.version) for p in stack.image_pins if tgt is None or p.applies_to(tgt))
     return {
         "format": SPEC_FORMAT,
         "stack": stack.name,
-        "entries": [_entry(stack, e) for e in stack.gate_entries(tgt, phase)],
+        "entries": [_entry(stack, e, device) for e in stack.gate_entries(tgt, None if device else phase)],
         "probes": probes,
         "preserve": [{"dist": d, "version": v} for d, v in pins],
     }

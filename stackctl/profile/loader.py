@@ -25,6 +25,7 @@ from stackctl.profile.model import (
     AbiPolicy,
     AbiRole,
     AppImage,
+    Devices,
     GateCheck,
     GateMode,
     GatePhase,
@@ -58,7 +59,10 @@ _PIN: dict[str, Any] = {"version": str, "index": str, "file": str, "train": str,
                         "gate": {k: v for k, v in _GATE.items() if k not in ("expect", "remove")},
                         "remove": bool}
 _PROBE: dict[str, Any] = {"name": str, "kind": str, "package": str, "glob": str, "count": int,
-                          "module": str, "attr": str, "value": str, "phase": str}
+                          "module": str, "attr": str, "value": str, "phase": str, "expr": str, "modules": [str],
+                          "setup": str, "op": str, "device": str, "atol": float, "rtol": float}
+_DEVICES: dict[str, Any] = {"gpus": str, "driver": str, "capabilities": [str], "cdi": [str], "nodes": [str],
+                            "runtime": str, "env": {"*": str}, "name": str}
 SCHEMA: dict[str, Any] = {
     "stack": {"name": str, "extends": str, "description": str},
     "targets": {"python": [str], "platforms": [str]},
@@ -67,6 +71,7 @@ SCHEMA: dict[str, Any] = {
     "gate": {"extra": {"*": _GATE}, "probe": [_PROBE]},
     "abi": {"allow": [str], "inventory": str, "providers": [str], "provides": {"*": [str]},
             "optional": [{"glob": str, "reason": str}], "baseline": str, "ld_library_path": [str]},
+    "devices": _DEVICES,
     "image": {"base": str, "repository": str, "tag": str, "python": str, "vars": {"*": str},
               "labels": {"*": str}, "installer": str, "bytecode": (bool, str),
               "app": {"dockerfile": str, "context": str, "target": str, "args": {"*": str}, "stack_arg": str}},
@@ -206,7 +211,7 @@ def _typename(t: Any) -> str:
         return "an array of " + ("tables" if isinstance(t[0], dict) else {str: "strings", int: "integers"}[t[0]])
     if isinstance(t, tuple):  # only [image] bytecode takes one of two types
         return 'true, false or "pins"'
-    return {str: "a string", int: "an integer", bool: "true or false"}[_scalar(t)]
+    return {str: "a string", int: "an integer", bool: "true or false", float: "a number"}[_scalar(t)]
 
 
 def _check_schema(value: Any, schema: Any, path: tuple[str, ...], doc: _Doc, out: _Collector) -> None:
@@ -237,7 +242,9 @@ def _check_schema(value: Any, schema: Any, path: tuple[str, ...], doc: _Doc, out
             return
         for i, item in enumerate(value):
             _check_schema(item, schema[0], (*path, str(i)), doc, out)
-    elif not isinstance(value, _scalar(schema)) or (schema is int and isinstance(value, bool)):
+    elif schema is float and isinstance(value, int) and not isinstance(value, bool):
+        return  # TOML writes a whole tolerance (0) as an integer
+    elif not isinstance(value, _scalar(schema)) or (schema in (int, float) and isinstance(value, bool)):
         out.add(doc, path, f"must be {_typename(schema)}, not {type(value).__name__} {value!r}")
 
 
@@ -337,7 +344,12 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
     check = _enum(GateCheck, raw.get("check", "exact" if pinned else "present"), (*path, "check"), out,
                   [c.value for c in GateCheck])
     mode = _enum(GateMode, raw.get("mode", "import"), (*path, "mode"), out, [m.value for m in GateMode])
-    phase = _phase(raw, path, out)
+    if raw.get("phase") == GatePhase.DEVICE.value:
+        out.add(None, (*path, "phase"), 'an entry whose import needs a device takes mode = "spec": the device '
+                "phase imports it for real, the build's gate only finds it")
+        phase = None
+    else:
+        phase = _phase(raw, path, out, (GatePhase.STACK, GatePhase.APP))
     if check is GateCheck.PREFIX and not pinned and not raw.get("prefix"):
         out.add(None, (*path, "check"), "check = \"prefix\" needs a prefix (for example \"1.26.\")")
     if check is GateCheck.EXACT and not pinned and not raw.get("expect"):
@@ -364,10 +376,18 @@ def _gate_role(dist: str, raw: dict[str, Any], path: tuple[str, ...], out: _Coll
                     phase=phase)
 
 
-def _phase(raw: dict[str, Any], path: tuple[str, ...], out: _Collector) -> GatePhase | None:
-    """Where a gate entry or probe runs: `stack` (the default) in the stack image, `app` after [image.app]."""
-    phase: GatePhase | None = _enum(GatePhase, raw.get("phase", "stack"), (*path, "phase"), out,
-                                    [p.value for p in GatePhase])
+def _phase(raw: dict[str, Any], path: tuple[str, ...], out: _Collector,
+           allowed: tuple[GatePhase, ...] = tuple(GatePhase)) -> GatePhase | None:
+    """Where a gate entry or probe runs: `stack` (the default) in the stack image, `app` after [image.app],
+    `device` (probes only) where a device is."""
+    def pick(value: str) -> GatePhase:
+        found = next((p for p in allowed if p.value == value), None)
+        if found is None:
+            raise ValueError(value)
+        return found
+
+    phase: GatePhase | None = _enum(pick, raw.get("phase", "stack"), (*path, "phase"), out,
+                                    [p.value for p in allowed])
     return phase
 
 
@@ -477,6 +497,7 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
     pins = _pins(m, targets, [i.name for i in indexes], out)
     extra = _gate(m, pins, out)
     probes = tuple(_probe(t, i, out) for i, t in enumerate(m.get("gate", {}).get("probe", [])))
+    devices = _devices(m.get("devices"), out)
     image = _image(m.get("image"), name or "", list(pythons), pins, out)
     abi = _abi(m.get("abi", {}), out)
     if out.problems:
@@ -492,6 +513,7 @@ def _build(m: dict[str, Any], out: _Collector) -> Stack | None:
         image=image,
         abi=abi,
         extends=stack_t.get("extends"),
+        devices=devices,
         sources=tuple(d.display for d in out.chain),
     )
 
@@ -603,15 +625,66 @@ def _check_before(pins: list[Pin], extra: list[tuple[str, GateRole]], out: _Coll
 def _probe(t: dict[str, Any], i: int, out: _Collector) -> Probe:
     path = ("gate", "probe", str(i))
     kind = t.get("kind")
-    needs = {"file-count": ("package", "glob", "count"), "attr": ("module", "attr", "value")}
+    needs = {"file-count": ("package", "glob", "count"), "attr": ("module", "attr", "value"), "expr": ("expr",),
+             "parity": ("setup", "op", "device")}
     if kind not in needs:
-        out.add(None, (*path, "kind"), f"{kind!r} is not a probe kind; use \"file-count\" or \"attr\"")
+        out.add(None, (*path, "kind"), f"{kind!r} is not a probe kind; use " + ", ".join(f'"{k}"' for k in needs))
     else:
         for k in needs[kind]:
             if k not in t:
                 out.add(None, (*path, k), f"missing: a {kind} probe needs {', '.join(needs[kind])}")
+    for key in ("expr", "setup", "op"):
+        if isinstance(t.get(key), str):
+            _python_code(t[key], "eval" if key != "setup" else "exec", (*path, key), out)
+    for key in ("atol", "rtol"):
+        if isinstance(t.get(key), (int, float)) and not isinstance(t[key], bool) and t[key] < 0:
+            out.add(None, (*path, key), f"a tolerance is 0 or more, not {t[key]}")
+    phase = _phase(t, path, out) or GatePhase.STACK
+    if kind == "parity" and phase is not GatePhase.DEVICE:
+        out.add(None, (*path, "phase"), 'a parity probe runs on a device: give it phase = "device"')
+    atol, rtol = t.get("atol"), t.get("rtol")
     return Probe(t.get("name", f"probe {i + 1}"), kind or "", t.get("package"), t.get("glob"), t.get("count"),
-                 t.get("module"), t.get("attr"), t.get("value"), _phase(t, path, out) or GatePhase.STACK)
+                 t.get("module"), t.get("attr"), t.get("value"), phase, t.get("expr"), tuple(t.get("modules", ())),
+                 t.get("setup"), t.get("op"), t.get("device"), None if atol is None else float(atol),
+                 None if rtol is None else float(rtol))
+
+
+def _python_code(code: str, mode: str, path: tuple[str, ...], out: _Collector) -> None:
+    """A probe's expression or statements parse as Python 3.8 (the gate's oldest interpreter), here, before
+    any image is built."""
+    import ast
+
+    what = "expression" if mode == "eval" else "statement"
+    try:
+        ast.parse(code, mode=mode, feature_version=(3, 8))
+    except SyntaxError as exc:
+        out.add(None, path, f"not a Python {what}: {exc.msg}")
+    except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte; nesting the parser cannot hold
+        out.add(None, path, f"not a Python {what}: {str(exc) or type(exc).__name__}")
+
+
+def _devices(t: dict[str, Any] | None, out: _Collector) -> Devices | None:
+    """`[devices]`: `gpus` as `docker run --gpus` reads it, CDI names as NAME=DEVICE, device nodes under /dev."""
+    if t is None:
+        return None
+    path = ("devices",)
+    gpus = t.get("gpus")
+    if gpus is not None and not re.fullmatch(r"all|[1-9][0-9]{0,3}|device=[0-9A-Za-z-]+(,[0-9A-Za-z-]+)*", gpus):
+        out.add(None, (*path, "gpus"), f"{gpus!r} is not a --gpus value: \"all\", a count or \"device=0,1\"")
+    for i, name in enumerate(t.get("cdi", [])):
+        if not re.fullmatch(r"[a-z0-9.-]+/[a-zA-Z0-9._-]+=[a-zA-Z0-9._:*-]+", name):
+            out.add(None, (*path, "cdi", str(i)), f"{name!r} is not a CDI device name like \"nvidia.com/gpu=all\"")
+    for i, node in enumerate(t.get("nodes", [])):
+        if not node.startswith("/dev/"):
+            out.add(None, (*path, "nodes", str(i)), f"{node!r} is not a device node (a path under /dev)")
+    for key in t.get("env", {}):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            out.add(None, (*path, "env", key), "not an environment variable name")
+    if not (gpus or t.get("cdi") or t.get("nodes") or t.get("runtime")):
+        out.add(None, path, "names no device: give gpus, cdi, nodes or runtime")
+    return Devices(gpus, t.get("driver"), tuple(t.get("capabilities", ("gpu",))), tuple(t.get("cdi", ())),
+                   tuple(t.get("nodes", ())), t.get("runtime"), tuple(sorted(t.get("env", {}).items())),
+                   t.get("name"))
 
 
 def _image(t: dict[str, Any] | None, stack: str, pythons: list[str], pins: list[Pin],
@@ -707,3 +780,45 @@ def _check_app_files(stack: Stack, source: Source, name: str, out: _Collector) -
     display, text = found
     for line, message in dockerfile_problems(text, app.stack_arg, app.target):
         out.problems.append(Problem(display, line, "", message))
+
+
+@dataclass(frozen=True)
+class CheckedToml:
+    """One TOML file read and checked against a schema table like `SCHEMA` (for files that are not profiles: the
+    validation plan); `add` records a further problem at a key path's line."""
+
+    display: str
+    data: dict[str, Any]
+    problems: list[Problem]
+    lines: dict[tuple[str, ...], int]
+    unknown: int = 0  # how many of the problems are unknown keys (dropped: the rest can still be checked)
+
+    @property
+    def well_typed(self) -> bool:
+        """Every value has its schema type: the checks of values can run (unknown keys aside)."""
+        return len(self.problems) == self.unknown
+
+    def add(self, path: tuple[str, ...], message: str) -> None:
+        self.problems.append(Problem(self.display, locate(self.lines, path), ".".join(path), message))
+
+
+def read_checked(display: str, text: str, schema: dict[str, Any]) -> CheckedToml:
+    """Parse `text` and check it against `schema` as profiles are checked: every problem collected with its line
+    and key path, unknown keys named with the nearest known one and dropped so the rest can be checked on."""
+    collector = _Collector()
+    try:
+        data = tomllib.loads(text)
+    except ValueError as exc:
+        line = re.search(r"line (\d+)", str(exc))
+        return CheckedToml(display, {}, [Problem(display, int(line.group(1)) if line else None, "",
+                                                 f"malformed TOML: {exc}")], {})
+    except RecursionError:
+        return CheckedToml(display, {}, [Problem(display, None, "", "malformed TOML: nested too deeply")], {})
+    if (deep := _too_deep(data)) is not None:
+        return CheckedToml(display, {}, [Problem(display, None, ".".join(deep), "nested too deeply")], {})
+    doc = _Doc(display, display, data, key_lines(text))
+    collector.chain.append(doc)
+    _check_schema(data, schema, (), doc, collector)
+    for table, key in collector.unknown:
+        table.pop(key, None)
+    return CheckedToml(display, data, collector.problems, doc.lines, len(collector.unknown))

@@ -31,6 +31,9 @@ class GateMode(str, Enum):
 class GatePhase(str, Enum):
     STACK = "stack"  # in the stack image: what the lock installs
     APP = "app"  # after the project's own Dockerfile ([image.app]): what the app build installs
+    # only where a device is (`gate --phase device`, `ab`): the `spec` entries imported for real, and the
+    # probes that need the device; never part of a build's gate
+    DEVICE = "device"
 
 
 class AbiRole(str, Enum):
@@ -181,11 +184,47 @@ class Probe:
     attr: str | None = None
     value: str | None = None
     phase: GatePhase = GatePhase.STACK
+    # `expr`: a boolean expression over `modules` (imported first); `parity`: `op` evaluated after `setup` on
+    # the CPU and again with setup's values moved to `device`, compared within atol + rtol * |cpu|
+    expr: str | None = None
+    modules: tuple[str, ...] = ()
+    setup: str | None = None
+    op: str | None = None
+    device: str | None = None
+    atol: float | None = None
+    rtol: float | None = None
 
     def describe(self) -> str:
         if self.kind == "file-count":
             return f"{count(self.count or 0, 'file')} {self.package}/{self.glob}"
+        if self.kind == "expr":
+            return str(self.expr)
+        if self.kind == "parity":
+            return f"{self.op} on {self.device} vs cpu"
         return f"{self.module}.{self.attr} == {self.value!r}"
+
+
+@dataclass(frozen=True)
+class Devices:
+    """`[devices]`: what a container of this stack's image is given to reach its accelerators, as the
+    vendor's container stack expects: the engine's device requests (what `docker run --gpus` sends), CDI
+    device names (Docker 25+), or device nodes with a runtime and environment (the MUSA toolkit's)."""
+
+    gpus: str | None = None  # "all", a count, or "device=0,1": `docker run --gpus`'s value
+    driver: str | None = None  # the device request's driver (the engine picks one when unset)
+    capabilities: tuple[str, ...] = ("gpu",)
+    cdi: tuple[str, ...] = ()  # "nvidia.com/gpu=all"
+    nodes: tuple[str, ...] = ()  # "/dev/mtgpu0", or HOST:CONTAINER[:PERMISSIONS]
+    runtime: str | None = None  # "mthreads"
+    env: tuple[tuple[str, str], ...] = ()  # MTHREADS_VISIBLE_DEVICES = "all"
+    name: str | None = None  # what records call the device ("NVIDIA H200", "MTT S5000")
+
+    def describe(self) -> str:
+        parts = [f"--gpus {self.gpus}"] if self.gpus else []
+        parts += [f"--device {c}" for c in self.cdi] + [f"--device {n}" for n in self.nodes]
+        parts += [f"--runtime {self.runtime}"] if self.runtime else []
+        parts += [f"-e {k}={v}" for k, v in self.env]
+        return " ".join(parts) or "none"
 
 
 @dataclass(frozen=True)
@@ -249,6 +288,7 @@ class Stack:
     image: Image | None = None
     abi: AbiPolicy = AbiPolicy()
     extends: str | None = None
+    devices: Devices | None = None
     sources: tuple[str, ...] = field(default=(), compare=False)  # files read, child first
 
     def target(self, label: str) -> Target | None:
@@ -354,6 +394,7 @@ def canonical_json(stack: Stack) -> str:
         if image.get("app") is None:
             image.pop("app", None)
     _drop_stack_phase(data)
+    _drop_device_defaults(data)
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
@@ -366,3 +407,18 @@ def _drop_stack_phase(data: dict[str, Any]) -> None:
     for role in roles:
         if isinstance(role, dict) and role.get("phase") == GatePhase.STACK.value:
             role.pop("phase")
+
+
+_PROBE_DEVICE_KEYS = ("expr", "modules", "setup", "op", "device", "atol", "rtol")
+
+
+def _drop_device_defaults(data: dict[str, Any]) -> None:
+    """A profile that declares no devices and no expression or parity probe writes none of their keys: the
+    digests of profiles from before them stay as they were."""
+    if data.get("devices") is None:
+        data.pop("devices", None)
+    for probe in data.get("probes", []):
+        if isinstance(probe, dict):
+            for key in _PROBE_DEVICE_KEYS:
+                if probe.get(key) in (None, (), []):
+                    probe.pop(key, None)

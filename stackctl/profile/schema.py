@@ -16,7 +16,7 @@ from stackctl.profile.loader import SCHEMA
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 _SCALARS: dict[Any, dict[str, Any]] = {str: {"type": "string"}, int: {"type": "integer"},
-                                       bool: {"type": "boolean"}}
+                                       bool: {"type": "boolean"}, float: {"type": "number"}}
 
 
 def _node(t: Any) -> dict[str, Any]:

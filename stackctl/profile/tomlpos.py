@@ -58,6 +58,7 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
         if line.startswith("[["):
             path = split_key(line[2 : line.find("]]")]) if "]]" in line else None
             if path is not None:
+                path = _within_arrays(path, array_counts)
                 index = array_counts.get(path, 0)
                 array_counts[path] = index + 1
                 table = (*path, str(index))
@@ -67,6 +68,7 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
         if line.startswith("["):
             path = split_key(line[1 : line.find("]")]) if "]" in line else None
             if path is not None:
+                path = _within_arrays(path, array_counts)
                 table = path
                 lines.setdefault(path, number)
             continue
@@ -77,6 +79,17 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
                 for depth in range(len(table) + 1, len(full) + 1):
                     lines.setdefault(full[:depth], number)
     return lines
+
+
+def _within_arrays(path: tuple[str, ...], counts: dict[tuple[str, ...], int]) -> tuple[str, ...]:
+    """`[[trial.metric]]` after `[[trial]]` belongs to the latest trial: its path is trial.N.metric, with N that
+    trial's index, as the parsed document nests it."""
+    out: list[str] = []
+    for part in path[:-1]:
+        out.append(part)
+        if tuple(out) in counts:
+            out.append(str(counts[tuple(out)] - 1))
+    return (*out, path[-1])
 
 
 def _strings_after(line: str, open_string: str | None) -> str | None:

@@ -84,6 +84,9 @@ class Recorded:
     publications_path: str = ""
     scan: Evidence | None = None
     scan_path: str = ""
+    validation: Evidence | None = None  # `stackctl ab`'s record, and the build records of the stacks it ran
+    validation_path: str = ""
+    validation_builds: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     now: str = ""
     problems: tuple[str, ...] = field(default=())
 
@@ -107,6 +110,7 @@ def build_report(ev: Recorded) -> Report:
         _publication(ev, digest),
         _image_diff(ev, digest),
         _scan(ev),
+        _validation(ev),
     ]
     return Report(new.name, ev.old.name if ev.old else None, _summary(ev, sections, digest), tuple(sections))
 
@@ -443,6 +447,12 @@ def _files_read(n: object) -> str:
     return count(n, "file") if isinstance(n, int) else "? files"
 
 
+def _validation(ev: Recorded) -> Section:
+    from stackctl.review.validation import validation_section
+
+    return validation_section(ev.validation, ev.validation_path, ev.validation_builds, ev.new_arg)
+
+
 # --- reading the records ------------------------------------------------------------------------
 
 def _read_json(path: Path) -> Mapping[str, Any] | None:
@@ -500,7 +510,12 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
         "old_build": record_dir / f"{old.name}.build.json" if old else record_dir / "OLD.build.json",
         "pubs": record_dir / "publications.jsonl",
         "scan": default_record("scan", new.name, record_dir),
+        "ab": default_record("ab", new.name, record_dir),
     }
+    validation = read_evidence(paths["ab"], "ab")
+    legs = validation.result if validation is not None and isinstance(validation.result, dict) else {}
+    builds = {str(leg["stack"]): _read_json(record_dir / f"{leg['stack']}.build.json")
+              for leg in (legs.get("control"), legs.get("candidate")) if isinstance(leg, dict) and "stack" in leg}
     return Recorded(
         new=new, new_arg=new_arg, old=old, old_arg=old_arg, lock=lock, lock_path=str(lock_path),
         lock_time=mtime(lock_path), old_lock=old_lock, old_lock_path=str(old_lock_path or ""),
@@ -510,7 +525,8 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
         build=_read_json(paths["build"]), build_path=str(paths["build"]),
         old_build=_read_json(paths["old_build"]) if old else None, old_build_path=str(paths["old_build"]),
         publications=tuple(read_records(paths["pubs"])), publications_path=str(paths["pubs"]),
-        scan=read_evidence(paths["scan"], "scan"), scan_path=str(paths["scan"]), now=now)
+        scan=read_evidence(paths["scan"], "scan"), scan_path=str(paths["scan"]),
+        validation=validation, validation_path=str(paths["ab"]), validation_builds=builds, now=now)
 
 
 def report_for(new: Stack, profile_arg: str, lock: Path | None = None, *, since: str | None = None,

@@ -135,11 +135,13 @@ def _other_pythons() -> list[str]:
 def test_runs_under_other_interpreters(site: Path, tmp_path: Path, python: str) -> None:
     spec = {"entries": [entry("patcher"), entry("corelib"), entry("corelib-ext", "corelib_ext", mode="spec"),
                         entry("helperdep", check="prefix", expected="1.")],
-            "probes": [{"name": "data", "kind": "file-count", "package": "corelib", "glob": "data/*.json", "count": 3}],
+            "probes": [{"name": "data", "kind": "file-count", "package": "corelib", "glob": "data/*.json", "count": 3},
+                       {"name": "expression", "kind": "expr", "expr": "len(os.sep) == 1"}],
             "preserve": [{"dist": "toplib", "version": "0.3.0"}]}
     code, out = run_gate(site, spec, tmp_path, python)
     assert code == 0, out
-    assert out[-1] == "gate ok: 6 passed, 0 failed"
+    assert "PASS probe expression: len(os.sep) == 1 is true (len(os.sep) = 1)" in out
+    assert out[-1] == "gate ok: 7 passed, 0 failed"
 
 
 def test_prefix_ends_at_a_dot(site: Path, tmp_path: Path) -> None:
@@ -197,3 +199,67 @@ def test_a_build_steps_gate_gives_what_imports_wrote_the_epochs_time(tmp_path: P
         str(p.relative_to(tmp_path)): epoch for p in written}
     assert os.lstat(site / "untouched.txt").st_mtime == old
     assert os.lstat(site / "writer" / "__init__.py").st_mtime == old
+
+
+# A device for the parity probe that any interpreter has: values that `.to("fakedev")` moves, where each op is
+# computed as a framework computes it on another device (here: in float32, so it differs in the last bits).
+FAKEDEV = '''
+import struct
+
+
+class T(list):
+    device = "cpu"
+
+    def to(self, device):
+        out = T(self)
+        out.device = device
+        return out
+
+    def softmax(self):
+        import math
+
+        e = [math.exp(x) for x in self]
+        s = sum(e)
+        values = [x / s for x in e]
+        if self.device != "cpu":
+            values = [struct.unpack("f", struct.pack("f", v))[0] for v in values]
+        out = T(values)
+        out.device = self.device
+        return out
+
+    def tolist(self):
+        return list(self)
+
+
+def wrong(x):
+    out = T(v + (0.5 if x.device != "cpu" else 0) for v in x)
+    out.device = x.device
+    return out
+'''
+
+
+def test_expression_parity_and_raising_probes(site: Path, tmp_path: Path) -> None:
+    (site / "fakedev.py").write_text(FAKEDEV)
+    probes = [
+        {"name": "count", "kind": "expr", "expr": "len(fakedev.T([1, 2])) >= 1"},
+        {"name": "two", "kind": "expr", "expr": "len(fakedev.T([1])) >= 2"},
+        {"name": "raises", "kind": "expr", "expr": "fakedev.T([])[3]"},
+        {"name": "close", "kind": "parity", "setup": "x = fakedev.T([0.1, 0.2, 0.3])", "op": "x.softmax()",
+         "device": "fakedev", "atol": 1e-6, "rtol": 1e-5},
+        {"name": "far", "kind": "parity", "setup": "x = fakedev.T([0.1, 0.2])", "op": "fakedev.wrong(x)",
+         "device": "fakedev", "atol": 1e-6, "rtol": 1e-5},
+        {"name": "stayed", "kind": "parity", "setup": "x = fakedev.T([0.1])", "op": "fakedev.T(x)",
+         "device": "fakedev"},
+    ]
+    code, out = run_gate(site, {"entries": [], "probes": probes}, tmp_path)
+    assert code == 1
+    assert "PASS probe count: len(fakedev.T([1, 2])) >= 1 is true (len(fakedev.T([1, 2])) = 2)" in out
+    assert "FAIL probe two: len(fakedev.T([1])) >= 2 is false (len(fakedev.T([1])) = 1)" in out
+    assert "FAIL probe raises: IndexError: list index out of range" in out
+    close = next(ln for ln in out if ln.startswith(("PASS probe close", "FAIL probe close")))
+    assert close.startswith("PASS probe close: fakedev vs cpu, 3 values, max |diff| ")
+    assert "FAIL probe far: fakedev vs cpu, 2 values, max |diff| 0.5 at 0 (atol=1e-06, rtol=1e-05): 2 outside the " \
+           "tolerance" in out
+    # an op whose result never reached the device did not run there: no parity to speak of
+    assert "FAIL probe stayed: the result is on cpu, not fakedev: the op did not run there" in out
+    assert out[-1] == "gate FAILED: 2 passed, 4 failed"

@@ -23,7 +23,8 @@ from tests.support.gitrepo import git
 
 NEEDS_ENGINE = {"build", "publish", "verify"}  # the vendor's base image, an engine, a registry
 # The report's sections of steps that need the vendor's base image: the only ones a run here leaves "not run".
-ENGINE_SECTIONS = {"Build: gate log, tag, labels", "Publication", "Installed distributions, old image → new image"}
+ENGINE_SECTIONS = {"Build: gate log, tag, labels", "Publication", "Installed distributions, old image → new image",
+                   "Validation summary"}
 
 
 

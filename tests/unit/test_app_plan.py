@@ -86,5 +86,5 @@ def test_final_labels_name_the_stack_image_and_the_projects_dockerfile(tmp_path:
 
 def test_phase_option() -> None:
     assert gate_phase("all") is None and gate_phase("app") is GatePhase.APP and gate_phase("stack") is GatePhase.STACK
-    with pytest.raises(InputError, match="--phase 'apps': give stack, app or all"):
+    with pytest.raises(InputError, match="--phase 'apps': give stack, app, device or all"):
         gate_phase("apps")

@@ -1,0 +1,142 @@
+"""ab: the validation plan run in the control's and the candidate's legs, and the verdicts."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from stackctl.cli.app import app, console, emit, invoked, markdown_table, markdown_text, one_format, table
+from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt
+
+if TYPE_CHECKING:
+    from stackctl.ab import AbReport
+
+
+def _progress(line: str) -> None:
+    """One timestamped line a run: a trial of several minutes is never silent, and a CI log reads the same."""
+    print(f"{time.strftime('%H:%M:%S')} ab {line}", file=sys.stderr, flush=True)
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    from stackctl.ab import (
+        LEG_COLUMNS,
+        METRIC_COLUMNS,
+        SUMMARY_COLUMNS,
+        SWEEP_COLUMNS,
+        inventory_lines,
+        leg_rows,
+        metric_rows,
+        summary_rows,
+        sweep_rows,
+    )
+
+    out = [f"### Validation summary: {markdown_text(str(result['plan']))} ({result['verdict']})", ""]
+    if result.get("description"):
+        out += [markdown_text(str(result["description"])), ""]
+    out += [markdown_table(list(SUMMARY_COLUMNS), [list(r) for r in summary_rows(result)]), ""]
+    if sweep := sweep_rows(result):
+        out += ["**Test sweeps**", "", markdown_table(list(SWEEP_COLUMNS), [list(r) for r in sweep]), ""]
+    if metrics := metric_rows(result):
+        out += ["**Benchmarks** (control brackets the candidate: C T C … C)", "",
+                markdown_table(list(METRIC_COLUMNS), [list(r) for r in metrics]), ""]
+    out += ["**Legs**", "", markdown_table(list(LEG_COLUMNS), [list(r) for r in leg_rows(result)]), ""]
+    if lines := inventory_lines(result):
+        out += ["```", *lines, "```", ""]
+    return "\n".join(out)
+
+
+def _human(result: dict[str, Any]) -> None:
+    from stackctl.ab import (
+        LEG_COLUMNS,
+        METRIC_COLUMNS,
+        SUMMARY_COLUMNS,
+        SWEEP_COLUMNS,
+        inventory_lines,
+        leg_rows,
+        metric_rows,
+        summary_rows,
+        sweep_rows,
+    )
+
+    console.print(table(f"validation summary: {result['plan']}", SUMMARY_COLUMNS, summary_rows(result)))
+    if sweep := sweep_rows(result):
+        console.print(table("test sweeps", SWEEP_COLUMNS, sweep))
+    if metrics := metric_rows(result):
+        console.print(table("benchmarks", METRIC_COLUMNS, metrics))
+    console.print(table("legs", LEG_COLUMNS, leg_rows(result)))
+    for line in inventory_lines(result):
+        console.print(line, markup=False, style="bold red" if "regression" in line or "only on" in line else None)
+    for g in result.get("gates") or []:
+        if not g["ok"]:
+            for ln in g["lines"]:
+                if ln.startswith("FAIL "):
+                    console.print(f"{g['leg']} gate ({g['phase']}): {ln}", markup=False, style="bold red")
+    style = "bold red" if result["failing"] else "green"
+    console.print(f"ab {result['verdict']}" + (": " + "; ".join(result["problems"]) if result["problems"] else ""),
+                  style=style, markup=False)
+
+
+@app.command()
+def ab(
+    control: Annotated[str, typer.Argument(metavar="CONTROL", help="The control's profile (file or stack name).")],
+    candidate: Annotated[str, typer.Argument(metavar="CANDIDATE", help="The candidate's profile.")],
+    plan: Annotated[Path | None, typer.Option("--plan", metavar="FILE", help="The validation plan (default: "
+                                              "validation/plan.toml beside the candidate's profile).")] = None,
+    trial: Annotated[list[str] | None, typer.Option("--trial", metavar="NAME", help="Run only this trial "
+                                                    "(repeatable).")] = None,
+    repeat: Annotated[int | None, typer.Option("--repeat", metavar="N", help="Runs of the candidate for every "
+                                               "trial (the control runs one more around a benchmark).")] = None,
+    image: Annotated[list[str] | None, typer.Option("--image", metavar="REF", help="The legs' images, the "
+                                                    "control's then the candidate's (default: each stack's "
+                                                    "latest build record).")] = None,
+    python: Annotated[list[str] | None, typer.Option("--python", metavar="PY", help="Run the legs under these "
+                                                     "host interpreters instead, the control's then the "
+                                                     "candidate's (a GPU host without an engine).")] = None,
+    target: Annotated[str | None, typer.Option("--target", metavar="LABEL", help="The target whose gate runs "
+                                               "in the legs.")] = None,
+    record_dir: Annotated[Path, typer.Option("--record-dir", metavar="DIR", help="Where the build records are "
+                                             "read and this run is recorded.")] = Path("build"),
+    record: Annotated[Path | None, typer.Option("--record", metavar="PATH", help="Record here instead "
+                                                "(default: DIR/CANDIDATE.ab.json, where report reads it).")] = None,
+    no_record: NoRecordOpt = False,
+    markdown: MarkdownOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """A/B the stacks on the validation plan; exit 1 on a regression.
+
+    The legs are the stacks' images (their build records, or --image twice) on one engine with the devices
+    each profile declares, or host interpreters (--python twice). The stacks' gate runs in each leg first
+    (its device phase too where the profile declares devices). A benchmark alternates the legs with the control
+    bracketing the candidate; every run is recorded raw. Exit 1 on a regression, a changed test inventory,
+    differing exact outputs, a broken run or a failed gate.
+    """
+    from stackctl.ab import DEFAULT_PLAN, load_plan, record_ab, run_ab
+    from stackctl.base import to_jsonable
+    from stackctl.errors import CheckFailed
+    from stackctl.profile import load_profile, profile_file
+
+    one_format(as_json, markdown)
+    stacks = load_profile(control), load_profile(candidate)
+    the_plan = load_plan(plan or profile_file(candidate).parent / DEFAULT_PLAN)
+    the_plan = the_plan.select(tuple(trial or ())).repeated(repeat)
+    rep: AbReport = run_ab(stacks[0], stacks[1], (control, candidate), the_plan, images=tuple(image or ()),
+                           pythons=tuple(python or ()), record_dir=record_dir, target=target, say=_progress)
+    if not no_record:
+        where = record or record_dir / f"{stacks[1].name}.ab.json"
+        record_ab(rep, where, invoked(), stacks[0], stacks[1])
+        _progress(f"recorded {where}")
+    result = to_jsonable(rep) | {"verdict": rep.verdict}
+
+    def human() -> None:
+        if markdown:
+            print(render_markdown(result), end="")
+        else:
+            _human(result)
+
+    emit(result, as_json, human)
+    if rep.failing:
+        raise CheckFailed(f"ab {stacks[0].name} → {stacks[1].name}: " + "; ".join(rep.problems))
