@@ -11,8 +11,9 @@ from stackctl.base.lazy import lazy_api
 if TYPE_CHECKING:
     from stackctl.review.diff import ImageDiff, LockDiff, StackDiff, compare, rendered_tag
     from stackctl.review.images import ImageView, inspect_image
-    from stackctl.review.report import Report, Section, report_for
+    from stackctl.review.report import Report, report_for
     from stackctl.review.scan import ScanResult, scan_stale
+    from stackctl.review.sections import Section
 
 __all__ = [
     "ImageDiff", "ImageView", "LockDiff", "Report", "ScanResult", "Section", "StackDiff", "compare", "inspect_image",
@@ -23,6 +24,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
     __getattr__ = lazy_api(__name__, {
         "diff": ("ImageDiff", "LockDiff", "StackDiff", "compare", "rendered_tag"),
         "images": ("ImageView", "inspect_image"),
-        "report": ("Report", "Section", "report_for"),
+        "report": ("Report", "report_for"),
+        "sections": ("Section",),
         "scan": ("ScanResult", "scan_stale"),
     })

@@ -25,27 +25,7 @@ from stackctl.image.publish import Publication, read_records
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 from stackctl.review.diff import diff_stacks, rendered_tag
-
-OK, FAILED, NOT_RUN, STALE = "ok", "failed", "not run", "stale"
-
-
-@dataclass(frozen=True)
-class Table:
-    columns: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    title: str = ""
-
-
-@dataclass(frozen=True)
-class Section:
-    key: str
-    title: str
-    status: str  # ok | failed | not run | stale
-    source: str  # the command whose output this is
-    time: str | None  # when that command ran
-    tables: tuple[Table, ...] = ()
-    lines: tuple[str, ...] = ()  # a log, quoted as written
-    text: str = ""  # one paragraph: what the tables say, or why there is nothing
+from stackctl.review.sections import FAILED, NOT_RUN, OK, STALE, Section, Table
 
 
 @dataclass(frozen=True)

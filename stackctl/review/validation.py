@@ -8,13 +8,11 @@ builds is stale, with the command that made it, to run again.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stackctl.ab import METRIC_COLUMNS, SUMMARY_COLUMNS, SWEEP_COLUMNS, metric_rows, summary_rows, sweep_rows
 from stackctl.base.evidence import Evidence
-
-if TYPE_CHECKING:
-    from stackctl.review.report import Section
+from stackctl.review.sections import FAILED, NOT_RUN, OK, STALE, Section, Table
 
 WHERE_COLUMNS = ("evidence", "images (control → candidate)", "revisions", "device")
 
@@ -65,7 +63,6 @@ def stale_legs(result: Mapping[str, Any], builds: Mapping[str, Mapping[str, Any]
 
 def validation_section(record: Evidence | None, record_path: str, builds: Mapping[str, Mapping[str, Any] | None],
                        candidate_arg: str) -> Section:
-    from stackctl.review.report import FAILED, NOT_RUN, OK, STALE, Section, Table
 
     title = "Validation summary"
     if record is None:

@@ -16,7 +16,8 @@ from stackctl.cli.report import render_markdown
 from stackctl.index.pages import IndexedFile
 from stackctl.profile.model import Index, Pin, Stack, Target
 from stackctl.resolve.propose import Move, Proposal, propose, render_profile, torch_in_label
-from stackctl.review.report import Recorded, Report, Section, Table, build_report
+from stackctl.review.report import Recorded, Report, build_report
+from stackctl.review.sections import Section, Table
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=timezone.utc)
 TARGETS = (Target("3.10", "linux_x86_64"),)
