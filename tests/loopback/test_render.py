@@ -282,7 +282,7 @@ def test_bytecode_is_an_explicit_choice(tmp_path: Path, cli: Cli) -> None:
         assert "--no-compile " in stage and ("-name __pycache__" in stage) != compiled, group
         # compileall's call, which leaves a file that does not compile without byte-code (as pip and uv do)
         assert ("compileall.compile_dir(t, quiet=2, workers=0, invalidation_mode=py_compile.PycInvalidationMode."
-                f"CHECKED_HASH); " in stage and stage.count(f"' /opt/stack/{group} \\\n") == 1) == compiled, stage
+                "CHECKED_HASH); " in stage and stage.count(f"' /opt/stack/{group} \\\n") == 1) == compiled, stage
     for choice, compiled_groups in (("false", set()), ("true", {"deps", "pin-patcher", "pin-toplib", "train-core"})):
         repo.profile.write_text(text.replace('vars = {}\n', f'vars = {{}}\nbytecode = {choice}\n'))
         refresh_lock(repo)

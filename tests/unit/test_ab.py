@@ -18,7 +18,8 @@ from stackctl.errors import ProfileError
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="4">
 <testcase classname="tests.test_a" name="test_ok" time="0.01"/>
-<testcase classname="tests.test_a" name="test_bad[1]" time="0.01"><failure message="assert 1 == 2&#10;more">x</failure></testcase>
+<testcase classname="tests.test_a" name="test_bad[1]" time="0.01">
+<failure message="assert 1 == 2&#10;more">x</failure></testcase>
 <testcase classname="tests.test_a" name="test_err"><error message="fixture blew up"/></testcase>
 <testcase classname="tests.test_b" name="test_skip"><skipped type="pytest.skip" message="no GPU"/></testcase>
 </testsuite></testsuites>"""
@@ -115,8 +116,8 @@ def test_trial_verdicts_and_what_fails_the_run() -> None:
     slow = trial_verdict(bench, runs, 0.05)
     assert (slow.verdict, slow.failing) == ("regressed", True)
     assert slow.metrics[0].delta_pct == pytest.approx(30.0) and slow.outputs[0].equal
-    differ = trial_verdict(bench, [*runs[:2], _run("control", 2, {}, samples=tuple(c), outputs=(("answer.txt", "bb"),))],
-                           0.05)
+    other = _run("control", 2, {}, samples=tuple(c), outputs=(("answer.txt", "bb"),))
+    differ = trial_verdict(bench, [*runs[:2], other], 0.05)
     assert differ.outputs[0].control == ("aa", "bb") and differ.failing
 
 
