@@ -169,7 +169,8 @@ def test_report_quotes_only_evidence_recorded_for_this_lock(cli: Cli, reference:
     rep = json.loads(r.out)
     status = {s["key"]: s["status"] for s in rep["sections"]}
     assert status == {"profile": "ok", "files": "ok", "newest": "ok", "abi": "not run", "wheel-diff": "not run",
-                      "build": "not run", "publication": "not run", "image-diff": "not run", "scan": "not run"}
+                      "build": "not run", "publication": "not run", "image-diff": "not run", "scan": "not run",
+                      "validation": "not run"}
     abi = next(s for s in rep["sections"] if s["key"] == "abi")
     assert "stackctl abi torch-2.11-post2 --record build/torch-2.11-post2.abi.json" in abi["text"]
     files = next(s for s in rep["sections"] if s["key"] == "files")
