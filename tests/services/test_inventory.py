@@ -46,7 +46,7 @@ def test_inventory_of_the_base_image_then_abi(cli: Cli, docker_client: Any, base
     assert where[(EXT, "libc.so.6")]["where"] == "image"
     assert where[(EXT, "libdl.so.2")]["where"] == "image"
     assert where[("corelib/lib/libcore.so.1", "libstdc++.so.6")]["where"] == "image"
-    assert where[(EXT, "libcore.so.1")]["where"] == "rpath"
+    assert where[(EXT, "libcore.so.1")]["where"] == "runpath"  # linked with --enable-new-dtags
     ceilings = {c["family"]: c for c in rep["ceilings"]}
     assert ceilings["GLIBCXX"]["provided"] == summary["glibcxx"]
 

@@ -97,7 +97,7 @@ def test_propose_resolve_abi_build_publish_report(
         sections = {s["key"]: s for s in rep["sections"]}
         assert {k: s["status"] for k, s in sections.items()} == {
             "profile": "ok", "files": "ok", "newest": "ok", "abi": "ok", "wheel-diff": "ok", "build": "ok",
-            "publication": "ok", "image-diff": "ok", "scan": "ok"}, rep
+            "publication": "ok", "image-diff": "ok", "scan": "ok", "validation": "not run"}, rep
         lock = read_lock(repo.root / "stacks" / "flow-new.lock")
         assert f"image {image} @ {digests[0]}" in rep["summary"]
         assert "3 pins move from flow-old" in rep["summary"]
