@@ -61,7 +61,7 @@ else
     if [ ! -x "$ROOT/usr/sbin/dockerd" ] || [ ! -x "$ROOT/usr/libexec/docker/cli-plugins/docker-buildx" ]; then
         command -v debootstrap >/dev/null || die "debootstrap is not installed"
         mirror=${STACKCTL_DEBIAN_MIRROR:-$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p; s/^deb  *\(\[[^]]*\] *\)\?\(https\?:[^ ]*\) .*/\2/p' \
-            /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | grep -v security | head -n 1)}
+            /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | grep -v security | head -n 1 || true)}
         [ -n "$mirror" ] || die "no Debian mirror found in the apt sources; set STACKCTL_DEBIAN_MIRROR"
         log "debootstrap trixie with ${PACKAGES[*]} from $mirror (log: $LOG_DIR/stackctl-debootstrap-trixie.log)"
         rm -rf "$ROOT.tmp"
