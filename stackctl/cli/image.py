@@ -18,7 +18,6 @@ from stackctl.cli.app import (
     console,
     console_err,
     emit,
-    progress_bar,
     progress_display,
     progress_lines,
     say,
@@ -355,12 +354,12 @@ def publish(
         help="PEM private key (ECDSA P-256 or Ed25519) to sign the provenance and SBOM statements with.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Push with a reproducible digest and check the copy.
+    """Copy the build's image layout to the registry; check the copy.
 
-    Refuses a stale image and pushes. On a registry host: moves the tag to a manifest whose config times
-    are SOURCE_DATE_EPOCH, compares the registry's manifest, config and every layer with the build digest
-    by digest, and pushes the SBOM and a provenance statement beside the image. Elsewhere: pulls it back by
-    digest and compares. Then appends the publication record.
+    Refuses a stale build. Copies the OCI image layout the build record names to the registry by digest
+    (skopeo; blobs the registry has are skipped), compares the registry's manifest, config and every
+    layer with the layout, pushes the SBOM and a provenance statement beside the image, and only then
+    moves the tag. No engine is asked anything. Then appends the publication record.
     """
     if publish_all:
         from stackctl.cli.matrix import publish_all as run_all
@@ -374,15 +373,13 @@ def publish(
 
     stack = load_profile(profile)
     record = record_file or record_dir / "publications.jsonl"
-    # Each layer's bytes as it is pushed, then pulled back: a bar per layer on a terminal, lines in a CI log.
-    with progress_bar(not as_json, "publish") as transfer:
-        # [image.app]: the stack image first (the final image names it as its base), then the final image
-        build_record = record_dir / f"{stack.name}.build.json"
-        below = (publish_image(stack, lock_path(profile, lock), record, repository, transfer=transfer,
-                               sign_key=sign_key, build_record=build_record, stack_image=True)
-                 if stack.app is not None else None)
-        pub = publish_image(stack, lock_path(profile, lock), record, repository, transfer=transfer,
-                            sign_key=sign_key, build_record=build_record)
+    # [image.app]: the stack image first (the final image names it as its base), then the final image
+    build_record = record_dir / f"{stack.name}.build.json"
+    below = (publish_image(stack, lock_path(profile, lock), record, repository, sign_key=sign_key,
+                           build_record=build_record, stack_image=True)
+             if stack.app is not None else None)
+    pub = publish_image(stack, lock_path(profile, lock), record, repository, sign_key=sign_key,
+                        build_record=build_record)
 
     def human() -> None:
         if below is not None:
@@ -398,13 +395,12 @@ def publish(
         if pub.layers_pushed is not None:
             from stackctl.base import human_size
 
-            # the progress counts each layer's bytes as read, before compression; this is what was sent
-            console.print(f"  layers   {pub.layers_pushed} sent, {human_size(pub.pushed_bytes or 0)} after "
-                          f"compression; {pub.layers_present} already there; read from {pub.layers_read_from}",
-                          markup=False)
+            console.print(f"  layers   {pub.layers_pushed} sent ({human_size(pub.pushed_bytes or 0)}), "
+                          f"{pub.layers_present} already there; from the layout {pub.layout}", markup=False)
         for line in pub.verified:
             console.print(f"  checked  {line}", markup=False)
         console.print(f"  record   {record}", markup=False)
+        console.print(pub.pinned_ref, markup=False)  # the last line: what `stackctl verify` takes
 
     emit(pub if below is None else {**asdict(pub), "stack_image": below}, as_json, human)
 

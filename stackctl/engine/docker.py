@@ -19,8 +19,8 @@ from stackctl.errors import InputError, ServiceError
 from stackctl.image.buildlog import BuildResult, ImageFacts, parse_build_stream
 
 if TYPE_CHECKING:
-    from stackctl.engine.layerstore import LayerStore
     from stackctl.engine.wheelserver import WheelServer
+    from stackctl.image.artefact import Artefact
     from stackctl.profile.model import Devices
 
 SILENT_STEP_LIMIT = 3 * 3600  # seconds a build step may go without output before the engine counts as lost
@@ -267,52 +267,6 @@ class DockerEngine:
             raise ServiceError(f"push of {repository}:{tag} reported no digest")
         return digest
 
-    def image_config(self, ref: str) -> bytes:
-        """The image's config JSON exactly as the engine holds it (its sha256 is the image id): read from
-        `docker save`'s stream, which the engine API offers as the one way to the raw document."""
-        import hashlib
-        import tarfile
-
-        facts = self.facts(ref)
-        if facts is None:
-            raise ServiceError(f"{ref}: the engine has no such image")
-        want = facts.id.removeprefix("sha256:")
-        with self.talking(f"cannot read the config of {ref}"):
-            raw = self._client.api.get_image(ref, chunk_size=1 << 20)
-            stream = io.BufferedReader(_Chunks(raw), 1 << 20)
-            try:
-                with tarfile.open(fileobj=stream, mode="r|") as tar:
-                    for member in tar:
-                        if member.isfile() and member.name in (f"{want}.json", f"blobs/sha256/{want}"):
-                            f = tar.extractfile(member)
-                            data = f.read() if f is not None else b""
-                            if hashlib.sha256(data).hexdigest() == want:
-                                return data
-            except tarfile.TarError as exc:
-                raise ServiceError(f"{ref}: the engine's image archive is not a tar ({exc})") from None
-            finally:
-                close = getattr(raw, "close", None)
-                if close is not None:
-                    close()
-        raise ServiceError(f"{ref}: the engine's image archive holds no config hashing to its id")
-
-    def layer_store(self) -> LayerStore | str:
-        """The engine's overlay2 store, when this process can read it (the engine runs here and its data
-        root is readable): publish then reads only the layers it sends. Else why not, in words."""
-        from stackctl.engine.layerstore import open_store
-
-        host = self._url or os.environ.get("DOCKER_HOST", "unix://")
-        with self.talking("cannot read the engine's storage facts"):
-            info = self._client.info()
-        return open_store(str(info.get("DockerRootDir") or ""), str(info.get("Driver") or ""),
-                          host.startswith("unix://"))
-
-    def export(self, ref: str) -> Iterator[bytes]:
-        """The image as `docker save` streams it: a tar holding each layer's uncompressed tar (the bytes its
-        diff_id hashes), the engine's config and manifest.json."""
-        with self.talking(f"export of {ref} from the engine failed"):
-            yield from self._client.api.get_image(ref, chunk_size=1 << 20)
-
     def pull(self, ref: str) -> ImageFacts:
         repo, _, digest = ref.partition("@")
         if not digest:
@@ -374,6 +328,12 @@ class DockerEngine:
     def tag(self, source: str, repository: str, tag: str) -> None:
         with self.talking(f"cannot tag {source} as {repository}:{tag}"):
             self._client.api.tag(source, repository, tag=tag)
+
+    def layout(self, image: str, dest: Path) -> Artefact:
+        """`image` as an OCI image layout at `dest`, copied through this engine's API by skopeo."""
+        from stackctl.engine.ocicopy import copy_to_layout
+
+        return copy_to_layout(image, dest, host=self._url)
 
 
 def device_options(devices: Devices | None) -> dict[str, Any]:

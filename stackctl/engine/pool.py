@@ -233,7 +233,7 @@ def publish_over_pool(record_dir: Path, engines: Sequence[EngineSpec], repositor
                 raise ServiceError(f"{c.stack} {c.target}: engine {name} ({specs[name].address}) does not answer")
             stack = load_profile(c.profile or c.stack)
             pub = publish_image(stack, Path(c.lock or ""), record_dir / "publications.jsonl", repository,
-                                engine=reached[name])
+                                build_record=record_dir / f"{c.stack}.build.json")
             on_event(name, f"{c.stack} {c.target}", f"published {pub.tag} {pub.digest}")
             out.append(Published(c.stack, c.target, c.engine, pub.tag, "published", pub.digest, pub.image_id))
         except StackctlError as exc:

@@ -1,46 +1,55 @@
-"""`publish` and `verify` wired to the real adapters: the Docker engine, and the registry when the image's
-name is on a registry host. The image stage decides what is pushed and checked; this module only picks
-the adapters it works through."""
+"""`publish` and `verify` wired to the real adapters: skopeo for the copy, the registry client for the checks,
+the SBOM, the statements and the tag. No engine is asked anything at publish time: the image is the build's
+OCI layout. The image stage decides what is copied and checked; this module only picks the adapters."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from stackctl.base.progress import Progress, Steps
+from stackctl.base.progress import Steps
 from stackctl.errors import InputError
-from stackctl.image.publish import Publication
+from stackctl.image.publish import Copier, Publication
 from stackctl.image.verify import Verification
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
-if TYPE_CHECKING:
-    from stackctl.engine.docker import DockerEngine
+
+def _copier(host: str) -> Copier:
+    from stackctl.engine.skopeo import copy_to_registry
+
+    def copy(layout: Path, repository: str, digest: str) -> None:
+        copy_to_registry(layout, host, repository, digest)
+
+    return copy
+
+
+def builder_facts() -> dict[str, str]:
+    """What the provenance names as the builder: stackctl and skopeo (the engine's facts are the build's)."""
+    import stackctl
+
+    return {"stackctl": getattr(stackctl, "__version__", "")}
 
 
 def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
-                  transfer: Progress | None = None, engine: DockerEngine | None = None,
-                  sign_key: Path | None = None, build_record: Path | None = None,
-                  stack_image: bool = False) -> Publication:
-    """Push the stack's built image; on a registry host through its API as well (the reproducible manifest,
-    SBOM and provenance, signed with `sign_key` when given), else pulled back through the engine (`engine`,
-    else DOCKER_HOST's: the one that built it). `transfer` sees each layer's bytes; `build_record` gives the
-    provenance the build's times and id. `stack_image`: under [image.app], the stack image beneath the
-    project's (TAG-stack)."""
-    from stackctl.engine.docker import DockerEngine
+                  sign_key: Path | None = None, build_record: Path, stack_image: bool = False) -> Publication:
+    """Copy the stack's built artefact (the OCI layout `build_record` names) to its repository, check it, put
+    the SBOM and provenance (signed with `sign_key` when given) beside it and move the tag.
+    `stack_image`: under [image.app], the stack image beneath the project's (TAG-stack)."""
     from stackctl.engine.registry import Registry, check_registry, parse_ref
+    from stackctl.image.app import stack_image_ref
     from stackctl.image.labels import image_ref
     from stackctl.image.publish import publish_stack, read_signing_key
 
-    key = read_signing_key(sign_key) if sign_key is not None else None  # a bad key file costs no push
-    engine = engine or DockerEngine()
-    target = image_ref(stack, repository)
-    check_registry(str(target))  # before anything is tagged or pushed
-    registry = Registry() if parse_ref(str(target)) is not None else None
-    builder = engine.versions() if registry is not None else None
-    engine.transfer = transfer
-    return publish_stack(stack, lock, engine, record, repository, registry=registry, builder=builder,
-                         key=key, build_record=build_record, stack_image=stack_image, transfer=transfer)
+    key = read_signing_key(sign_key) if sign_key is not None else None  # a bad key file costs no copy
+    target = (stack_image_ref if stack_image else image_ref)(stack, repository)
+    parsed = parse_ref(str(target))
+    if parsed is None:
+        raise InputError(f"{target}: names no registry host; publish copies to host[:port]/name",
+                         hint="set the profile's [image] repository, or pass --repository HOST[:PORT]/NAME")
+    check_registry(str(target))  # before anything is copied
+    copy = _copier(parsed.registry)
+    return publish_stack(stack, lock, record, build_record, repository, registry=Registry(),
+                         copy=copy, builder=builder_facts(), key=key, stack_image=stack_image)
 
 
 def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, key: Path | None = None,
@@ -48,7 +57,8 @@ def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, k
                   on_step: Steps | None = None) -> Verification:
     """An image in a registry re-checked from the registry alone (and against `lock` when given); with
     `key` (a PEM public key file) its statements must be signed by it; with `rebuild_from` (a git work
-    tree) the image is rebuilt from its revision on the Docker engine and compared."""
+    tree) the image is rebuilt from its revision on the Docker engine and its layout's manifest digest
+    compared with the registry's."""
     import dataclasses
 
     from stackctl.engine.registry import Registry, parse_ref

@@ -322,6 +322,7 @@ def finish_app(prep: Prepared, stack_result: BuildResult, stack_image: str, repo
         "steps": built.result.steps, "cached_steps": built.result.cached_steps, "gate": list(built.result.gate_lines),
         "gate_cached": built.result.gate_cached,
         "stack_image": {"image": stack_image, "image_id": stack_result.image_id, "steps": stack_result.steps,
+                        "labels": dict(facts.labels) if facts else {},
                         "cached_steps": stack_result.cached_steps, "gate": list(stack_result.gate_lines),
                         "gate_cached": stack_result.gate_cached},
         "app": {"dockerfile": stack.app.dockerfile if stack.app else "", "dockerfile_digest": built.dockerfile_digest,

@@ -143,18 +143,29 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
               "gate_cached": result.gate_cached, "wheels": "served" if server else "context",
               "wheels_how": wheels_how,
               "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),
-              "fingerprint": fp, "fingerprint_digest": fp.digest()}
+              "fingerprint": fp, "fingerprint_digest": fp.digest(), "base_layers": list(base_facts.layers)}
     if stack.app is not None:
         app, fields = finish_app(prep, result, str(image), req.repository, base, engine, req.no_cache, on_step)
         record.update(fields)
-        return _recorded(req, stack.name, app.image, app.result, record)
+        return _recorded(req, stack.name, app.image, app.result, record, engine)
     else:
         record["gate_left"] = list(left_for_app(stack, prep.target))  # for `stackctl gate --image`
-    return _recorded(req, stack.name, str(image), result, record)
+    return _recorded(req, stack.name, str(image), result, record, engine)
 
 
-def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, record: dict[str, Any]) -> Built:
+def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, record: dict[str, Any],
+              engine: Engine) -> Built:
+    from stackctl.image.layout import LayoutEngine, build_artefact
+
     record_path = req.record_dir / f"{stack}.build.json"
+    # the artefact publish copies to the registry: the image's OCI layout, its digest final here (an engine
+    # wrapper that cannot copy its image out records none; publish then asks for a build that does)
+    if isinstance(engine, LayoutEngine):
+        record["artefact"] = build_artefact(engine, image, req.record_dir / stack / "oci", record["labels"]).record()
+        if isinstance(record.get("stack_image"), dict):  # [image.app]: the stack image beneath, published first
+            below = record["stack_image"]
+            below["artefact"] = build_artefact(engine, below["image"], req.record_dir / stack / "oci-stack",
+                                               below["labels"]).record()
     try:
         write_atomic(record_path, dumps(record) + "\n")
     except OSError as exc:

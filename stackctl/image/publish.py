@@ -1,42 +1,46 @@
-"""Publication: push by digest, check the registry's copy, attach the SBOM and provenance, move the tag,
-and only then record.
+"""Publication: the build's artefact (an OCI image layout) copied to the registry by digest, the registry's
+copy checked against it, the SBOM and provenance attached, the tag moved, and only then recorded.
 
-`publish` takes an `Engine` (the Protocol in image/buildlog.py); the checks and the record are values.
+Nothing here asks an engine anything: the image, its config and labels come from the layout the build
+named in its record. The copy and the registry come in through Protocols (engine/skopeo.py,
+engine/registry.py); the checks and the record are values.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from stackctl.base.files import write_atomic
-from stackctl.base.progress import Progress
 from stackctl.base.times import now_iso
 from stackctl.base.words import count
-from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
+from stackctl.errors import CheckFailed, InputError, ServiceError
+from stackctl.image.artefact import Artefact, check_blobs, from_record
 from stackctl.image.attest import Material
 from stackctl.image.buildlog import ImageFacts
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, OCI, ImageRef
-from stackctl.image.protocols import Engine
+from stackctl.image.protocols import RegistryApi
 from stackctl.image.sign import SigningKey
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
-if TYPE_CHECKING:
-    from stackctl.image.upload import LayerSource, PushApi
+SMALL_LAYER = 64 << 20  # a layer read whole for the image's own records (the SBOM lives in a small top layer)
 
 
-class PublishingEngine(Engine, Protocol):
-    """An engine publish pushes from: it hands over the image's layer tars (its export stream, or its own
-    layer store where this process can read it)."""
+class PushApi(RegistryApi, Protocol):
+    def blob_size(self, repository: str, digest: str) -> int | None: ...
 
-    def export(self, ref: str) -> Iterator[bytes]: ...
-    def layer_store(self) -> LayerSource | str: ...
+
+class Copier(Protocol):
+    """Copies a layout's image to `repository` under its manifest digest only (no tag), keeping every digest."""
+
+    def __call__(self, layout: Path, repository: str, digest: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -54,162 +58,186 @@ class Evidence:
 @dataclass(frozen=True)
 class Publication:
     tag: str  # repository:tag
-    digest: str  # sha256:... of the manifest the tag names in the registry (the reproducible one)
-    image_id: str  # the local engine's id of the image built
+    digest: str  # sha256:... of the manifest the tag names in the registry: the artefact's own
+    image_id: str  # the engine's id of the image built (the build record's)
     revision: str
     lock_digest: str | None
     stack: str | None
     time: str  # ISO 8601 UTC
-    engine_digest: str | None = None  # the manifest `docker push` wrote (records of earlier publishes)
-    config_digest: str | None = None  # the reproducible manifest's config: the id a pull gives
+    config_digest: str | None = None  # the reproducible config: the id a pull gives
     source_date_epoch: int | None = None
     reproducible: str | None = None  # how anyone re-checks `digest`
-    verified: tuple[str, ...] = ()  # what was compared through the registry API, without the local copy
+    verified: tuple[str, ...] = ()  # what was compared through the registry API
     sbom: str | None = None  # repository:tag@digest of the SBOM beside the image
     provenance_ref: str | None = None  # likewise, the provenance statement
     artifact_bytes: int | None = None  # bytes of the SBOM and the statement documents pushed
     provenance: dict[str, Any] | None = None  # the in-toto statement itself
     signed_by: str | None = None  # keyid (sha256 of the public key) the statements are signed with
-    pushed_bytes: int | None = None  # compressed layer bytes uploaded by this publish
-    layers_pushed: int | None = None  # layers compressed and uploaded
-    layers_present: int | None = None  # layers the registry had (in this repository or mounted from another)
-    layers_read_from: str | None = None  # the engine's layer store, or its export and why
+    pushed_bytes: int | None = None  # compressed layer bytes the registry lacked before this publish
+    layers_pushed: int | None = None  # layers the registry lacked (skopeo sent them)
+    layers_present: int | None = None  # layers the repository had already (skopeo skipped them)
+    layout: str | None = None  # the OCI image layout published from
 
     @property
     def pinned_ref(self) -> str:
         return f"{self.tag.rsplit(':', 1)[0]}@{self.digest}"
 
 
-def mismatches(local: ImageFacts, pulled: ImageFacts) -> list[str]:
-    """What differs between the image we built and the one the registry gave back."""
-    out = []
-    if local.id != pulled.id:
-        out.append(f"image id {pulled.id} is not the pushed {local.id}")
-    for key in (f"{OCI}.revision", LABEL_LOCK):
-        if local.label(key) != pulled.label(key):
-            out.append(f"label {key} {pulled.label(key)!r} is not the pushed {local.label(key)!r}")
-    return out
+def stale(labels: Mapping[str, str], expect: Mapping[str, str]) -> list[str]:
+    """The labels in which a built image differs from what the current profile and lock would build."""
+    return [f"{key} {labels.get(key)!r} is not the current {want!r}" for key, want in expect.items()
+            if labels.get(key) != want]
 
 
-def stale(local: ImageFacts, expect: Mapping[str, str]) -> list[str]:
-    """The labels in which a local image differs from what the current profile and lock would build."""
-    return [f"{key} {local.label(key)!r} is not the current {want!r}" for key, want in expect.items()
-            if local.label(key) != want]
+def _config(artefact: Artefact) -> dict[str, Any]:
+    data = json.loads(artefact.blob_path(artefact.config.digest).read_bytes())
+    return data if isinstance(data, dict) else {}
 
 
-def publish(engine: PublishingEngine, ref: ImageRef, *, expect: Mapping[str, str] | None = None,
-            now: datetime | None = None, registry: PushApi | None = None,
-            evidence: Evidence | None = None, key: SigningKey | None = None, transfer: Progress | None = None,
-            known_file: Path | None = None) -> Publication:
-    """`expect`: labels the local image must carry (the current profile and lock digests) before any push:
-    a tag that does not move when a pin does must not carry an image built before the change.
+def layout_files(artefact: Artefact, wanted: tuple[str, ...]) -> dict[str, bytes]:
+    """The members named in `wanted` from the image's small top layers, read from the layout (the top
+    layer's copy of a path wins)."""
+    from stackctl.image.layers import tar_files
 
-    With `registry` (a repository on a registry host), stackctl pushes the image itself, by digest: layers
-    compressed here, the reproducible config and manifest; then checks the registry's copy digest by
-    digest, pushes the SBOM and provenance beside it, and only then moves the tag. Any failure before
-    leaves the tag where it was. Without, the engine pushes and the image is pulled back and compared."""
-    local = engine.facts(str(ref))
-    if local is None:
-        raise InputError(f"{ref}: no such image in the engine; run `stackctl build` first")
-    revision = local.label(f"{OCI}.revision")
+    found: dict[str, bytes] = {}
+    for blob in reversed(artefact.layers):
+        if blob.size > SMALL_LAYER or len(found) == len(wanted):
+            break
+        raw = artefact.blob_path(blob.digest).read_bytes()
+        try:
+            tar = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+            for path, data in tar_files(tar, wanted).items():
+                found.setdefault(path, data)
+        except (OSError, EOFError, ValueError):
+            continue
+    return found
+
+
+def check_copy(registry: PushApi, repository: str, artefact: Artefact, diff_ids: tuple[str, ...],
+               labels: Mapping[str, str]) -> list[str]:
+    """What differs between the registry's copy and the artefact: the manifest by digest (byte for byte), the
+    config (size, diff_ids and labels) and each layer blob's presence and size. The layers' bytes are the
+    digests the registry checked as skopeo uploaded them, and the layout's were hashed before the copy."""
+    from stackctl.image.attest import compare_with_build
+
+    got = registry.manifest(repository, artefact.digest)
+    if got is None:
+        return [f"the registry has no manifest {artefact.digest}"]
+    if got[1] != artefact.blob_path(artefact.digest).read_bytes():
+        return [f"the registry's manifest {artefact.digest} is not the artefact's"]
+    problems = []
+    size = registry.blob_size(repository, artefact.config.digest)
+    if size != artefact.config.size:
+        problems.append(f"config {artefact.config.digest[:19]} is " + (
+            "not in the registry" if size is None else f"{size} bytes in the registry, {artefact.config.size} built"))
+    problems += compare_with_build(registry, repository, artefact.digest, diff_ids, labels, stream_layers=False)
+    for n, blob in enumerate(artefact.layers, 1):
+        size = registry.blob_size(repository, blob.digest)
+        if size != blob.size:
+            problems.append(f"layer {n} ({blob.digest[:19]}) is " + (
+                "not in the registry" if size is None else f"{size} bytes in the registry, {blob.size} built"))
+    return problems
+
+
+def publish(artefact: Artefact, ref: ImageRef, registry: PushApi, copy: Copier, *,
+            expect: Mapping[str, str] | None = None, now: datetime | None = None,
+            evidence: Evidence | None = None, key: SigningKey | None = None, image_id: str = "") -> Publication:
+    """`expect`: labels the image must carry (the current profile and lock digests) before any copy: a tag
+    that does not move when a pin does must not carry an image built before the change.
+
+    The layout's image goes to the registry by digest (`copy`), is checked there against the layout, gets
+    its SBOM and provenance beside it, and only then the tag. Any failure before leaves the tag where it was."""
+    from stackctl.image import attest
+    from stackctl.image.render import SBOM_PATH
+
+    config = _config(artefact)
+    labels: dict[str, str] = dict((config.get("config") or {}).get("Labels") or {})
+    diff_ids = tuple(str(d) for d in (config.get("rootfs") or {}).get("diff_ids") or ())
+    revision = labels.get(f"{OCI}.revision")
     if not revision:
         raise CheckFailed(f"{ref}: has no {OCI}.revision label; only images built by stackctl are published")
-    old = stale(local, expect or {})
+    old = stale(labels, expect or {})
     if old:
         raise CheckFailed(f"{ref} was built from another profile or lock: " + "; ".join(old),
                           hint="run `stackctl build` again, then publish")
-    if evidence is not None and evidence.base_layers and local.layers[:len(evidence.base_layers)] != \
-            evidence.base_layers:
+    evidence = evidence or Evidence((), (), ())
+    if evidence.base_layers and diff_ids[:len(evidence.base_layers)] != evidence.base_layers:
         raise CheckFailed(f"{ref} is not built on the base image the profile names (its first layers differ)",
                           hint="run `stackctl build` again, then publish")
-    when = now_iso(now)
-    if registry is None:
-        digest = engine.push(ref.repository, ref.tag)
-        pulled = engine.pull(f"{ref.repository}@{digest}")
-        bad = mismatches(local, pulled)
-        if bad:
-            raise CheckFailed(f"{ref}@{digest} pulled back is not what was pushed: " + "; ".join(bad))
-        return Publication(str(ref), digest, local.id, revision, local.label(LABEL_LOCK),
-                           local.label(LABEL_STACK), when, verified=("pulled back through the engine",))
-    return _publish_reproducibly(engine, registry, ref, local, when, evidence or Evidence((), (), ()),
-                                 transfer, known_file, key)
-
-
-def _publish_reproducibly(engine: PublishingEngine, registry: PushApi, ref: ImageRef, local: ImageFacts, when: str,
-                          evidence: Evidence, transfer: Progress | None, known_file: Path | None,
-                          key: SigningKey | None = None) -> Publication:
-    from stackctl.image import attest
-    from stackctl.image.layers import COMPRESSOR
-    from stackctl.image.render import SBOM_PATH
-    from stackctl.image.upload import check_pushed, push_image
-
-    epoch_label = local.label(LABEL_EPOCH) or ""
+    epoch_label = labels.get(LABEL_EPOCH) or ""
     if not epoch_label.isdigit():
         raise CheckFailed(f"{ref}: has no {LABEL_EPOCH} label; run `stackctl build` again, then publish")
     epoch = int(epoch_label)
-    repo = ref.repository
-    # 1. every blob, the config and the manifest, by digest: the tag is untouched
-    store = engine.layer_store()
-    pushed = push_image(engine, registry, repo, str(ref), local.id, local.layers, epoch, known_file=known_file,
-                        wanted_files=(SBOM_PATH,), transfer=transfer, store=None if isinstance(store, str) else store)
-    # 2. the registry's copy against the build
-    problems = check_pushed(registry, repo, pushed, local.layers, dict(local.labels))
-    sbom = pushed.files.get(SBOM_PATH)
-    if sbom is None:  # its layer was not read from the engine: the registry has it, and it is small
-        sbom = attest.image_files(registry, repo, json.loads(pushed.manifest), (SBOM_PATH,)).get(SBOM_PATH)
+    bad = check_blobs(artefact)
+    if bad:
+        raise CheckFailed(f"{artefact.layout}: the layout is not the image the build made: " + "; ".join(bad),
+                          hint="run `stackctl build` again, then publish")
+    sbom = layout_files(artefact, (SBOM_PATH,)).get(SBOM_PATH)
     if sbom is None:
-        problems.append(f"{SBOM_PATH} is not in the image's top layers")
-    elif attest.sha256(sbom) != local.label(LABEL_SBOM):
-        problems.append(f"{SBOM_PATH} in the image hashes to {attest.sha256(sbom)}, the label says "
-                        f"{local.label(LABEL_SBOM)}")
+        raise CheckFailed(f"{ref}: {SBOM_PATH} is not in the image's top layers")
+    if attest.sha256(sbom) != labels.get(LABEL_SBOM):
+        raise CheckFailed(f"{SBOM_PATH} in the image hashes to {attest.sha256(sbom)}, the label says "
+                          f"{labels.get(LABEL_SBOM)}")
+    when = now_iso(now)
+    repo = ref.repository
+    # 1. the image by digest; the registry's blobs are counted first (skopeo skips those it has)
+    had = [b for b in artefact.layers if registry.blob_size(repo, b.digest) == b.size]
+    copy(artefact.layout, repo, artefact.digest)
+    # 2. the registry's copy against the artefact
+    problems = check_copy(registry, repo, artefact, diff_ids, labels)
     if problems:
-        raise CheckFailed(f"{ref}@{pushed.digest} in the registry is not what was built: " + "; ".join(problems))
-    assert sbom is not None
+        raise CheckFailed(f"{ref}@{artefact.digest} in the registry is not what was built: " + "; ".join(problems))
     # 3. what is published beside the image (signed DSSE envelopes when a key is given)
-    subject = (pushed.digest, len(pushed.manifest), pushed.media_type)
+    subject = (artefact.digest, artefact.manifest.size, artefact.manifest.media_type)
     timing = dict(evidence.timing)
     sbom_art, doc, att = attest.attach(registry, repo, subject, sbom, lambda sbom_ref: attest.statement(
-        subject=repo, digest=pushed.digest, parameters=dict(evidence.parameters),
-        internal={"source_date_epoch": epoch, "layer_compression": COMPRESSOR},
+        subject=repo, digest=artefact.digest, parameters=dict(evidence.parameters),
+        internal={"source_date_epoch": epoch, "layout": artefact.made_by},
         materials=evidence.materials, builder=dict(evidence.builder), invocation=evidence.invocation or when,
         started=timing.get("started"), finished=timing.get("finished") or when, byproducts=[sbom_ref]), key)
     # 4. only now the tag
-    registry.put_manifest(repo, ref.tag, pushed.manifest, pushed.media_type)
-    check = (f"build the same lock at revision {local.label(f'{OCI}.revision')} and publish it: the manifest "
-             f"digest is {pushed.digest} again (config times = SOURCE_DATE_EPOCH {epoch}, layers compressed "
-             f"with {COMPRESSOR}); `stackctl verify {repo}@{pushed.digest} --lock LOCK` re-checks it from the "
-             "registry")
-    verified = (f"manifest {pushed.digest} and config {pushed.config_digest} hash to their digests",
-                f"{count(len(local.layers), 'layer')}: each blob hashed here from the engine's layer tar (its "
-                "diff_id) and in the registry by digest and size",
-                "labels equal the build's", f"{SBOM_PATH} hashes to the {LABEL_SBOM} label")
-    return Publication(str(ref), pushed.digest, local.id, local.label(f"{OCI}.revision") or "",
-                       local.label(LABEL_LOCK), local.label(LABEL_STACK), when,
-                       config_digest=pushed.config_digest, source_date_epoch=epoch, reproducible=check,
+    registry.put_manifest(repo, ref.tag, artefact.blob_path(artefact.digest).read_bytes(),
+                          artefact.manifest.media_type)
+    check = (f"build the same lock at revision {revision} and its layout's manifest digest is {artefact.digest} "
+             f"again (config times = SOURCE_DATE_EPOCH {epoch}); `stackctl verify {repo}@{artefact.digest} --lock "
+             "LOCK --rebuild` re-checks it")
+    verified = (f"manifest {artefact.digest} byte for byte the layout's; config {artefact.config.digest} by size, "
+                "diff_ids and labels",
+                f"{count(len(artefact.layers), 'layer')}: each hashed in the layout before the copy and in the "
+                "registry by digest and size",
+                f"{SBOM_PATH} hashes to the {LABEL_SBOM} label")
+    sent = [b for b in artefact.layers if b not in had]
+    return Publication(str(ref), artefact.digest, image_id or artefact.config.digest, revision,
+                       labels.get(LABEL_LOCK), labels.get(LABEL_STACK), when,
+                       config_digest=artefact.config.digest, source_date_epoch=epoch, reproducible=check,
                        verified=verified, sbom=f"{repo}:{sbom_art.tag}@{sbom_art.digest}",
                        provenance_ref=f"{repo}:{att.tag}@{att.digest}", artifact_bytes=sbom_art.size + att.size,
-                       signed_by=key.keyid if key else None,
-                       provenance=doc, pushed_bytes=pushed.sent_bytes,
-                       layers_pushed=pushed.compressed, layers_present=pushed.found + pushed.mounted,
-                       layers_read_from=read_from(pushed.exported, pushed.compressed, store))
+                       signed_by=key.keyid if key else None, provenance=doc,
+                       pushed_bytes=sum(b.size for b in sent), layers_pushed=len(sent), layers_present=len(had),
+                       layout=str(artefact.layout))
 
 
-def read_from(exported: bool, compressed: int, store: LayerSource | str) -> str:
-    """Where publish read the layers it sent, in words: the export is the slow way (the whole image)."""
-    if exported:
-        why = store if isinstance(store, str) else "the engine's layer store lacked a layer or the config"
-        return f"the engine's export ({why})"
-    return "the engine's layer store" if compressed else "nothing (no layer to send)"
+def build_entry(build_record: Path, stack_image: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the build record, the entry of the image to publish: the record itself or its `stack_image`)."""
+    try:
+        data = json.loads(build_record.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{build_record}: no build record; run `stackctl build` first") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{build_record}: not a build record ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{build_record}: not a build record")
+    entry = data.get("stack_image") if stack_image else data
+    if not isinstance(entry, dict):
+        raise InputError(f"{build_record}: names no stack image; build the stack again")
+    return data, entry
 
 
-def publish_stack(stack: Stack, lock: Path, engine: PublishingEngine, record: Path, repository: str | None = None, *,
-                  registry: PushApi | None = None, builder: Mapping[str, str] | None = None,
-                  key: SigningKey | None = None, build_record: Path | None = None,
-                  stack_image: bool = False, transfer: Progress | None = None) -> Publication:
-    """`stackctl publish` as one call: refuse a stale image, push under the profile's (or another) name;
-    with `registry` (a name on a registry host) move the tag to the reproducible manifest, check the
-    registry's copy digest by digest and push the SBOM and provenance beside it, else pull back by
-    digest and compare; then append the publication record."""
+def publish_stack(stack: Stack, lock: Path, record: Path, build_record: Path, repository: str | None = None, *,
+                  registry: PushApi, copy: Copier, builder: Mapping[str, str] | None = None,
+                  key: SigningKey | None = None, stack_image: bool = False) -> Publication:
+    """`stackctl publish` as one call: the artefact the build record names, refused when stale, copied under
+    the profile's (or another) repository and tag; then the publication record appended."""
     from stackctl.image.app import stack_image_ref
     from stackctl.image.labels import LABEL_PROFILE, image_ref
     from stackctl.resolve.lock import read_lock
@@ -219,39 +247,29 @@ def publish_stack(stack: Stack, lock: Path, engine: PublishingEngine, record: Pa
     expect = {LABEL_PROFILE: stack.digest(), LABEL_LOCK: locked.digest()}
     check_record_writable(record)
     # stack_image: under [image.app], the stack image beneath the project's (tagged TAG-stack)
-    name = stack_image_ref if stack_image else image_ref
-    built, ref = name(stack), name(stack, repository)
-    moved: tuple[ImageFacts | None] | None = None
-    if ref != built:
-        # The other name follows the current build: an older image left under it must not be pushed.
-        there, source = engine.facts(str(ref)), engine.facts(str(built))
-        if (there is None or stale(there, expect)) and source is not None and there != source:
-            engine.tag(str(built), ref.repository, ref.tag)
-            moved = (there,)
-    evidence = None
-    local = engine.facts(str(ref))
-    if local is None:  # said here, where the repository's origin is known: a build may have used another
-        again = f"stackctl build {stack.name}" + (f" --repository {repository}" if repository else "")
-        also = "" if repository else "; if it was built with --repository, pass publish the same --repository"
-        raise InputError(f"{ref}: no such image in the engine; run `{again}` first{also}")
-    if registry is not None:
-        base = engine.facts(stack.image.base) if stack.image else None
-        evidence = gather_evidence(stack, locked, lock, local, base, builder or {},
-                                   read_build_record(build_record, local))
-    try:
-        from stackctl.image.layers import default_known_file
+    ref = (stack_image_ref if stack_image else image_ref)(stack, repository)
+    from stackctl.base.imageref import parse_image_ref
 
-        pub = publish(engine, ref, expect=expect, registry=registry if evidence is not None else None,
-                      evidence=evidence, key=key, transfer=transfer, known_file=default_known_file())
-    except StackctlError:
-        if moved is not None:  # a failed publish leaves the other name as it found it
-            if moved[0] is None:
-                engine.remove(str(ref))
-            else:
-                engine.tag(moved[0].id, ref.repository, ref.tag)
-        raise
+    if parse_image_ref(str(ref)).host is None:
+        raise InputError(f"{ref}: names no registry host; publish copies to host[:port]/name (--repository)")
+    build, entry = build_entry(build_record, stack_image)
+    artefact = from_record(entry.get("artefact"), str(build_record))
+    labels: dict[str, str] = dict((_config(artefact).get("config") or {}).get("Labels") or {})
+    facts = ImageFacts(str(entry.get("image_id") or artefact.config.digest), tuple(sorted(labels.items())), (), 0,
+                       tuple(str(d) for d in (_config(artefact).get("rootfs") or {}).get("diff_ids") or ()))
+    evidence = gather_evidence(stack, locked, lock, facts, base_facts(build, stack), builder or {}, build)
+    pub = publish(artefact, ref, registry, copy, expect=expect, evidence=evidence, key=key, image_id=facts.id)
     append_record(record, pub)
     return pub
+
+
+def base_facts(build: Mapping[str, Any], stack: Stack) -> ImageFacts | None:
+    """The base image as the build saw it (its record's fingerprint): no engine is asked at publish time."""
+    fp = build.get("fingerprint")
+    if not isinstance(fp, dict) or not fp.get("base_image_id") or stack.image is None:
+        return None
+    return ImageFacts(str(fp["base_image_id"]), (), tuple(str(d) for d in fp.get("base_image_digests") or ()), 0,
+                      tuple(str(d) for d in build.get("base_layers") or ()))
 
 
 def read_signing_key(path: Path) -> SigningKey:
@@ -300,18 +318,6 @@ def read_records(path: Path) -> list[Publication]:
             except (ValueError, TypeError) as exc:
                 raise InputError(f"{path}:{n}: not a publication record ({exc})") from None
     return out
-
-
-def read_build_record(path: Path | None, local: ImageFacts) -> dict[str, Any]:
-    """The build record of the image being published (start and end, invocation id, git remote); empty when
-    there is none or it records another image (then the provenance says only what publish itself saw)."""
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) and data.get("image_id") == local.id else {}
 
 
 def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts, base: ImageFacts | None,

@@ -24,12 +24,13 @@ from stackctl.base.progress import Steps
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, ServiceError
 from stackctl.image import attest
+from stackctl.image.artefact import Artefact, from_record
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import Engine, RegistryApi
 
 
 class RebuildEngine(Engine, Protocol):
-    def image_config(self, ref: str) -> bytes: ...
+    def layout(self, image: str, dest: Path) -> Artefact: ...
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,14 @@ class Rebuilt:
     ref: str  # what was rebuilt: repository@digest
     revision: str
     registry_config: str  # the config digest the registry's manifest names
-    rebuilt_config: str  # the rebuilt image's, after publish's reproducible rewrite
+    rebuilt_config: str  # the rebuilt image's, after the build's reproducible rewrite
     registry_layers: tuple[str, ...]  # diff_ids
     rebuilt_layers: tuple[str, ...]
     seconds: float  # the whole rebuild: checkout, build, rewrite, compare
     compared: tuple[str, ...]
     differences: tuple[str, ...]
+    registry_digest: str = ""  # the manifest digest checked
+    rebuilt_digest: str = ""  # the rebuilt artefact's (its OCI layout's) manifest digest: equal when reproduced
 
 
 def compare(registry_config: Mapping[str, Any], config_digest: str, rebuilt_raw: bytes,
@@ -153,17 +156,21 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
                                Path(tmp) / "records", True, dict(overrides or {}))
             image = str(image_ref(stack, name))
             built = build_image(req, engine, on_step=on_step)
-            raw = engine.image_config(built.image)
+            artefact = from_record(built.record.get("artefact"), str(built.record_path))
+            raw = artefact.blob_path(artefact.config.digest).read_bytes()
         finally:
             if image is not None:
                 with suppress(ServiceError):
                     engine.remove(image)
             _git(root, "worktree", "remove", "--force", str(tree))
     mine_digest, mine_layers, differences = compare(config, config_digest, raw, int(epoch))
+    if artefact.digest != digest:  # the check itself; the config and layer lines say where they part
+        differences = (f"the rebuilt manifest is {artefact.digest}, the registry's {digest}", *differences)
     theirs = tuple(str(x) for x in (config.get("rootfs") or {}).get("diff_ids") or [])
-    compared = (f"config {mine_digest[:19]} rebuilt from revision {revision[:12]} and lock "
+    compared = (f"manifest {artefact.digest[:19]} of the rebuilt image's layout, against the registry's",
+                f"config {mine_digest[:19]} rebuilt from revision {revision[:12]} and lock "
                 f"{labels.get(LABEL_LOCK, '')[:19]} with SOURCE_DATE_EPOCH {epoch}, against the registry's",
                 f"{count(len(theirs), 'layer')} of the registry's image by diff_id, against the "
                 f"{len(mine_layers)} rebuilt")
     return Rebuilt(f"{repository}@{digest}", revision, config_digest, mine_digest,
-                   theirs, mine_layers, time.monotonic() - began, compared, differences)
+                   theirs, mine_layers, time.monotonic() - began, compared, differences, digest, artefact.digest)

@@ -456,6 +456,6 @@ def named_profiles(registry: RegistryApi, repository: str, digest: str) -> tuple
 
 def with_rebuild(rebuilt: Rebuilt, findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
     extra = [Finding("rebuild", False, d) for d in rebuilt.differences] or [
-        Finding("rebuild", True, f"rebuilt in {rebuilt.seconds:.0f} s: the same config {rebuilt.rebuilt_config[:19]} "
-                f"and {count(len(rebuilt.rebuilt_layers), 'layer')}")]
+        Finding("rebuild", True, f"rebuilt in {rebuilt.seconds:.0f} s: the same manifest {rebuilt.rebuilt_digest[:19]} "
+                f"(config {rebuilt.rebuilt_config[:19]}, {count(len(rebuilt.rebuilt_layers), 'layer')})")]
     return (*findings, *extra)

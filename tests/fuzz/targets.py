@@ -30,8 +30,7 @@ from typing import Any
 from stackctl.errors import InputError, StackctlError
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope", "dockerfile", "export",
-         "tarsplit")
+KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope", "dockerfile", "layout")
 
 # --- mutations -------------------------------------------------------------------------------------
 # ("flip", pos, value) | ("insert", pos, bytes) | ("delete", pos, length) | ("dup", pos, length)
@@ -62,10 +61,9 @@ TOKENS: dict[str, tuple[bytes, ...]] = {
     "engines": (b"[engines]\n", b'x = "unix://"\n', b'"tcp://u:p@[::1/"', b'"ssh://"',
                 b'"unix:///' + b"x" * 5000 + b'"', b"\x00", b"[[engines]]\n", b"engines = 3\n",
                 b'"a=b"', b"= [[[[[[[[", b"\xff\xfe", b"9" * 5000),
-    "tarsplit": (b'{"type":1,"name":"../../etc/passwd","size":5,"payload":null,"position":9}\n',
-                 b'{"type":1,"name_raw":"Li4vZXRj","size":1,"position":9}\n', b'"size":-1', b'"size":1e999',
-                 b'"type":3', b'"payload":"%%%"', b'"name":"opt/link"', b'"name":"/"', b"\x00", b"\xff\xfe",
-                 b"9" * 5000, b"[" * 3000, b"null", b"{}"),
+    "layout": (b'"digest": "sha256:../../etc"', b'"mediaType": "application/vnd.oci.image.index.v1+json"',
+               b'"size": -1', b'"size": 1e999', b'"manifests": []', b'"vnd.docker.reference.type"', b"\x00",
+               b"\xff\xfe", b"9" * 5000, b"[" * 3000, b"null", b"{}"),
     "json": (b'"upload-time": "9999-12-31T23:59:59-23:59"', b'"upload-time": "0001-01-01T00:00:00+23:59"',
              b'"api-version": "x"', b'"api-version": "99.0"', b'"url": "http://[::1/x"', b'"url": "http://h:99999/"',
              b"9" * 5000, b"null", b"[]", b"{}", b"1e999", b'"size": -1', b'"yanked": 3', b"[" * 3000),
@@ -209,15 +207,13 @@ class Corpus:
     envelopes: tuple[bytes, ...] = ()  # a signed DSSE envelope, and the provenance statement inside it
     public_key: Any = None  # the key the envelope is signed with
     dockerfiles: tuple[bytes, ...] = ()
-    exports: tuple[bytes, ...] = ()  # the engine's image export (`docker save` layout)
-    tarsplits: tuple[bytes, ...] = ()  # a layer's tar-split (JSON lines) in the engine's store
-    store: Path | None = None  # an overlay2 data root holding that layer, its files and a link out of it
+    layouts: tuple[bytes, ...] = ()  # the index.json of a build's OCI image layout
+    layout: Path | None = None  # that layout, whose index.json the target replaces
 
     def seeds(self, kind: str) -> tuple[bytes, ...]:
         return {"profile": tuple(self.profiles.values()), "lock": (self.lock,), "html": (self.html,),
                 "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "engines": (self.engines,),
-                "envelope": self.envelopes, "dockerfile": self.dockerfiles, "export": self.exports,
-                "tarsplit": self.tarsplits}[kind]
+                "envelope": self.envelopes, "dockerfile": self.dockerfiles, "layout": self.layouts}[kind]
 
 
 PROJECT = "torch"
@@ -299,8 +295,8 @@ def make_corpus(tmp: Path) -> Corpus:
     dockerfiles = ((ROOT / "examples" / "app" / "Dockerfile").read_bytes(),
                    b"ARG BASE=x\nFROM scratch AS a\nFROM ${BASE} AS runtime\nRUN a \\\n  b\n")
     return Corpus(profiles, _lock_text(stacks, "torch-2.11-post2.toml"), html, js, _wheel_seeds(tmp, elves), elves,
-                  envelopes=envelopes, public_key=public, dockerfiles=dockerfiles, exports=_export_seeds(),
-                  tarsplits=(_tarsplit_seed(tmp / "store"),), store=tmp / "store")
+                  envelopes=envelopes, public_key=public, dockerfiles=dockerfiles,
+                  layouts=(_layout_seed(tmp / "layout"),), layout=tmp / "layout")
 
 
 def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
@@ -342,44 +338,26 @@ def _tar(members: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def _export_seeds() -> tuple[bytes, ...]:
-    """An image as the engine exports it: each layer's tar in a directory, the config, manifest.json."""
+def _layout_seed(root: Path) -> bytes:
+    """A one-image OCI image layout under `root` (the build's artefact); its index.json is the seed."""
     import hashlib
 
-    top = _tar({"opt/stackctl/sbom.cdx.json": b'{"bomFormat": "CycloneDX"}', "opt/stackctl/installed.json": b"{}"})
-    base = _tar({"etc/os-release": b"ID=debian\n", "usr/bin/python3": b"\x7fELF" + bytes(600)})
-    ids = ["sha256:" + hashlib.sha256(t).hexdigest() for t in (base, top)]
-    config = json.dumps({"rootfs": {"type": "layers", "diff_ids": ids}, "config": {"Labels": {}}}).encode()
-    image = hashlib.sha256(config).hexdigest()
-    manifest = json.dumps([{"Config": f"{image}.json", "Layers": ["a/layer.tar", "b/layer.tar"]}]).encode()
-    return (_tar({f"{image}.json": config, "a/VERSION": b"1.0", "a/layer.tar": base, "b/layer.tar": top,
-                  "manifest.json": manifest}),)
+    def put(data: bytes) -> dict[str, Any]:
+        digest = hashlib.sha256(data).hexdigest()
+        (root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+        (root / "blobs" / "sha256" / digest).write_bytes(data)
+        return {"digest": "sha256:" + digest, "size": len(data)}
 
-
-STORE_LAYER = "sha256:" + "5" * 64  # the diff_id the fuzzed store's one layer claims
-OUTSIDE = b"bytes outside the layer"
-
-
-def _tarsplit_seed(root: Path) -> bytes:
-    """A layer as the engine's overlay2 store keeps it under `root`: its files in the diff directory (with a
-    link pointing out of it), and the seed's tar-split, the JSON lines that reassemble the layer's tar."""
-    import base64
-    import os
-
-    diff = root / "overlay2" / "c1" / "diff"
-    (diff / "opt").mkdir(parents=True)
-    (diff / "opt" / "a.txt").write_bytes(b"hello\n")
-    (root / "outside").write_bytes(OUTSIDE)
-    os.symlink(root / "outside", diff / "opt" / "link")
-    layer = root / "image" / "overlay2" / "layerdb" / "sha256" / STORE_LAYER.removeprefix("sha256:")
-    layer.mkdir(parents=True)
-    (layer / "diff").write_text(STORE_LAYER)
-    (layer / "cache-id").write_text("c1")
-    tar = _tar({"opt/a.txt": b"hello\n"})
-    lines = [{"type": 2, "payload": base64.b64encode(tar[:512]).decode(), "position": 0},
-             {"type": 1, "name": "opt/a.txt", "size": 6, "payload": "AAAAAAAAAAA=", "position": 1},
-             {"type": 2, "payload": base64.b64encode(tar[518:]).decode(), "position": 2}]
-    return "".join(json.dumps(x) + "\n" for x in lines).encode()
+    layer = put(_tar({"opt/stackctl/sbom.cdx.json": b'{"bomFormat": "CycloneDX"}'}))
+    config = put(json.dumps({"rootfs": {"type": "layers", "diff_ids": []}, "config": {"Labels": {}}}).encode())
+    manifest = put(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                               "config": {**config, "mediaType": "application/vnd.oci.image.config.v1+json"},
+                               "layers": [{**layer, "mediaType": "application/vnd.oci.image.layer.v1.tar"}]}).encode())
+    (root / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    index = json.dumps({"schemaVersion": 2, "manifests": [
+        {**manifest, "mediaType": "application/vnd.oci.image.manifest.v1+json"}]}).encode()
+    (root / "index.json").write_bytes(index)
+    return index
 
 
 # --- targets ---------------------------------------------------------------------------------------
@@ -581,48 +559,20 @@ def target_dockerfile(corpus: Corpus, data: bytes) -> None:
             assert line is None or line >= 1, (line, message)
 
 
-def target_export(corpus: Corpus, data: bytes) -> None:
-    """Read a fuzzed engine export as publish does (every layer hashed, the small ones searched for the
-    image's records; nothing to upload), and the same bytes as the layer cache file."""
-    import hashlib
-    from typing import cast
+def target_layout(corpus: Corpus, data: bytes) -> None:
+    """Read a build's layout with a fuzzed index.json as publish does: an image, or one InputError."""
+    from stackctl.image.artefact import read_layout
 
-    from stackctl.image.layers import parse_known
-    from stackctl.image.upload import PushApi, _export_pass
-
-    class Exporter:
-        def export(self, ref: str) -> Any:
-            return iter([data[i:i + 777] for i in range(0, len(data), 777)])
-
-    image = "sha256:" + hashlib.sha256(corpus.exports[0]).hexdigest()
-    _export_pass(Exporter(), cast(PushApi, None), "r/x", "r/x:t", image, set(), {1024, 2048},
-                 ("/opt/stackctl/sbom.cdx.json",), None)
-    parse_known(data.decode("utf-8", "replace"))
-
-
-def target_tarsplit(corpus: Corpus, data: bytes) -> None:
-    """Read a fuzzed tar-split from the engine's store as publish does: the layer is unusable (None, or an
-    OSError or ValueError while assembling, after which publish reads the export), or a tar; never more
-    than the files inside the layer's directory."""
-    import gzip
-
-    from stackctl.engine.layerstore import LayerStore
-
-    assert corpus.store is not None
-    where = corpus.store / "image" / "overlay2" / "layerdb" / "sha256" / STORE_LAYER.removeprefix("sha256:")
-    (where / "tar-split.json.gz").write_bytes(gzip.compress(data, mtime=0))
-    tar = LayerStore(corpus.store).layer((STORE_LAYER,), 0)
-    if tar is None:
-        return
-    with contextlib.suppress(OSError, ValueError):
-        got = b"".join(tar.pieces())
-        assert len(got) == tar.size and OUTSIDE not in got
+    assert corpus.layout is not None
+    (corpus.layout / "index.json").write_bytes(data)
+    got = read_layout(corpus.layout)
+    assert got.layout == corpus.layout and got.size > 0
 
 
 TARGETS: dict[str, Callable[[Corpus, bytes], None]] = {
     "profile": target_profile, "lock": target_lock, "html": target_html, "json": target_json,
     "wheel": target_wheel, "elf": target_elf, "engines": target_engines, "envelope": target_envelope,
-    "dockerfile": target_dockerfile, "export": target_export, "tarsplit": target_tarsplit,
+    "dockerfile": target_dockerfile, "layout": target_layout,
 }
 
 
