@@ -175,6 +175,14 @@ def check_registry(ref_text: str) -> None:
         _Client(ref)._send("GET", "/v2/", {}).close()
 
 
+def asks_login(host: str) -> bool:
+    """Whether the registry at `host` answers its API root with 401: only then is a login looked up (a
+    credential helper is a program of the user's, run only where a login is needed)."""
+    r = _Client(RemoteRef(host, "x", "x"))._send("GET", "/v2/", {})
+    r.close()
+    return bool(r.status_code == 401)
+
+
 class Registry:
     """The registry API for one process: manifests and blobs read with their digests checked, blobs and
     manifests written. A repository is `host[:port]/name`. Implements `image.attest.RegistryApi`."""

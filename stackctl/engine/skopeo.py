@@ -71,12 +71,14 @@ def insecure(host: str) -> bool:
 
 
 @contextmanager
-def auth_file(host: str) -> Iterator[Path | None]:
-    """The Docker config's login for `host` (engine/credentials.py) in skopeo's auth file format; None when
-    there is none (skopeo then goes anonymous, and reads no other file)."""
+def auth_file(host: str) -> Iterator[Path]:
+    """The Docker config's login for `host` (engine/credentials.py), where the registry asks for one, in
+    skopeo's auth file format; with none the file is empty (skopeo then goes anonymous, and reads no other
+    file: not the user's containers auth.json)."""
     from stackctl.engine.credentials import resolve
+    from stackctl.engine.registry import asks_login
 
-    login = resolve(host)
+    login = resolve(host) if asks_login(host) else None
     folder = Path(tempfile.mkdtemp(prefix="stackctl-auth-"))  # 0700
     try:
         path = folder / "auth.json"
@@ -95,8 +97,7 @@ def copy_to_registry(layout: Path, host: str, repository: str, digest: str) -> N
     recompresses or converts)."""
     with auth_file(host) as auth:
         argv = ["copy", "--quiet", "--preserve-digests", "--retry-times", "2"]
-        if auth is not None:
-            argv += ["--dest-authfile", str(auth)]
+        argv += ["--dest-authfile", str(auth)]
         if insecure(host):
             argv.append("--dest-tls-verify=false")
         argv += [f"oci:{layout}", f"docker://{repository}@{digest}"]

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from stackctl.base.files import write_atomic
 from stackctl.base.times import now_iso
 from stackctl.base.words import count
-from stackctl.errors import CheckFailed, InputError, ServiceError
+from stackctl.errors import CheckFailed, ContentMismatch, InputError, ServiceError
 from stackctl.image.artefact import Artefact, check_blobs, from_record
 from stackctl.image.attest import Material
 from stackctl.image.buildlog import ImageFacts
@@ -120,7 +120,10 @@ def check_copy(registry: PushApi, repository: str, artefact: Artefact, diff_ids:
     digests the registry checked as skopeo uploaded them, and the layout's were hashed before the copy."""
     from stackctl.image.attest import compare_with_build
 
-    got = registry.manifest(repository, artefact.digest)
+    try:  # bytes that do not hash to their digest are a forged copy: a failed check, not a service fault
+        got = registry.manifest(repository, artefact.digest)
+    except ContentMismatch as exc:
+        return [str(exc)]
     if got is None:
         return [f"the registry has no manifest {artefact.digest}"]
     if got[1] != artefact.blob_path(artefact.digest).read_bytes():
@@ -130,7 +133,10 @@ def check_copy(registry: PushApi, repository: str, artefact: Artefact, diff_ids:
     if size != artefact.config.size:
         problems.append(f"config {artefact.config.digest[:19]} is " + (
             "not in the registry" if size is None else f"{size} bytes in the registry, {artefact.config.size} built"))
-    problems += compare_with_build(registry, repository, artefact.digest, diff_ids, labels, stream_layers=False)
+    try:
+        problems += compare_with_build(registry, repository, artefact.digest, diff_ids, labels, stream_layers=False)
+    except ContentMismatch as exc:
+        problems.append(str(exc))
     for n, blob in enumerate(artefact.layers, 1):
         size = registry.blob_size(repository, blob.digest)
         if size != blob.size:

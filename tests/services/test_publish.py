@@ -1,10 +1,11 @@
-"""Publish to the real local registry: push, pull back by digest, compare, record; inspect from the registry."""
+"""Publish to the real local registry: the build's OCI layout copied by digest, checked, tagged last and
+recorded, with no engine asked; inspect from the registry; a forger between publish and the registry is
+caught before the tag moves."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -13,11 +14,9 @@ from typing import Any, ClassVar
 import pytest
 import requests
 
-from stackctl.base.progress import Steps
-from stackctl.errors import CheckFailed
-from stackctl.image.buildlog import BuildResult, ImageFacts
-from stackctl.image.labels import ImageRef, diff_installed
-from stackctl.image.publish import append_record, publish, read_records
+from stackctl.engine.registry import Registry
+from stackctl.image.labels import diff_installed
+from stackctl.image.publish import read_records
 from stackctl.review.images import image_pins
 from tests.support.cli import Cli
 from tests.support.engine import Cleanup, unique_tag
@@ -40,25 +39,29 @@ def built(tmp_path: Path, cli: Cli, registry: str, versions: dict[str, str] | No
     return repo.root, json.loads(r.out)["image"]
 
 
+def pub_args(tmp_path: Path, record: Path | None = None) -> list[str]:
+    """Where publish finds the build record `built` wrote, and the publication record."""
+    return ["--record-dir", str(tmp_path / "build"), "--record", str(record or tmp_path / "publications.jsonl")]
+
+
 def test_publish_pull_back_record_and_inspect(
         tmp_path: Path, cli: Cli, docker_client: Any, cleanup: Cleanup, base_image: str, registry: str) -> None:
     root, image = built(tmp_path, cli, registry)
     repository = image.rsplit(":", 1)[0]
     record = tmp_path / "publications.jsonl"
     cleanup.images(repository)
-    r = cli("publish", "e2e", "--record-dir", str(tmp_path), "--json", cwd=root)
+    r = cli("publish", "e2e", *pub_args(tmp_path), "--json", cwd=root)
     assert r.code == 0, r.out + r.err
     pub = json.loads(r.out)
-    # in a CI log: timestamped lines of each layer's bytes as it is pushed, never a spinner or an escape
-    pushed = [ln for ln in r.err.splitlines() if " publish push layer " in ln]
-    size = r"[\d.]+ (B|KiB|MiB|GiB)"
-    assert pushed and all(re.fullmatch(rf"\d\d:\d\d:\d\d publish push layer [0-9a-f]{{12}} {size} of {size}", ln)
-                          for ln in pushed), r.err
-    assert "\r" not in r.err and "\x1b" not in r.err
     cleanup.manifest(registry, repository, pub["digest"])
     head = git(root, "rev-parse", "HEAD").strip()
     assert pub["revision"] == head and pub["tag"] == image and pub["digest"].startswith("sha256:")
     assert [p.digest for p in read_records(record)] == [pub["digest"]]
+    # the registry's manifest is the build's artefact, byte for byte: the digest the build recorded
+    build = json.loads((tmp_path / "build" / "e2e.build.json").read_text())
+    assert pub["digest"] == build["artefact"]["digest"] and pub["layout"] == build["artefact"]["layout"]
+    assert pub["layers_pushed"] + pub["layers_present"] == len(build["artefact"]["layers"])
+    assert pub["layers_present"] == 0 and pub["pushed_bytes"] > 0  # a new repository: every layer sent
 
     # Forget every local name of it, then pull it back by digest: the same layers under the reproducible
     # config (the id the record names), labels carry the revision.
@@ -81,14 +84,13 @@ def test_publish_pull_back_record_and_inspect(
     assert r.code == 0 and "org.opencontainers.image.revision" in r.out and "helperdep" in r.out
 
     # A second publish of the same image appends; the first record stays.
-    pulled.tag(repository, image.rsplit(":", 1)[1])
-    r = cli("publish", "e2e", "--record", str(record), cwd=root)
+    r = cli("publish", "e2e", *pub_args(tmp_path), cwd=root)
     assert r.code == 0 and len(read_records(record)) == 2
     assert read_records(record)[1].digest == pub["digest"]
-    # the human summary: the reference verify takes, and what was sent said as compressed bytes
+    # the human summary: every layer already there, and last the reference verify takes
     said = r.out.splitlines()
-    assert f"  ref      {repository}@{pub['digest']}" in said, r.out
-    assert any(ln.startswith("  layers   ") and "after compression" in ln for ln in said), r.out
+    assert said[-1] == f"{repository}@{pub['digest']}", r.out
+    assert any(ln.startswith("  layers   0 sent (0 B), ") for ln in said), r.out
 
 
 def test_image_diff_from_installed_labels(
@@ -98,7 +100,7 @@ def test_image_diff_from_installed_labels(
     cleanup.images(repository)
     _, a = built(tmp_path / "a", cli, registry, repository=repository)
     root_b, b = built(tmp_path / "b", cli, registry, {"toplib": "0.4.0"}, repository=repository)
-    assert cli("publish", "e2e", "--record", str(tmp_path / "p.jsonl"), cwd=root_b).code == 0
+    assert cli("publish", "e2e", *pub_args(tmp_path / "b", tmp_path / "p.jsonl"), cwd=root_b).code == 0
     cleanup.manifest(registry, repository, read_records(tmp_path / "p.jsonl")[0].digest)
     docker_client.images.remove(b)  # from here on only the registry holds b
     rows = diff_installed(image_pins(a), image_pins(b))  # a from the engine, b from the registry
@@ -126,8 +128,9 @@ def test_registry_down_fails_publish_and_writes_no_record(
     record = tmp_path / "publications.jsonl"
     cleanup.images(image.rsplit(":", 1)[0])
     cleanup.images(down)
-    r = cli("publish", "e2e", "--repository", down, "--record", str(record), cwd=root)
+    r = cli("publish", "e2e", "--repository", down, *pub_args(tmp_path), cwd=root)
     assert r.code == 3, r.out + r.err
+    assert len([ln for ln in r.err.splitlines() if ln.startswith("error:")]) == 1
     # checked before anything is tagged or pushed; the cause in words, with the URL tried
     host = down.split("/", 1)[0]
     assert r.err.splitlines()[0] == (f"error: registry {host} unreachable at http://{host}/v2/: "
@@ -143,7 +146,7 @@ def test_registry_down_fails_publish_and_writes_no_record(
     profile.write_text(profile.read_text().replace('description = "stackctl image test stack"',
                                                    'description = "moved on"'))
     _relock(root)
-    r = cli("publish", "e2e", "--record", str(record), cwd=root)
+    r = cli("publish", "e2e", *pub_args(tmp_path), cwd=root)
     assert r.code == 1, r.out + r.err
     assert "was built from another profile or lock: io.stackctl.profile-digest" in r.err
     assert not record.exists()
@@ -169,7 +172,7 @@ def test_publish_under_another_repository_pushes_the_current_build(
     tag = image.rsplit(":", 1)[1]
     cleanup.images(image.rsplit(":", 1)[0])
     cleanup.images(other)
-    r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
+    r = cli("publish", "e2e", "--repository", other, *pub_args(tmp_path, tmp_path / "p.jsonl"), "--json", cwd=root)
     assert r.code == 0, r.out + r.err
     first = json.loads(r.out)
     cleanup.manifest(registry, other, first["digest"])
@@ -182,71 +185,12 @@ def test_publish_under_another_repository_pushes_the_current_build(
     assert r.code == 0, r.out + r.err
     rebuilt = json.loads(r.out)["image_id"]
     assert rebuilt != first["image_id"]
-    r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), "--json", cwd=root)
+    r = cli("publish", "e2e", "--repository", other, *pub_args(tmp_path, tmp_path / "p.jsonl"), "--json", cwd=root)
     assert r.code == 0, r.out + r.err
     second = json.loads(r.out)
     cleanup.manifest(registry, other, second["digest"])
     assert second["image_id"] == rebuilt and second["tag"] == f"{other}:{tag}"
     assert [p.image_id for p in read_records(tmp_path / "p.jsonl")] == [first["image_id"], rebuilt]
-
-
-class LyingRegistryEngine:
-    """Implements the Engine protocol with an engine whose registry hands back another image on pull."""
-
-    def __init__(self, local: ImageFacts, pulled: ImageFacts) -> None:
-        self.local, self.pulled, self.pushed = local, pulled, False
-
-    def build(self, context: Path, tag: str, on_step: Steps | None = None, *,
-              nocache: bool = False, proxy: str | None = None) -> BuildResult:
-        raise NotImplementedError
-
-    def wheel_server(self, root: Path, sha256: object) -> None:
-        return None
-
-    def facts(self, ref: str) -> ImageFacts | None:
-        return self.local
-
-    def push(self, repository: str, tag: str) -> str:
-        self.pushed = True
-        return "sha256:" + "a" * 64
-
-    def pull(self, ref: str) -> ImageFacts:
-        return self.pulled
-
-    def remove(self, ref: str) -> None:
-        pass
-
-    def tag(self, source: str, repository: str, tag: str) -> None:
-        raise NotImplementedError
-
-
-def test_pull_back_mismatch_writes_no_record(tmp_path: Path) -> None:
-    labels = (("io.stackctl.lock-digest", "sha256:1"), ("org.opencontainers.image.revision", "abc"))
-    local = ImageFacts("sha256:" + "1" * 64, labels, (), 1)
-    other = ImageFacts("sha256:" + "2" * 64, (("org.opencontainers.image.revision", "def"),), (), 1)
-    engine = LyingRegistryEngine(local, other)
-    record = tmp_path / "p.jsonl"
-    with pytest.raises(CheckFailed, match=r"pulled back is not what was pushed: image id sha256:2+ is not") as info:
-        pub = publish(engine, ImageRef("127.0.0.1:5000/x", "t"))
-        append_record(record, pub)
-    assert "label org.opencontainers.image.revision 'def' is not the pushed 'abc'" in str(info.value)
-    assert engine.pushed and not record.exists()
-    assert publish(LyingRegistryEngine(local, local), ImageRef("r/x", "t")).revision == "abc"
-
-
-def test_stale_local_image_is_never_pushed() -> None:
-    labels = (("io.stackctl.lock-digest", "sha256:1"), ("io.stackctl.profile-digest", "sha256:p1"),
-              ("org.opencontainers.image.revision", "abc"))
-    local = ImageFacts("sha256:" + "1" * 64, labels, (), 1)
-    engine = LyingRegistryEngine(local, local)
-    with pytest.raises(CheckFailed, match=r"built from another profile or lock: io\.stackctl\.profile-digest "
-                                          r"'sha256:p1' is not the current 'sha256:p2'"):
-        publish(engine, ImageRef("r/x", "t"), expect={"io.stackctl.profile-digest": "sha256:p2",
-                                                      "io.stackctl.lock-digest": "sha256:1"})
-    assert not engine.pushed
-    pub = publish(engine, ImageRef("r/x", "t"), expect={"io.stackctl.profile-digest": "sha256:p1",
-                                                        "io.stackctl.lock-digest": "sha256:1"})
-    assert engine.pushed and pub.lock_digest == "sha256:1"
 
 
 def test_a_record_that_cannot_be_written_stops_publish_before_any_push(
@@ -293,12 +237,13 @@ def test_a_failed_publish_under_another_repository_leaves_no_tag(
     cleanup.images(image.rsplit(":", 1)[0])
     cleanup.images(other)
     try:
-        r = cli("publish", "e2e", "--repository", other, "--record-dir", str(tmp_path / "rec"), cwd=root)
+        r = cli("publish", "e2e", "--repository", other, *pub_args(tmp_path), cwd=root)
         assert r.code == 3, r.out + r.err
-        assert "answered 500 for POST" in r.err and not (tmp_path / "rec" / "publications.jsonl").exists()
-        # the tag publish added for the push is gone again; the build's own tag is untouched
+        errors = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and errors[0].startswith("error: skopeo: the copy of ") and "500" in errors[0]
+        assert not (tmp_path / "publications.jsonl").exists() and "Traceback" not in r.err
+        # nothing is tagged anywhere, in the engine either
         assert not [t for i in docker_client.images.list() for t in i.tags if t.startswith(other)]
-        assert docker_client.images.get(image).id
     finally:
         server.shutdown()
         server.server_close()
@@ -340,11 +285,10 @@ def test_ctrl_c_during_a_stalled_upload_exits_130_at_once_and_commits_nothing(
     other = f"127.0.0.1:{server.server_address[1]}/stackctl-test/stalled"
     cleanup.images(image.rsplit(":", 1)[0])
     cleanup.images(other)
-    env = {**os.environ, "STACKCTL_CACHE_DIR": str(tmp_path / "cache")}  # no layer known: every one is sent
     proc = None
     try:
         proc = subprocess.Popen([sys.executable, "-m", "stackctl", "publish", "e2e", "--repository", other,
-                                 "--record-dir", str(tmp_path / "rec")], cwd=root, env=env,
+                                 *pub_args(tmp_path, tmp_path / "rec.jsonl")], cwd=root, env=dict(os.environ),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while not any(r.startswith("PATCH") for r in _StallingRegistry.requests) and time.monotonic() < deadline:
@@ -355,8 +299,10 @@ def test_ctrl_c_during_a_stalled_upload_exits_130_at_once_and_commits_nothing(
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 130, out + err
         assert time.monotonic() - interrupted < 5  # not after the stalled request's time-out
-        assert "Traceback" not in err and not (tmp_path / "rec" / "publications.jsonl").exists()
+        assert "Traceback" not in err and not (tmp_path / "rec.jsonl").exists()
         assert not [r for r in _StallingRegistry.requests if r.startswith("PUT")]  # no blob, manifest or tag
+        time.sleep(1)  # skopeo was ended with publish: it asks nothing more
+        assert not [r for r in _StallingRegistry.requests if r.startswith("PUT")]
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
@@ -365,17 +311,75 @@ def test_ctrl_c_during_a_stalled_upload_exits_130_at_once_and_commits_nothing(
         server.server_close()
 
 
-def test_publish_of_an_image_not_built_names_the_build_and_the_repository(
-        tmp_path: Path, cli: Cli, docker_client: Any, registry: str) -> None:
+def test_publish_of_an_image_not_built_names_the_build_record(tmp_path: Path, cli: Cli, registry: str) -> None:
     repository = f"{registry}/stackctl-test/{unique_tag('unbuilt')}"
     repo = make_stack_repo(tmp_path, "e2e", repository)
-    r = cli("publish", "e2e", "--record", str(tmp_path / "p.jsonl"), cwd=repo.root)
+    r = cli("publish", "e2e", *pub_args(tmp_path), cwd=repo.root)
     assert r.code == 2 and "Traceback" not in r.err
     assert [ln for ln in r.err.splitlines() if ln.startswith("error:")] == [
-        f"error: {repository}:py3.11_core_2.0.0_vendor1_top_0.3.0: no such image in the engine; run `stackctl "
-        "build e2e` first; if it was built with --repository, pass publish the same --repository"]
-    other = f"{registry}/stackctl-test/{unique_tag('elsewhere')}"
-    r = cli("publish", "e2e", "--repository", other, "--record", str(tmp_path / "p.jsonl"), cwd=repo.root)
-    assert r.code == 2
-    assert f"no such image in the engine; run `stackctl build e2e --repository {other}` first" in r.err
-    assert not (tmp_path / "p.jsonl").exists()
+        f"error: {tmp_path / 'build' / 'e2e.build.json'}: no build record; run `stackctl build` first"]
+    assert not (tmp_path / "publications.jsonl").exists()
+
+
+def test_publish_needs_no_engine_and_verify_reads_the_registry_alone(
+        tmp_path: Path, cli: Cli, cleanup: Cleanup, base_image: str, registry: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    root, image = built(tmp_path, cli, registry)
+    repository = image.rsplit(":", 1)[0]
+    cleanup.images(repository)
+    # the engine that built it is gone: publish reads the layout alone
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    r = cli("publish", "e2e", *pub_args(tmp_path), "--json", cwd=root)
+    assert r.code == 0, r.out + r.err
+    pub = json.loads(r.out)
+    cleanup.manifest(registry, repository, pub["digest"])
+    lock = root / "stacks" / "e2e.lock"
+    r = cli("verify", pub["tag"].rsplit(":", 1)[0] + "@" + pub["digest"], "--lock", str(lock), "--json")
+    assert r.code == 0, r.out + r.err
+    assert Registry().manifest(repository, image.rsplit(":", 1)[1]) is not None
+
+
+def _forger(kind: str) -> Any:
+    """Edits the registry's answers about the image publish just copied: the manifest read back by digest,
+    the config's size, or the first layer's size."""
+    def edit(method: str, path: str, status: int, headers: dict[str, str], body: bytes) -> Any:
+        if status >= 300:
+            return status, headers, body
+        if kind == "manifest" and method == "GET" and "/manifests/sha256:" in path:
+            doc = json.loads(body)
+            if doc.get("layers"):
+                doc["annotations"] = {"forged": "yes"}
+                body = json.dumps(doc).encode()  # no longer the digest it is served as
+                headers = {k: v for k, v in headers.items() if k.lower() != "docker-content-digest"}
+                return status, headers, body
+        if kind in ("config", "layer") and method == "HEAD" and "/blobs/sha256:" in path:
+            digest = path.rsplit("/", 1)[1]
+            if digest in edit.targets:  # type: ignore[attr-defined]
+                return status, {**headers, "Content-Length": str(int(headers.get("Content-Length", "0")) + 1)}, body
+        return status, headers, body
+    edit.targets = set()  # type: ignore[attr-defined]
+    return edit
+
+
+@pytest.mark.parametrize("kind", ["manifest", "config", "layer"])
+def test_a_forged_copy_is_caught_and_the_tag_does_not_move(
+        tmp_path: Path, cli: Cli, cleanup: Cleanup, base_image: str, registry: str, kind: str) -> None:
+    from tests.support.regproxy import registry_proxy
+
+    root, image = built(tmp_path, cli, registry)
+    cleanup.images(image.rsplit(":", 1)[0])
+    art = json.loads((tmp_path / "build" / "e2e.build.json").read_text())["artefact"]
+    edit = _forger(kind)
+    edit.targets.update({art["config"]} if kind == "config" else {art["layers"][-1]})
+    with registry_proxy(registry, edit) as (host, seen):
+        name = f"stackctl-test/{unique_tag('forged')}"
+        r = cli("publish", "e2e", "--repository", f"{host}/{name}", *pub_args(tmp_path), cwd=root)
+        assert r.code == 1, r.out + r.err
+        errors = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in r.err, r.err
+        assert "in the registry is not what was built" in errors[0], errors[0]
+        assert ("does not hash to" if kind == "manifest" else "bytes in the registry") in errors[0], errors[0]
+        assert not [s for s in seen if s.startswith("PUT") and "/manifests/" in s and "sha256" not in s]
+    cleanup.manifest(registry, f"{registry}/{name}", art["digest"])
+    assert Registry().manifest(f"{registry}/{name}", image.rsplit(":", 1)[1]) is None  # no tag
+    assert not (tmp_path / "publications.jsonl").exists()

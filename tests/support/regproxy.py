@@ -1,0 +1,76 @@
+"""A registry proxy on loopback with write access to what passes: every request forwarded to the real
+registry (chunked uploads included, as skopeo sends them), each answer through `edit`, which may change it
+(a forger between publish and the registry) or fail it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import requests
+
+# (method, path without query, status, headers, body) -> the same, changed or not
+Edit = Callable[[str, str, int, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
+
+
+def _body(handler: BaseHTTPRequestHandler) -> bytes:
+    if handler.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        out = bytearray()
+        while True:
+            size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return bytes(out)
+            out += handler.rfile.read(size)
+            handler.rfile.readline()
+    return handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+
+
+@contextmanager
+def registry_proxy(upstream: str, edit: Edit) -> Iterator[tuple[str, list[str]]]:
+    """(host:port of the proxy, the requests seen as "METHOD /path") for the block's duration."""
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _forward(self) -> None:
+            path = self.path.split("?")[0]
+            with lock:
+                seen.append(f"{self.command} {path}")
+            body = _body(self)
+            skip = ("content-length", "connection", "transfer-encoding")
+            # the Host header kept: the registry's upload Locations then name the proxy, not itself
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
+            r = requests.request(self.command, f"http://{upstream}{self.path}", headers=headers, data=body,
+                                 allow_redirects=False, timeout=120)
+            out = {k: v for k, v in r.headers.items() if k.lower() not in (*skip, "content-encoding")}
+            status, out, content = edit(self.command, path, r.status_code, out, r.content)
+            self.send_response(status)
+            for k, v in out.items():
+                self.send_header(k, v)
+            length = out.get("Content-Length") or (r.headers.get("Content-Length") if self.command == "HEAD" else None)
+            if "Content-Length" not in out:
+                self.send_header("Content-Length", length or str(len(content)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(content)
+
+        do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
