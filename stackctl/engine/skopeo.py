@@ -34,8 +34,18 @@ def skopeo() -> str:
 
 
 def _last_line(text: str) -> str:
+    """skopeo's own message (the `msg` of its last log line), the query strings of the URLs in it dropped:
+    an upload's state token says nothing to a reader and fills the line."""
+    import re
+
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:400] if lines else "no message"
+    if not lines:
+        return "no message"
+    last = lines[-1]
+    found = re.search(r'msg="((?:[^"\\]|\\.)*)"', last)
+    if found:
+        last = found.group(1).replace('\\"', '"')
+    return re.sub(r"\?[^\s\":]*", "", last)[:500]
 
 
 def run_skopeo(argv: Sequence[str], *, what: str, timeout: float = 3600.0) -> str:
@@ -101,4 +111,4 @@ def copy_to_registry(layout: Path, host: str, repository: str, digest: str) -> N
         if insecure(host):
             argv.append("--dest-tls-verify=false")
         argv += [f"oci:{layout}", f"docker://{repository}@{digest}"]
-        run_skopeo(argv, what=f"copy of {layout} to {repository}@{digest}")
+        run_skopeo(argv, what=f"copy to {repository}@{digest[:19]}")

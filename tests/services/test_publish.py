@@ -240,7 +240,7 @@ def test_a_failed_publish_under_another_repository_leaves_no_tag(
         r = cli("publish", "e2e", "--repository", other, *pub_args(tmp_path), cwd=root)
         assert r.code == 3, r.out + r.err
         errors = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
-        assert len(errors) == 1 and errors[0].startswith("error: skopeo: the copy of ") and "500" in errors[0]
+        assert len(errors) == 1 and errors[0].startswith("error: skopeo: the copy to ") and "500" in errors[0]
         assert not (tmp_path / "publications.jsonl").exists() and "Traceback" not in r.err
         # nothing is tagged anywhere, in the engine either
         assert not [t for i in docker_client.images.list() for t in i.tags if t.startswith(other)]
@@ -343,7 +343,7 @@ def _forger(kind: str) -> Any:
     """Edits the registry's answers about the image publish just copied: the manifest read back by digest,
     the config's size, or the first layer's size."""
     def edit(method: str, path: str, status: int, headers: dict[str, str], body: bytes) -> Any:
-        if status >= 300:
+        if status == 0 or status >= 300:
             return status, headers, body
         if kind == "manifest" and method == "GET" and "/manifests/sha256:" in path:
             doc = json.loads(body)

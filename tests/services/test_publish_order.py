@@ -1,6 +1,6 @@
-"""Publish order on the real registry: blobs and manifest by digest, the check, SBOM and provenance, and
-only then the tag. A proxy in front of the registry fails one kind of request per run: the tag stays
-where it was, no record is written; the run after the last failure moves it."""
+"""Publish order on the real registry: the layout's blobs and manifest by digest (skopeo), the check, SBOM
+and provenance, and only then the tag. A proxy in front of the registry fails one kind of request per
+run: the tag stays where it was, no record is written; the run after the last failure moves it."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from stackctl.engine.registry import Registry
 from stackctl.image.attest import EMPTY_CONFIG, OCI_MANIFEST, canonical
@@ -21,6 +19,7 @@ from tests.conftest import Result
 from tests.support.engine import unique_tag
 from tests.support.imagestack import make_stack_repo
 from tests.support.imagetest import delete_from_registry, remove_images
+from tests.support.regproxy import registry_proxy
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +27,7 @@ pytestmark = pytest.mark.integration
 STEPS = [
     ("start a layer upload", "POST", r"/blobs/uploads/$"),
     ("send a layer's bytes", "PATCH", r"/blobs/uploads/"),
+    ("close a layer's upload", "PUT", r"/blobs/uploads/"),
     ("put the manifest by digest", "PUT", r"/manifests/sha256:"),
     ("read the manifest back", "GET", r"/manifests/sha256:"),
     ("read the config back", "GET", r"/blobs/sha256:"),
@@ -37,66 +37,27 @@ STEPS = [
 ]
 
 
+INJECTED = b'{"errors":[{"code":"UNKNOWN","message":"injected"}]}'
+
+
 class Faults:
     def __init__(self) -> None:
         self.fail: tuple[str, str] | None = None  # (method, pattern): the next such request gets a 500
-        self.seen: list[str] = []
         self.lock = threading.Lock()
 
-    def take(self, method: str, path: str) -> bool:
-        with self.lock:
-            self.seen.append(f"{method} {path}")
-            if self.fail and method == self.fail[0] and re.search(self.fail[1], path):
+    def edit(self, method: str, path: str, status: int, headers: dict[str, str], body: bytes) -> Any:
+        with self.lock:  # asked before forwarding (status 0): a failed request never reaches the registry
+            if status == 0 and self.fail and method == self.fail[0] and re.search(self.fail[1], path):
                 self.fail = None
-                return True
-            return False
-
-
-def proxy(upstream: str, faults: Faults) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def _forward(self) -> None:
-            path = self.path.split("?")[0]
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if faults.take(self.command, path):
-                self._send(500, {}, b'{"errors":[{"code":"UNKNOWN","message":"injected"}]}')
-                return
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "connection")}
-            r = requests.request(self.command, f"http://{upstream}{self.path}", headers=headers, data=body,
-                                 allow_redirects=False, timeout=60)
-            out = {k: v for k, v in r.headers.items()
-                   if k.lower() not in ("content-length", "connection", "transfer-encoding")}
-            length = r.headers.get("Content-Length") if self.command == "HEAD" else None
-            self._send(r.status_code, out, r.content, length)
-
-        def _send(self, code: int, headers: dict[str, str], body: bytes, length: str | None = None) -> None:
-            self.send_response(code)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", length or str(len(body)))  # a HEAD's is the blob's
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+                return 500, {"Content-Type": "application/json"}, INJECTED
+        return status, headers, body
 
 
 @pytest.fixture
-def faulty(registry: str) -> Iterator[tuple[str, Faults]]:
+def faulty(registry: str) -> Iterator[tuple[str, Faults, list[str]]]:
     faults = Faults()
-    server = proxy(registry, faults)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}", faults
-    finally:
-        server.shutdown()
-        server.server_close()
+    with registry_proxy(registry, faults.edit) as (host, seen):
+        yield host, faults, seen
 
 
 def tag_digest(registry: str, name: str, tag: str) -> str | None:
@@ -106,8 +67,8 @@ def tag_digest(registry: str, name: str, tag: str) -> str | None:
 
 def test_each_failing_step_leaves_the_tag_where_it_was(
         tmp_path: Path, cli: Callable[..., Result], docker_client: Any, base_image: str, registry: str,
-        faulty: tuple[str, Faults]) -> None:
-    host, faults = faulty
+        faulty: tuple[str, Faults, list[str]]) -> None:
+    host, faults, seen = faulty
     name = f"stackctl-test/{unique_tag('order')}"
     repo = make_stack_repo(tmp_path, "e2e", f"{host}/{name}", nonce=unique_tag("n"))
     r = cli("build", "e2e", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "b"), "--json",
@@ -125,25 +86,28 @@ def test_each_failing_step_leaves_the_tag_where_it_was(
     published: list[str] = [earlier]
     try:
         for step, method, pattern in STEPS:
-            faults.fail, faults.seen = (method, pattern), []
-            r = cli("publish", "e2e", "--record", str(record), cwd=repo.root)
-            assert faults.fail is None, f"{step}: publish made no such request: {faults.seen}"
+            faults.fail = (method, pattern)
+            seen.clear()
+            r = cli("publish", "e2e", "--record-dir", str(tmp_path / "b"), "--record", str(record), cwd=repo.root)
+            assert faults.fail is None, f"{step}: publish made no such request: {seen}"
             assert r.code == 3, f"{step}: {r.out}{r.err}"
             last = r.err.strip().splitlines()[-1]  # after the progress lines
             assert last.startswith("error: ") and "500" in last and "Traceback" not in r.err, r.err
             assert tag_digest(registry, name, tag) == earlier, f"{step} failed, yet the tag moved"
             assert not record.exists()
-        faults.fail, faults.seen = None, []
-        r = cli("publish", "e2e", "--record", str(record), "--json", cwd=repo.root)
+        faults.fail = None
+        seen.clear()
+        r = cli("publish", "e2e", "--record-dir", str(tmp_path / "b"), "--record", str(record), "--json",
+                cwd=repo.root)
         assert r.code == 0, r.out + r.err
         pub = json.loads(r.out)
         published.append(pub["digest"])
         assert tag_digest(registry, name, tag) == pub["digest"]
         # The tag is the last write of the publish: after the image, its check and both attachments.
-        writes = [s for s in faults.seen if s.startswith("PUT /v2/") and "/manifests/" in s]
+        writes = [s for s in seen if s.startswith("PUT /v2/") and "/manifests/" in s]
         assert writes[-1] == f"PUT /v2/{name}/manifests/{tag}" and len(writes) == 4, writes
         # Every layer was uploaded by the failed runs already: this one sent none again.
-        assert pub["layers_pushed"] == 0 and not [s for s in faults.seen if s.startswith("PATCH")]
+        assert pub["layers_pushed"] == 0 and not [s for s in seen if s.startswith("PATCH")]
     finally:
         remove_images(docker_client, f"{host}/{name}")
         for digest in published:

@@ -199,8 +199,11 @@ def test_signed_publication_verifies_and_a_forged_image_fails_key_and_rebuild(
     assert rebuilt["revision"] == pub["revision"] and rebuilt["seconds"] > 0 and rebuilt["compared"]
     assert rebuilt["rebuilt_config"] == pub["config_digest"]  # the original's config, made again
     assert rebuilt["rebuilt_layers"] == rebuilt["registry_layers"][:-1]
+    # the check is the manifest digest: the rebuilt layout's is the original's, not the forged image's
+    assert rebuilt["rebuilt_digest"] == digest and rebuilt["registry_digest"] == forged
     diffs = [d for d in rebuilt["differences"]]
-    assert len(diffs) == 2 and diffs[0].startswith("the rebuilt config is") and diffs[1].startswith(
+    assert len(diffs) == 3 and diffs[0] == f"the rebuilt manifest is {digest}, the registry's {forged}"
+    assert diffs[1].startswith("the rebuilt config is") and diffs[2].startswith(
         f"layer {len(rebuilt['registry_layers'])}: registry sha256:")
     assert "rebuild" in failed(r)
     # Nothing of the rebuild stays behind in the engine.

@@ -1,6 +1,7 @@
 """A registry proxy on loopback with write access to what passes: every request forwarded to the real
 registry (chunked uploads included, as skopeo sends them), each answer through `edit`, which may change it
-(a forger between publish and the registry) or fail it."""
+(a forger between publish and the registry) or fail it. `edit` is asked first with status 0, before the
+request is forwarded: an answer with another status is given instead, and the registry never sees it."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ def registry_proxy(upstream: str, edit: Edit) -> Iterator[tuple[str, list[str]]]
             with lock:
                 seen.append(f"{self.command} {path}")
             body = _body(self)
+            status, out, content = edit(self.command, path, 0, {}, b"")
+            if status:
+                self._answer(status, out, content, None)
+                return
             skip = ("content-length", "connection", "transfer-encoding")
             # the Host header kept: the registry's upload Locations then name the proxy, not itself
             headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
@@ -51,12 +56,14 @@ def registry_proxy(upstream: str, edit: Edit) -> Iterator[tuple[str, list[str]]]
                                  allow_redirects=False, timeout=120)
             out = {k: v for k, v in r.headers.items() if k.lower() not in (*skip, "content-encoding")}
             status, out, content = edit(self.command, path, r.status_code, out, r.content)
+            self._answer(status, out, content, r.headers.get("Content-Length") if self.command == "HEAD" else None)
+
+        def _answer(self, status: int, out: dict[str, str], content: bytes, head_length: str | None) -> None:
             self.send_response(status)
             for k, v in out.items():
                 self.send_header(k, v)
-            length = out.get("Content-Length") or (r.headers.get("Content-Length") if self.command == "HEAD" else None)
-            if "Content-Length" not in out:
-                self.send_header("Content-Length", length or str(len(content)))
+            if "Content-Length" not in out:  # a HEAD's is the blob's
+                self.send_header("Content-Length", head_length or str(len(content)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(content)
