@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -48,11 +48,13 @@ def _last_line(text: str) -> str:
     return re.sub(r"\?[^\s\":]*", "", last)[:500]
 
 
-def run_skopeo(argv: Sequence[str], *, what: str, timeout: float = 3600.0) -> str:
+def run_skopeo(argv: Sequence[str], *, what: str, timeout: float = 3600.0,
+               env: Mapping[str, str] | None = None) -> str:
     """skopeo's stdout; a failure is a ServiceError naming `what` and skopeo's own last line (its messages
     carry no secret: credentials reach it only through the auth file)."""
     try:
-        proc = subprocess.run([skopeo(), *argv], capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run([skopeo(), *argv], capture_output=True, text=True, timeout=timeout, check=False,
+                              env={**os.environ, **env} if env is not None else None)
     except subprocess.TimeoutExpired:
         raise ServiceError(f"skopeo: the {what} did not finish in {timeout:.0f} s") from None
     except OSError as exc:
@@ -111,4 +113,7 @@ def copy_to_registry(layout: Path, host: str, repository: str, digest: str) -> N
         if insecure(host):
             argv.append("--dest-tls-verify=false")
         argv += [f"oci:{layout}", f"docker://{repository}@{digest}"]
-        run_skopeo(argv, what=f"copy to {repository}@{digest[:19]}")
+        # DOCKER_CONFIG at the auth file's private folder: skopeo would otherwise also read the user's Docker
+        # config and run its credential helpers itself, where stackctl's own resolution (and its silence on
+        # a helper's stderr) is the one that counts
+        run_skopeo(argv, what=f"copy to {repository}@{digest[:19]}", env={"DOCKER_CONFIG": str(auth.parent)})

@@ -383,3 +383,37 @@ def test_a_forged_copy_is_caught_and_the_tag_does_not_move(
     cleanup.manifest(registry, f"{registry}/{name}", art["digest"])
     assert Registry().manifest(f"{registry}/{name}", image.rsplit(":", 1)[1]) is None  # no tag
     assert not (tmp_path / "publications.jsonl").exists()
+
+
+def test_a_registry_login_reaches_skopeo_and_nothing_else(
+        tmp_path: Path, cli: Cli, cleanup: Cleanup, base_image: str, registry: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+
+    from tests.support.regproxy import registry_proxy
+
+    secret = "pr0xy-s3cret-" + unique_tag("p")
+    root, image = built(tmp_path, cli, registry)
+    cleanup.images(image.rsplit(":", 1)[0])
+    config, scratch = tmp_path / "docker", tmp_path / "scratch"
+    config.mkdir()
+    scratch.mkdir()
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    monkeypatch.setenv("TMPDIR", str(scratch))  # where the private auth file lives while skopeo runs
+    with registry_proxy(registry, login=("robot", secret)) as (host, seen):
+        name = f"stackctl-test/{unique_tag('login')}"
+        # no login for it: refused by the registry, one line, exit 3, no tag
+        r = cli("publish", "e2e", "--repository", f"{host}/{name}", *pub_args(tmp_path), cwd=root)
+        assert r.code == 3 and len([ln for ln in r.err.splitlines() if ln.startswith("error:")]) == 1, r.err
+        auth = base64.b64encode(f"robot:{secret}".encode()).decode()
+        (config / "config.json").write_text(json.dumps({"auths": {host: {"auth": auth}}}))
+        r = cli("publish", "e2e", "--repository", f"{host}/{name}", *pub_args(tmp_path), "--json", cwd=root)
+        assert r.code == 0, r.out + r.err
+        digest = json.loads(r.out)["digest"]
+        assert [s for s in seen if s.startswith("PATCH") or s.startswith("PUT")]  # skopeo logged in to send
+    cleanup.manifest(registry, f"{registry}/{name}", digest)
+    assert Registry().manifest(f"{registry}/{name}", image.rsplit(":", 1)[1]) is not None
+    records = [tmp_path / "publications.jsonl", tmp_path / "build" / "e2e.build.json"]
+    for text in [r.out, r.err, *(p.read_text() for p in records)]:
+        assert secret not in text and auth not in text
+    assert list(scratch.iterdir()) == []  # the auth file and its folder are gone

@@ -32,8 +32,15 @@ def _body(handler: BaseHTTPRequestHandler) -> bytes:
 
 
 @contextmanager
-def registry_proxy(upstream: str, edit: Edit) -> Iterator[tuple[str, list[str]]]:
-    """(host:port of the proxy, the requests seen as "METHOD /path") for the block's duration."""
+def registry_proxy(upstream: str, edit: Edit | None = None, *,
+                   login: tuple[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
+    """(host:port of the proxy, the requests seen as "METHOD /path") for the block's duration. With `login`
+    (user, password) every request without that Basic authorization is answered 401, as a registry with
+    an htpasswd file does."""
+    import base64
+
+    edit = edit or (lambda m, p, status, headers, body: (status, headers, body))
+    wanted = "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode() if login else None
     seen: list[str] = []
     lock = threading.Lock()
 
@@ -45,11 +52,15 @@ def registry_proxy(upstream: str, edit: Edit) -> Iterator[tuple[str, list[str]]]
             with lock:
                 seen.append(f"{self.command} {path}")
             body = _body(self)
+            if wanted is not None and self.headers.get("Authorization") != wanted:
+                self._answer(401, {"WWW-Authenticate": 'Basic realm="stackctl-test"',
+                                   "Docker-Distribution-API-Version": "registry/2.0"}, b"{}", None)
+                return
             status, out, content = edit(self.command, path, 0, {}, b"")
             if status:
                 self._answer(status, out, content, None)
                 return
-            skip = ("content-length", "connection", "transfer-encoding")
+            skip = ("content-length", "connection", "transfer-encoding", "authorization")
             # the Host header kept: the registry's upload Locations then name the proxy, not itself
             headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
             r = requests.request(self.command, f"http://{upstream}{self.path}", headers=headers, data=body,
