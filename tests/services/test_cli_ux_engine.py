@@ -23,8 +23,7 @@ def test_inventory_into_a_directory_is_one_line(cli: Cli, docker_client: Any, ba
 
 
 @pytest.mark.parametrize("command", [["inventory", "stackctl-base:bookworm", "--out", "inv.json"],
-                                     ["inspect", "stackctl-base:bookworm"],
-                                     ["publish", "public-example"]])
+                                     ["inspect", "stackctl-base:bookworm"]])
 def test_an_unreachable_engine_reads_the_same_everywhere(cli: Cli, monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path, command: list[str]) -> None:
     (tmp_path / "stacks").mkdir()

@@ -63,7 +63,7 @@ def test_public_example_resolves_checks_builds_and_publishes(
         layers = docker_client.images.get(record["image"]).attrs["RootFS"]["Layers"]
 
         p = cli("publish", "public-example", "--repository", repository, "--record", str(tmp_path / "pub.jsonl"),
-                "--json", cwd=repo)
+                "--record-dir", str(tmp_path / "build"), "--json", cwd=repo)
         assert p.code == 0, p.out + p.err
         digest = json.loads(p.out)["digest"]
         cleanup.manifest(registry, repository, digest)

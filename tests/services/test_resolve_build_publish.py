@@ -60,7 +60,8 @@ def test_served_stack_resolves_builds_gates_and_publishes(
         assert any(p.startswith("/files/corelib-") for _, p, _ in vendor.log)
         image = record["image"]
 
-        r = cli("publish", "e2e", "--record", str(tmp_path / "pub.jsonl"), "--json", cwd=repo.root)
+        r = cli("publish", "e2e", "--record", str(tmp_path / "pub.jsonl"), "--record-dir", str(tmp_path / "build"),
+                "--json", cwd=repo.root)
         assert r.code == 0, r.out + r.err
         pub = json.loads(r.out)
         digest = pub["digest"]
