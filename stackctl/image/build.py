@@ -158,13 +158,14 @@ def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, re
     from stackctl.image.layout import LayoutEngine, build_artefact
 
     record_path = req.record_dir / f"{stack}.build.json"
-    # the artefact publish copies to the registry: the image's OCI layout, its digest final here (an engine
-    # wrapper that cannot copy its image out records none; publish then asks for a build that does)
-    if isinstance(engine, LayoutEngine):
-        record["artefact"] = build_artefact(engine, image, req.record_dir / stack / "oci", record["labels"]).record()
+    # the artefact publish copies to the registry: the image's OCI layout, its digest final here. The
+    # matrix's cache-from wrapper does not forward `layout` yet: the engine it wraps copies the image out.
+    source = engine if isinstance(engine, LayoutEngine) else getattr(engine, "_inner", None)
+    if isinstance(source, LayoutEngine):
+        record["artefact"] = build_artefact(source, image, req.record_dir / stack / "oci", record["labels"]).record()
         if isinstance(record.get("stack_image"), dict):  # [image.app]: the stack image beneath, published first
             below = record["stack_image"]
-            below["artefact"] = build_artefact(engine, below["image"], req.record_dir / stack / "oci-stack",
+            below["artefact"] = build_artefact(source, below["image"], req.record_dir / stack / "oci-stack",
                                                below["labels"]).record()
     try:
         write_atomic(record_path, dumps(record) + "\n")
