@@ -3,8 +3,13 @@
 The engine hands the image over through its own API (the `docker save` stream skopeo reads), so this works
 against any engine skopeo can reach, local or remote, whatever its store; nothing reads the engine's data
 root. skopeo writes gzip layers with its own compressor: two copies of one image give one manifest digest
-(measured with Debian 12's skopeo 1.9.3 on engine 20.10), so the digest depends on the image and skopeo,
-not on the run.
+(measured with Debian 12's skopeo 1.9.3 on engine 20.10 and on Docker 26.1, both stores), so the digest
+depends on the image and skopeo, not on the run.
+
+Debian 12's skopeo speaks engine API 1.22, which Docker 25 and later refuse (their minimum is 1.24), and it
+cannot be told another. There the same stream is read through the docker SDK (which negotiates the
+version) into a file beside the layout and skopeo copies that (`docker-archive:`): the bytes skopeo reads
+are the same either way, so is the digest.
 """
 
 from __future__ import annotations
@@ -19,6 +24,26 @@ from stackctl.errors import ServiceError
 from stackctl.image.artefact import Artefact, read_layout
 
 MADE_BY = "a copy of the engine's image (skopeo docker-daemon: to oci:)"
+TOO_OLD = "is too old. Minimum supported API version"  # the engine's answer to skopeo 1.9's API 1.22
+
+
+def _save(image: str, host: str | None, out: Path) -> None:
+    """The engine's export of `image` (`docker save`) into `out`, through the SDK."""
+    import docker
+    import docker.errors
+    import requests
+
+    try:
+        client = docker.DockerClient(base_url=host, version="auto", timeout=600) if host else \
+            docker.from_env(version="auto", timeout=600)
+        try:
+            with open(out, "wb") as fh:
+                for chunk in client.api.get_image(image, chunk_size=1 << 20):
+                    fh.write(chunk)
+        finally:
+            client.close()
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise ServiceError(f"the engine's export of {image} failed: {exc}") from None
 
 
 def daemon_host(host: str | None) -> str | None:
@@ -37,8 +62,16 @@ def copy_to_layout(image: str, dest: Path, *, host: str | None = None) -> Artefa
         where = daemon_host(host)
         if where:
             argv += ["--src-daemon-host", where]
-        argv += [f"docker-daemon:{image}", f"oci:{tmp / 'layout'}"]
-        run_skopeo(argv, what=f"copy of {image} from the engine")
+        try:
+            run_skopeo([*argv, f"docker-daemon:{image}", f"oci:{tmp / 'layout'}"],
+                       what=f"copy of {image} from the engine")
+        except ServiceError as exc:
+            if TOO_OLD not in str(exc):
+                raise
+            shutil.rmtree(tmp / "layout", ignore_errors=True)
+            _save(image, where, tmp / "image.tar")
+            run_skopeo(["copy", "--quiet", f"docker-archive:{tmp / 'image.tar'}", f"oci:{tmp / 'layout'}"],
+                       what=f"copy of {image} from the engine's export")
         read_layout(tmp / "layout", made_by=MADE_BY)  # a bad copy never replaces a good one
         old = None
         if dest.exists():
