@@ -232,8 +232,13 @@ def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str
     class Engine(DockerEngine):
         def build(self, *args: Any, **kwargs: Any) -> Any:
             result = super().build(*args, **kwargs)
-            marks.append((time.perf_counter() - t0, "after the build: inspect, write the record"))
+            marks.append((time.perf_counter() - t0, "after the build: inspect, the gate's lines"))
             return result
+
+        def layout(self, *args: Any, **kwargs: Any) -> Any:
+            got = super().layout(*args, **kwargs)
+            marks.append((time.perf_counter() - t0, "the image copied into its OCI layout (skopeo)"))
+            return got
 
     engine = Engine()
 
@@ -246,7 +251,9 @@ def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str
     attrs = engine.client.api.inspect_image(built.result.image_id)
     return seconds, {"tag": built.image, "id": built.result.image_id, "steps": built.result.steps,
                      "cached": built.result.cached_steps, "layers": attrs["RootFS"]["Layers"],
-                     "size": attrs["Size"], "step_seconds": steps, "wheels": built.record["wheels"]}
+                     "size": attrs["Size"], "step_seconds": steps, "wheels": built.record["wheels"],
+                     "record": built.record_path,
+                     "layout_s": sum(d for d, what in steps if what.startswith("the image copied"))}
 
 
 def peer_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str, Any]]:
