@@ -311,6 +311,9 @@ def append_record(path: Path, pub: Publication) -> None:
                            f"{pub.pinned_ref} was pushed") from None
 
 
+_FIELDS = frozenset(Publication.__dataclass_fields__)
+
+
 def read_records(path: Path) -> list[Publication]:
     if not path.exists():
         return []
@@ -320,7 +323,9 @@ def read_records(path: Path) -> list[Publication]:
             try:
                 data = json.loads(line)
                 data["verified"] = tuple(data.get("verified") or ())
-                out.append(Publication(**data))
+                # records of earlier versions carry fields the layout copy no longer knows (engine_digest,
+                # layers_read_from): kept in the file, not read
+                out.append(Publication(**{k: v for k, v in data.items() if k in _FIELDS}))
             except (ValueError, TypeError) as exc:
                 raise InputError(f"{path}:{n}: not a publication record ({exc})") from None
     return out

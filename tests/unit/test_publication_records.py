@@ -1,0 +1,55 @@
+"""The publication record read back, old and new; skopeo's message and auth file as publish hands them over."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from stackctl.engine import skopeo
+from stackctl.image.publish import read_records
+
+
+def test_a_record_of_an_earlier_version_is_still_read(tmp_path: Path) -> None:
+    old = {"tag": "r/x:t", "digest": "sha256:" + "a" * 64, "image_id": "sha256:" + "b" * 64, "revision": "abc",
+           "lock_digest": None, "stack": "x", "time": "2026-01-01T00:00:00Z", "verified": ["x"],
+           "engine_digest": "sha256:" + "c" * 64, "layers_read_from": "the engine's layer store"}
+    path = tmp_path / "publications.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    [pub] = read_records(path)
+    assert pub.digest == old["digest"] and pub.verified == ("x",) and pub.pinned_ref == f"r/x@{old['digest']}"
+
+
+def test_skopeo_says_its_message_without_the_upload_state() -> None:
+    line = ('time="2026-12-02T12:24:26Z" level=fatal msg="writing blob: uploading layer to '
+            'http://h:1/v2/x/blobs/uploads/9d?_state=AbC-x_y%3D: received unexpected HTTP status: 500 \\"x\\""')
+    assert skopeo._last_line("noise\n" + line) == (
+        'writing blob: uploading layer to http://h:1/v2/x/blobs/uploads/9d: received unexpected HTTP status: 500 "x"')
+
+
+def test_the_auth_file_is_private_holds_only_the_login_and_goes(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from stackctl.engine import credentials, registry
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(registry, "asks_login", lambda host: True)
+    monkeypatch.setattr(credentials, "resolve", lambda host: credentials.Login("robot", "s3cret", host))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    with skopeo.auth_file("reg.example:5000") as path:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert json.loads(path.read_text()) == {"auths": {"reg.example:5000": {"auth": "cm9ib3Q6czNjcmV0"}}}
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(registry, "asks_login", lambda host: False)  # no login asked: none looked up
+    monkeypatch.setattr(credentials, "resolve", lambda host: pytest.fail("a login was looked up"))
+    with skopeo.auth_file("reg.example:5000") as path:
+        assert json.loads(path.read_text()) == {"auths": {}}
+
+
+def test_loopback_and_marked_registries_go_without_tls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(skopeo.INSECURE_ENV, "reg.internal:5000, other:1")
+    assert skopeo.insecure("127.0.0.1:5000") and skopeo.insecure("localhost:5000") and skopeo.insecure("[::1]:5000")
+    assert skopeo.insecure("reg.internal:5000") and not skopeo.insecure("reg.internal:5001")
+    assert not skopeo.insecure("registry.example:443")
