@@ -75,8 +75,8 @@ def _json(path: Path, what: str) -> Any:
         return json.loads(path.read_bytes())
     except FileNotFoundError:
         raise InputError(f"{path}: no {what}; is {path.parent} an OCI image layout?") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: {what} unreadable: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
+        raise InputError(f"{path}: {what} unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def _blob(raw: Any, where: str) -> Blob:
@@ -90,6 +90,13 @@ def _blob(raw: Any, where: str) -> Blob:
     if not isinstance(media, str):
         raise InputError(f"{where}: descriptor of {digest} has no mediaType")
     return Blob(digest, size, media)
+
+
+def _loads(data: bytes, where: str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{where}: not a JSON document: {type(exc).__name__}") from None
 
 
 def _read_blob(layout: Path, blob: Blob, where: str) -> bytes:
@@ -119,7 +126,7 @@ def _image_manifest(layout: Path, index: Any, where: str, ref: str | None) -> Bl
         if annotations.get("vnd.docker.reference.type") == _ATTESTATION:
             continue
         if blob.media_type in INDEXES:
-            inner = json.loads(_read_blob(layout, blob, where))
+            inner = _loads(_read_blob(layout, blob, where), f"{where} -> {blob.digest}")
             images.append(_image_manifest(layout, inner, f"{where} -> {blob.digest}", None))
         elif blob.media_type in MANIFESTS:
             images.append(blob)
@@ -136,7 +143,7 @@ def read_layout(layout: Path, *, made_by: str = "", ref: str | None = None) -> A
         raise InputError(f"{layout / 'oci-layout'}: not an image layout of version 1.0.0")
     index_file = layout / "index.json"
     manifest = _image_manifest(layout, _json(index_file, "index.json"), str(index_file), ref)
-    body = json.loads(_read_blob(layout, manifest, str(index_file)))
+    body = _loads(_read_blob(layout, manifest, str(index_file)), f"{layout}: manifest {manifest.digest}")
     where = f"{layout}: manifest {manifest.digest}"
     if not isinstance(body, dict):
         raise InputError(f"{where}: not an object")

@@ -90,7 +90,11 @@ def stale(labels: Mapping[str, str], expect: Mapping[str, str]) -> list[str]:
 
 
 def _config(artefact: Artefact) -> dict[str, Any]:
-    data = json.loads(artefact.blob_path(artefact.config.digest).read_bytes())
+    try:
+        data = json.loads(artefact.blob_path(artefact.config.digest).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        raise InputError(f"{artefact.layout}: config {artefact.config.digest} is not a JSON document",
+                         hint="run `stackctl build` again, then publish") from None
     return data if isinstance(data, dict) else {}
 
 
