@@ -23,6 +23,7 @@ from stackctl.image.buildlog import BuildFailed, BuildResult, gate_result
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
 from stackctl.image.gatespec import left_for_app
+from stackctl.image.labels import LABEL_EPOCH
 from stackctl.image.prepare import Prepared, with_sbom
 from stackctl.image.protocols import Engine
 from stackctl.index.client import IndexClient
@@ -86,6 +87,15 @@ def kept_gate_lines(engine: Engine, image: str, freeze: str = INSTALLED_PATH) ->
     return BuildResult("", log, 0, 0).gate_lines if gate_result(log) is not None else ()
 
 
+def _epoch_arg(engine: Engine, prep: Prepared) -> dict[str, str] | None:
+    """SOURCE_DATE_EPOCH for BuildKit (its exporter dates the config, the history and, rewritten, the layers'
+    files from it); the classic builder is not given it: it would warn of an argument no step uses."""
+    if getattr(engine, "builder", "classic") != "buildkit" or prep.plan is None:
+        return None
+    epoch = dict(prep.plan.labels).get(LABEL_EPOCH)
+    return {"SOURCE_DATE_EPOCH": epoch} if epoch else None
+
+
 def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], None] | None = None,
                 on_step: Steps | None = None, on_fetch: Progress | None = None) -> Built:
     """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
@@ -118,7 +128,8 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
                                 served={f"groups/{k}" for k in served} if server else ())
         try:
             result = engine.build(ctx, str(image), on_step, nocache=req.no_cache,
-                                  proxy=server.proxy if server else None)
+                                  proxy=server.proxy if server else None, buildargs=_epoch_arg(engine, prep),
+                                  layout=req.record_dir / f"{stack.name}.oci")
         except BuildFailed as exc:
             if server is not None and server.refused:
                 raise CheckFailed(server.refused[0], hint="fetch the wheel again (`stackctl fetch`)") from exc
@@ -141,6 +152,8 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
               "steps": result.steps, "cached_steps": result.cached_steps,
               "gate": list(kept_gate_lines(engine, str(image)) if result.gate_cached else result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if server else "context",
+              "builder": getattr(engine, "builder", "classic"),
+              "artefact": result.artefact.record() if result.artefact is not None else None,
               "wheels_how": wheels_how,
               "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),
               "fingerprint": fp, "fingerprint_digest": fp.digest()}
