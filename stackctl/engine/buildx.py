@@ -19,7 +19,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from stackctl.base.progress import Steps
 from stackctl.engine.docker import DockerEngine
@@ -27,6 +27,7 @@ from stackctl.errors import ServiceError
 from stackctl.image.artefact import Artefact, read_layout
 from stackctl.image.buildlog import BuildResult, ImageFacts
 from stackctl.image.rawjson import Folder, documents, result_of
+from stackctl.image.render import WHEELS_CONTEXT
 
 # BuildKit's exporter options that make the layout's digest a function of the inputs alone
 REPRODUCIBLE = "rewrite-timestamp=true,compression=gzip,force-compression=true,oci-mediatypes=true"
@@ -56,6 +57,9 @@ class BuildxEngine:
             info = self.docker.client.info()
         status = dict(tuple(x) for x in (info.get("DriverStatus") or []) if isinstance(x, list) and len(x) == 2)
         self.containerd_store = status.get("driver-type") == CONTAINERD_STORE
+        # Named build contexts need the Dockerfile frontend 1.4 (BuildKit 0.10, Docker 23); 20.10 has v0.8
+        major = str(info.get("ServerVersion") or "0").split(".", 1)[0]
+        self.mounts: Literal["named", "context"] = "named" if major.isdigit() and int(major) >= 23 else "context"
         self.transfer = None
 
     def _env(self) -> dict[str, str]:
@@ -77,7 +81,10 @@ class BuildxEngine:
             argv = ["docker", "buildx", "build", "--progress=rawjson", "--metadata-file", str(meta)]
             for k, v in args.items():
                 argv += ["--build-arg", f"{k}={v}"]
-            for name, where in (contexts or {}).items():
+            named = dict(contexts or {})
+            if self.mounts == "named" and (context / "groups").is_dir():  # the render of `mounts` asks for it
+                named.setdefault(WHEELS_CONTEXT, context / "groups")
+            for name, where in named.items():
                 argv += ["--build-context", f"{name}={where}"]
             if nocache:
                 argv.append("--no-cache")
@@ -166,8 +173,8 @@ class BuildxEngine:
                        timeout: float = 600.0, **kw: Any) -> tuple[int, str, str, bytes | None]:
         return self.docker.run_with_files(image, files, argv, fetch=fetch, timeout=timeout, **kw)
 
-    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> str:
-        return "BuildKit mounts the wheels from a build context of their own"
+    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> None:
+        return None  # the install stages mount their wheels (`mounts`): no server
 
     def facts(self, ref: str) -> ImageFacts | None:
         return self.docker.facts(ref)

@@ -122,6 +122,14 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     if server is not None:
         assert prep.plan is not None
         prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, serve_wheels=True))
+    mounts = getattr(engine, "mounts", "")  # BuildKit's: the stages bind-mount the wheels
+    if mounts in ("named", "context"):
+        assert prep.plan is not None
+        prep = dataclasses.replace(prep, plan=dataclasses.replace(
+            prep.plan, mounts="named" if mounts == "named" else "context"))
+        wheels_how = ("mounted into the install stages from the build context `wheels`" if mounts == "named"
+                      else "mounted into the install stages from the build context (this BuildKit has no named "
+                      "contexts)")
     prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
     with server or contextlib.nullcontext():  # closed however the build ends (its port, its thread)
         digests = write_context(prep.rendered, wheels, ctx, on_wheel,
