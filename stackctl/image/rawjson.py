@@ -125,7 +125,9 @@ def result_of(stream: Stream, image_id: str, ok: bool) -> BuildResult:
     for _name, _, _, lines in stream.vertices:
         log.extend(lines)
     result = gate_result(log)
-    failed = next((v for v in stream.vertices if v[2]), None)
+    # the step that failed, not those BuildKit cancelled because it did
+    errors = [v for v in stream.vertices if v[2]]
+    failed = next((v for v in errors if "canceled" not in (v[2] or "")), errors[0] if errors else None)
     if failed is not None or not ok:
         if result is not None and result.failed:
             why = disagreement(log, result)
