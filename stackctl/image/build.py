@@ -133,11 +133,14 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
     with server or contextlib.nullcontext():  # closed however the build ends (its port, its thread)
         digests = write_context(prep.rendered, wheels, ctx, on_wheel,
-                                served={f"groups/{k}" for k in served} if server else ())
+                                served={f"groups/{k}" for k in served} if server else (),
+                                distinct_times=prep.plan is not None and bool(prep.plan.mounts))
         try:
             result = engine.build(ctx, str(image), on_step, nocache=req.no_cache,
                                   proxy=server.proxy if server else None, buildargs=_epoch_arg(engine, prep),
-                                  layout=req.record_dir / f"{stack.name}.oci")
+                                  # with an app on top, the published image is the final one: its layout
+                                  # takes STACK.oci, the stack image's goes beside it
+                                  layout=req.record_dir / f"{stack.name}{'.stack' if stack.app else ''}.oci")
         except BuildFailed as exc:
             if server is not None and server.refused:
                 raise CheckFailed(server.refused[0], hint="fetch the wheel again (`stackctl fetch`)") from exc
