@@ -67,6 +67,6 @@ def add_verbose(group: object) -> None:
                                               expose_value=False, callback=lambda _c, _p, v: seen(bool(v)),
                                               help="Show tracebacks for errors."))
 BuilderOpt = Annotated[str | None, typer.Option(
-    "--builder", metavar="auto|buildkit|classic", help="BuildKit (`docker buildx build`, an OCI layout as the "
-    "artefact) or the engine API's classic builder; auto: BuildKit when `docker buildx` runs (default: "
-    "STACKCTL_BUILDER, else auto).")]
+    "--builder", metavar="NAME", help="auto, buildkit or classic: BuildKit (`docker buildx build`, an OCI "
+    "layout as the artefact) or the engine API's classic builder; auto: BuildKit when `docker buildx` runs "
+    "(default: STACKCTL_BUILDER, else auto).")]
