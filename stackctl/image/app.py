@@ -246,6 +246,17 @@ def unlabelled(facts: ImageFacts | None, stack_id: str, engine: Engine) -> tuple
     return stack_id, ()
 
 
+def from_ref(engine: Engine, image_id: str, repository: str) -> str:
+    """What a FROM names to get the engine's image `image_id`: the id itself for the classic builder; for BuildKit,
+    whose frontend reads `sha256:...` as an image to pull from Docker Hub, a local tag of it under the image's
+    repository (REPOSITORY:stackctl-from-ID12, removed with the repository's images)."""
+    if getattr(engine, "builder", "classic") != "buildkit":
+        return image_id
+    tag = f"stackctl-from-{image_id.removeprefix('sha256:')[:12]}"
+    engine.tag(image_id, repository, tag)
+    return f"{repository}:{tag}"
+
+
 def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], stack_ref: ImageRef, stack_id: str,
               final_ref: ImageRef, revision: str, epoch: int, work: Path, engine: Engine, no_cache: bool,
               on_step: StepProgress | None = None, stack_facts: ImageFacts | None = None,
@@ -259,7 +270,7 @@ def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], sta
     assert app is not None
     sources = AppSources.of(stack, app)
     base_id, inherited = unlabelled(stack_facts, stack_id, engine)
-    args = {**dict(app.args), app.stack_arg: base_id}
+    args = {**dict(app.args), app.stack_arg: from_ref(engine, base_id, final_ref.repository)}
     if getattr(engine, "builder", "classic") == "buildkit":
         args["SOURCE_DATE_EPOCH"] = str(epoch)  # the project's own steps dated as the stack's
     app_result = engine.build(sources.context, None, on_step, nocache=no_cache, buildargs=args,
@@ -284,7 +295,8 @@ def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], sta
     ctx = work / "app-gate"
     try:
         _write_tree(ctx, {
-            "Dockerfile": final_dockerfile(app_result.image_id, labels, epoch),
+            "Dockerfile": final_dockerfile(from_ref(engine, app_result.image_id, final_ref.repository), labels,
+                                           epoch),
             f"rootfs{GATE_DIR}/gate.py": (asset_root() / "gates" / "gate.py").read_bytes(),
             f"rootfs{GATE_DIR}/gate.json": spec,
             f"rootfs{SBOM_PATH}": sbom,
