@@ -166,7 +166,10 @@ class BuildxEngine:
             data = json.loads(meta.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return ""
-        return str(data.get("containerimage.config.digest") or data.get("containerimage.digest") or "")
+        # the engine's image id: on the containerd store the image's own digest, on overlay2 its config's
+        keys = ("containerimage.digest",) if self.containerd_store else ("containerimage.config.digest",
+                                                                         "containerimage.digest")
+        return next((str(data[k]) for k in keys if data.get(k)), "")
 
     # The rest of the protocol is the engine's own
     def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,

@@ -16,6 +16,7 @@ import pytest
 
 from stackctl.image.artefact import check_blobs, read_layout
 from tests.conftest import Result
+from tests.services.test_app_image import app_repo  # noqa: F401  (fixture)
 from tests.support.cli import Cli
 from tests.support.engine import Cleanup, unavailable, unique_tag
 from tests.support.engines import TestEngine, any_engine, engine26, engine_up  # noqa: F401  (fixtures)
@@ -152,3 +153,24 @@ def test_auto_falls_back_to_classic_where_buildx_cannot_run(
     assert "builder: classic (the engine API's): `docker buildx version` does not run here" in r.err
     r = build(cli, repo, tmp_path / "build2", "--builder", "buildkit")
     assert r.code == 2 and "error: --builder buildkit: `docker buildx version` does not run here" in r.err
+
+
+@pytest.mark.network
+def test_the_app_image_through_buildkit_records_the_final_images_layout(
+        app_repo: Path,  # noqa: F811
+        tmp_path: Path, cli: Cli, on_engine26: tuple[TestEngine, Cleanup], registry: str) -> None:
+    engine, cleanup = on_engine26
+    repository = cleanup.images(f"{registry}/stackctl-test/{unique_tag('bkapp')}")
+    r = cli("build", "public-example-app", "--builder", "buildkit", "--repository", repository, "--record-dir",
+            str(tmp_path / "build"), "--json", cwd=app_repo)
+    assert r.code == 0, r.out + r.err
+    record = json.loads(r.out)
+    assert record["builder"] == "buildkit"
+    assert "PASS import greeter version=0.1.0" in record["gate"] or record["gate_cached"]
+    final = read_layout(Path(record["artefact"]["layout"]))
+    assert Path(record["artefact"]["layout"]) == tmp_path / "build" / "public-example-app.oci"
+    assert final.digest == record["artefact"]["digest"] and check_blobs(final) == []
+    stack = read_layout(Path(record["stack_image"]["artefact"]["layout"]))
+    assert stack.digest == record["stack_image"]["artefact"]["digest"] != final.digest
+    if engine.containerd_store:
+        assert record["image_id"] == final.digest
