@@ -12,6 +12,9 @@ Both build the same hash-locked wheels from the same wheelhouse on the same engi
     python benchmarks/image.py --stack torch [--installer uv] [--keep]     # the real torch 2.13.0+cpu wheel
     python benchmarks/image.py --stack torch --installer default          # ... with the default [image]
     python benchmarks/image.py [--core-mb 300] [--sibling]                 # synthetic, torch-shaped
+    DOCKER_HOST=unix:///run/stackctl-d26.sock python benchmarks/image.py --builder buildkit
+        # both through BuildKit: stackctl's build (its OCI layout included) against the hand Dockerfile built by
+        # `docker buildx build --load`
 
 Needs the engine and base image that `.ci/services.sh` starts. `--stack torch` takes torch 2.13.0+cpu (cp311,
 the base image's python), its dependencies, torchada 0.1.103 (0.1.102 for the rebuild: the top pin moves)
@@ -45,6 +48,7 @@ from tests.support.imagestack import StackRepo, make_stack_repo  # noqa: E402
 from tests.support.wheels import build_wheel  # noqa: E402
 
 BASE = "stackctl-base:bookworm"
+BUILDER = "classic"  # --builder
 STACKCTL = [sys.executable, "-m", "stackctl"]
 
 PEER = """\
@@ -241,7 +245,17 @@ def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str
             marks.append((time.perf_counter() - t0, "the layout's config made reproducible, the record"))
             return got
 
-    engine = Engine()
+    engine: Any = Engine()
+    if BUILDER == "buildkit":
+        from stackctl.engine.buildx import BuildxEngine
+
+        class Buildx(BuildxEngine):
+            def build(self, *args: Any, **kwargs: Any) -> Any:
+                result = super().build(*args, **kwargs)
+                marks.append((time.perf_counter() - t0, "after the build (and its layout): the record"))
+                return result
+
+        engine = Buildx(DockerEngine())
 
     prep = prepare_build(repo.stack, repo.lock, None, "bench", "bench", None, None, os.environ)
     req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp / "ctx", tmp / "records", nocache)
@@ -276,10 +290,29 @@ def peer_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str, An
     return engine_build(ctx, f"{repo.stack.image.repository}:peer", nocache)
 
 
+def buildx_build(ctx: Path, tag: str, nocache: bool) -> tuple[float, dict[str, Any]]:
+    """The hand Dockerfile through `docker buildx build --load`, as its author would build it."""
+    from stackctl.engine.docker import DockerEngine
+    from stackctl.image.rawjson import parse_rawjson
+
+    engine = DockerEngine()
+    t0 = time.perf_counter()
+    done = subprocess.run(["docker", "buildx", "build", "--progress=rawjson", "--load", "-t", tag,
+                           *(["--no-cache"] if nocache else []), str(ctx)], capture_output=True, text=True,
+                          check=False)
+    seconds = time.perf_counter() - t0
+    attrs = engine.client.api.inspect_image(tag)
+    result = parse_rawjson(done.stderr, attrs["Id"], done.returncode == 0)
+    return seconds, {"tag": tag, "id": result.image_id, "steps": result.steps, "cached": result.cached_steps,
+                     "layers": attrs["RootFS"]["Layers"], "size": attrs["Size"], "step_seconds": []}
+
+
 def engine_build(ctx: Path, tag: str, nocache: bool) -> tuple[float, dict[str, Any]]:
     from stackctl.engine.docker import DockerEngine
     from stackctl.image.buildlog import parse_build_stream
 
+    if BUILDER == "buildkit":
+        return buildx_build(ctx, tag, nocache)
     engine = DockerEngine()
     t0 = time.perf_counter()
     events = engine.client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, nocache=nocache)
@@ -412,7 +445,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs; the table shows medians")
     ap.add_argument("--keep", action="store_true", help="keep the images")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--builder", choices=("classic", "buildkit"), default="classic",
+                    help="buildkit: both builds through `docker buildx build` on DOCKER_HOST's engine")
     args = ap.parse_args()
+    global BUILDER
+    BUILDER = args.builder
     if args.sibling and args.stack != "synthetic":
         ap.error("--sibling needs the synthetic stack (one torch release is on this machine)")
     from stackctl.engine.docker import DockerEngine

@@ -25,7 +25,7 @@ from stackctl.cli.app import (
     table,
 )
 from stackctl.cli.matrix import EngineOpt, EnginesFileOpt
-from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
+from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
 from stackctl.errors import CheckFailed, InputError
 from stackctl.profile import load_profile
 from stackctl.resolve import lock_path
@@ -264,6 +264,7 @@ def build(
         "--send-wheels", help="Send the wheels to the engine in the build context instead of serving them to the "
         "install stages (for an engine whose containers cannot reach this machine; automatic for a remote "
         "engine).")] = False,
+    builder: BuilderOpt = None,
     annotations: AnnotationsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -273,12 +274,17 @@ def build(
     writes build/STACK.build.json with a fingerprint. With --all: stacks by targets over the --engine pool,
     the registry as the engines' shared cache, one summary and build/matrix.json.
     """
-    from stackctl.engine import DockerEngine
+    from stackctl.engine import open_engine
     from stackctl.image import BuildFailed, BuildRequest, build_image, check_wheelhouse_arg, image_ref, prepare_build
 
     check_wheelhouse_arg(wheelhouse, fetch)
     if build_all:
         from stackctl.cli.matrix import build_all as run_all
+
+        if builder is not None and builder.strip().lower() == "buildkit":
+            # the pool's shared cache is the classic builder's stage tags; BuildKit's registry cache is not wired
+            raise InputError("--builder buildkit: build --all builds with the classic builder",
+                             hint="build each stack on its own for a BuildKit build and its OCI layout")
 
         return run_all(profiles or [], target or [], engine or [], engines_file, lock=lock, wheelhouse=wheelhouse,
                        index=overrides(index), repository=repository, cache_repository=cache_repository,
@@ -290,7 +296,8 @@ def build(
     profile, one_target = (profiles or [""])[0], target[0] if target else None
     path = lock_path(profile, lock)
     prep = prepare_build(load_profile(profile), path, one_target, revision, ref, created, allow_dirty, os.environ)
-    docker = DockerEngine()  # before any download: an unreachable engine fails at once
+    # before any download: an unreachable engine fails at once
+    docker = open_engine(builder, say=lambda line: console_err.print(line, highlight=False, markup=False))
     if (said := prep.lock.override_warning()) is not None:
         console_err.print(f"[yellow]warning:[/] {said}", highlight=False, soft_wrap=not console_err.is_terminal)
     for note in prep.notes:

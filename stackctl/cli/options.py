@@ -66,3 +66,7 @@ def add_verbose(group: object) -> None:
             command.params.append(TyperOption(param_decls=["--verbose"], is_flag=True, default=False,
                                               expose_value=False, callback=lambda _c, _p, v: seen(bool(v)),
                                               help="Show tracebacks for errors."))
+BuilderOpt = Annotated[str | None, typer.Option(
+    "--builder", metavar="NAME", help="auto, buildkit or classic: BuildKit (`docker buildx build`, an OCI "
+    "layout as the artefact) or the engine API's classic builder; auto: BuildKit when `docker buildx` runs "
+    "(default: STACKCTL_BUILDER, else auto).")]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from stackctl.base.lazy import lazy_api
 
 if TYPE_CHECKING:
+    from stackctl.engine.building import open_engine
     from stackctl.engine.docker import DockerEngine
     from stackctl.engine.gating import gate_image
     from stackctl.engine.inventory import image_inventory
@@ -36,6 +37,7 @@ __all__ = [
     "engine_specs",
     "gate_image",
     "image_inventory",
+    "open_engine",
     "publish_image",
     "publish_over_pool",
     "verify_remote",
@@ -43,6 +45,7 @@ __all__ = [
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
     __getattr__ = lazy_api(__name__, {
+        "building": ("open_engine",),
         "docker": ("DockerEngine",),
         "gating": ("gate_image",),
         "inventory": ("image_inventory",),

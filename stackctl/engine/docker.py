@@ -133,7 +133,8 @@ class DockerEngine:
     def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
               nocache: bool = False, proxy: str | None = None, cache_from: Sequence[str] = (),
               buildargs: Mapping[str, str] | None = None, dockerfile: Path | None = None,
-              target: str | None = None) -> BuildResult:
+              target: str | None = None, layout: Path | None = None) -> BuildResult:
+        # `layout`: the classic builder writes no OCI layout (its result has no artefact)
         # `http_proxy` is one of the builder's predefined arguments: kept out of the cache key and the
         # image's history, so the wheel server's port never costs a cached step.
         args = {**(buildargs or {}), **({"http_proxy": proxy} if proxy else {})} or None

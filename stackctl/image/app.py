@@ -246,9 +246,21 @@ def unlabelled(facts: ImageFacts | None, stack_id: str, engine: Engine) -> tuple
     return stack_id, ()
 
 
+def from_ref(engine: Engine, image_id: str, repository: str) -> str:
+    """What a FROM names to get the engine's image `image_id`: the id itself for the classic builder; for BuildKit,
+    whose frontend reads `sha256:...` as an image to pull from Docker Hub, a local tag of it under the image's
+    repository (REPOSITORY:stackctl-from-ID12, removed with the repository's images)."""
+    if getattr(engine, "builder", "classic") != "buildkit":
+        return image_id
+    tag = f"stackctl-from-{image_id.removeprefix('sha256:')[:12]}"
+    engine.tag(image_id, repository, tag)
+    return f"{repository}:{tag}"
+
+
 def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], stack_ref: ImageRef, stack_id: str,
               final_ref: ImageRef, revision: str, epoch: int, work: Path, engine: Engine, no_cache: bool,
-              on_step: StepProgress | None = None, stack_facts: ImageFacts | None = None) -> AppBuilt:
+              on_step: StepProgress | None = None, stack_facts: ImageFacts | None = None,
+              layout: Path | None = None) -> AppBuilt:
     """The project's Dockerfile FROM the stack image (by id), the whole gate run in it (its freeze makes the
     SBOM), then the final image: the gate as its last build step, the labels after it. Raises BuildFailed with
     the FAIL lines when the gate fails."""
@@ -258,7 +270,9 @@ def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], sta
     assert app is not None
     sources = AppSources.of(stack, app)
     base_id, inherited = unlabelled(stack_facts, stack_id, engine)
-    args = {**dict(app.args), app.stack_arg: base_id}
+    args = {**dict(app.args), app.stack_arg: from_ref(engine, base_id, final_ref.repository)}
+    if getattr(engine, "builder", "classic") == "buildkit":
+        args["SOURCE_DATE_EPOCH"] = str(epoch)  # the project's own steps dated as the stack's
     app_result = engine.build(sources.context, None, on_step, nocache=no_cache, buildargs=args,
                               dockerfile=sources.dockerfile, target=app.target)
     ran = gate_in_image(engine, app_result.image_id, spec, freeze=True)
@@ -281,14 +295,17 @@ def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], sta
     ctx = work / "app-gate"
     try:
         _write_tree(ctx, {
-            "Dockerfile": final_dockerfile(app_result.image_id, labels, epoch),
+            "Dockerfile": final_dockerfile(from_ref(engine, app_result.image_id, final_ref.repository), labels,
+                                           epoch),
             f"rootfs{GATE_DIR}/gate.py": (asset_root() / "gates" / "gate.py").read_bytes(),
             f"rootfs{GATE_DIR}/gate.json": spec,
             f"rootfs{SBOM_PATH}": sbom,
         }, epoch)
     except OSError as exc:
         raise InputError(f"{ctx}: cannot write the final build's context: {exc.strerror or exc}") from None
-    result = engine.build(ctx, str(final_ref), on_step, nocache=no_cache)
+    final_args = {"SOURCE_DATE_EPOCH": str(epoch)} if getattr(engine, "builder", "classic") == "buildkit" else None
+    # `layout`: the final image's OCI layout, the artefact publish copies (where the builder writes one)
+    result = engine.build(ctx, str(final_ref), on_step, nocache=no_cache, buildargs=final_args, layout=layout)
     return AppBuilt(str(final_ref), result.image_id, app_result.image_id, str(stack_ref), stack_id, result,
                     app_result, sbom, labels, sources.dockerfile_digest())
 
@@ -310,7 +327,7 @@ def finish_app(prep: Prepared, stack_result: BuildResult, stack_image: str, repo
     built = build_app(stack=stack, spec=spec, stack_sbom=plan.sbom, locked={canonicalize_name(n) for n, _ in installed},
                       stack_ref=stack_ref, stack_id=stack_result.image_id, final_ref=image_ref(stack, repository),
                       revision=prep.revision, epoch=epoch, work=work, engine=engine, no_cache=no_cache,
-                      on_step=on_step, stack_facts=facts)
+                      on_step=on_step, stack_facts=facts, layout=work.parent / f"{stack.name}.oci")
     final = engine.facts(built.image)
     sbom_path = work / "app.sbom.cdx.json"
     try:
@@ -321,10 +338,12 @@ def finish_app(prep: Prepared, stack_result: BuildResult, stack_image: str, repo
         "image": built.image, "image_id": built.image_id, "labels": dict(final.labels) if final else {},
         "steps": built.result.steps, "cached_steps": built.result.cached_steps, "gate": list(built.result.gate_lines),
         "gate_cached": built.result.gate_cached,
+        "artefact": built.result.artefact.record() if built.result.artefact is not None else None,
         "stack_image": {"image": stack_image, "image_id": stack_result.image_id, "steps": stack_result.steps,
                         "labels": dict(facts.labels) if facts else {},
                         "cached_steps": stack_result.cached_steps, "gate": list(stack_result.gate_lines),
-                        "gate_cached": stack_result.gate_cached},
+                        "gate_cached": stack_result.gate_cached,
+                        "artefact": stack_result.artefact.record() if stack_result.artefact is not None else None},
         "app": {"dockerfile": stack.app.dockerfile if stack.app else "", "dockerfile_digest": built.dockerfile_digest,
                 "image_id": built.app_image_id, "steps": built.app_result.steps,
                 "cached_steps": built.app_result.cached_steps, "sbom": str(sbom_path),

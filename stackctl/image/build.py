@@ -23,6 +23,7 @@ from stackctl.image.buildlog import BuildFailed, BuildResult, gate_result
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
 from stackctl.image.gatespec import left_for_app
+from stackctl.image.labels import LABEL_EPOCH
 from stackctl.image.prepare import Prepared, with_sbom
 from stackctl.image.protocols import Engine
 from stackctl.index.client import IndexClient
@@ -86,6 +87,15 @@ def kept_gate_lines(engine: Engine, image: str, freeze: str = INSTALLED_PATH) ->
     return BuildResult("", log, 0, 0).gate_lines if gate_result(log) is not None else ()
 
 
+def _epoch_arg(engine: Engine, prep: Prepared) -> dict[str, str] | None:
+    """SOURCE_DATE_EPOCH for BuildKit (its exporter dates the config, the history and, rewritten, the layers'
+    files from it); the classic builder is not given it: it would warn of an argument no step uses."""
+    if getattr(engine, "builder", "classic") != "buildkit" or prep.plan is None:
+        return None
+    epoch = dict(prep.plan.labels).get(LABEL_EPOCH)
+    return {"SOURCE_DATE_EPOCH": epoch} if epoch else None
+
+
 def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], None] | None = None,
                 on_step: Steps | None = None, on_fetch: Progress | None = None) -> Built:
     """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
@@ -112,13 +122,25 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     if server is not None:
         assert prep.plan is not None
         prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, serve_wheels=True))
+    mounts = getattr(engine, "mounts", "")  # BuildKit's: the stages bind-mount the wheels
+    if mounts in ("named", "context"):
+        assert prep.plan is not None
+        prep = dataclasses.replace(prep, plan=dataclasses.replace(
+            prep.plan, mounts="named" if mounts == "named" else "context"))
+        wheels_how = ("mounted into the install stages from the build context `wheels`" if mounts == "named"
+                      else "mounted into the install stages from the build context (this BuildKit has no named "
+                      "contexts)")
     prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
     with server or contextlib.nullcontext():  # closed however the build ends (its port, its thread)
         digests = write_context(prep.rendered, wheels, ctx, on_wheel,
-                                served={f"groups/{k}" for k in served} if server else ())
+                                served={f"groups/{k}" for k in served} if server else (),
+                                distinct_times=prep.plan is not None and bool(prep.plan.mounts))
         try:
             result = engine.build(ctx, str(image), on_step, nocache=req.no_cache,
-                                  proxy=server.proxy if server else None)
+                                  proxy=server.proxy if server else None, buildargs=_epoch_arg(engine, prep),
+                                  # with an app on top, the published image is the final one: its layout
+                                  # takes STACK.oci, the stack image's goes beside it
+                                  layout=req.record_dir / f"{stack.name}{'.stack' if stack.app else ''}.oci")
         except BuildFailed as exc:
             if server is not None and server.refused:
                 raise CheckFailed(server.refused[0], hint="fetch the wheel again (`stackctl fetch`)") from exc
@@ -141,6 +163,8 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
               "steps": result.steps, "cached_steps": result.cached_steps,
               "gate": list(kept_gate_lines(engine, str(image)) if result.gate_cached else result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if server else "context",
+              "builder": getattr(engine, "builder", "classic"),
+              "artefact": result.artefact.record() if result.artefact is not None else None,
               "wheels_how": wheels_how,
               "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),
               "fingerprint": fp, "fingerprint_digest": fp.digest(), "base_layers": list(base_facts.layers)}
@@ -158,14 +182,17 @@ def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, re
     from stackctl.image.layout import LayoutEngine, build_artefact
 
     record_path = req.record_dir / f"{stack}.build.json"
-    # the artefact publish copies to the registry: the image's OCI layout, its digest final here. The
-    # matrix's cache-from wrapper does not forward `layout` yet: the engine it wraps copies the image out.
+    # the artefact publish copies to the registry: the image's OCI layout, its digest final here. BuildKit's
+    # exporter wrote it already where the store allows; elsewhere the image is copied out of the engine.
+    # The matrix's cache-from wrapper does not forward `layout`: the engine it wraps copies the image out.
     source = engine if isinstance(engine, LayoutEngine) else getattr(engine, "_inner", None)
     if isinstance(source, LayoutEngine):
-        record["artefact"] = build_artefact(source, image, req.record_dir / stack / "oci", record["labels"]).record()
-        if isinstance(record.get("stack_image"), dict):  # [image.app]: the stack image beneath, published first
-            below = record["stack_image"]
-            below["artefact"] = build_artefact(source, below["image"], req.record_dir / stack / "oci-stack",
+        if not record.get("artefact"):
+            record["artefact"] = build_artefact(source, image, req.record_dir / f"{stack}.oci",
+                                                record["labels"]).record()
+        below = record.get("stack_image")
+        if isinstance(below, dict) and not below.get("artefact"):  # [image.app]: the stack image, published first
+            below["artefact"] = build_artefact(source, below["image"], req.record_dir / f"{stack}.stack.oci",
                                                below["labels"]).record()
     try:
         write_atomic(record_path, dumps(record) + "\n")

@@ -8,12 +8,15 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stackctl.base.annotations import Annotation, Level
 from stackctl.base.progress import Steps
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ServiceError
+
+if TYPE_CHECKING:
+    from stackctl.image.artefact import Artefact
 
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
 # CSI (colours, cursor moves), OSC (window titles, links) and the two-byte escapes; then every other
@@ -102,6 +105,7 @@ class BuildResult:
     log: tuple[str, ...]
     steps: int
     cached_steps: int
+    artefact: Artefact | None = None  # the image's OCI layout, where the builder wrote one (BuildKit's)
 
     @property
     def gate_lines(self) -> tuple[str, ...]:

@@ -70,7 +70,8 @@ def render_context(stack: Stack, lock: Path, out: Path, *, target: str | None = 
 
 
 def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,
-                  on_wheel: Callable[[str], None] | None = None, *, served: Container[str] = ()) -> dict[str, str]:
+                  on_wheel: Callable[[str], None] | None = None, *, served: Container[str] = (),
+                  distinct_times: bool = False) -> dict[str, str]:
     """Write the context into `dest` (fresh each time); return path → sha256 of every file in it.
 
     Written beside `dest` and renamed into place, so a missing or tampered wheel leaves the old context
@@ -78,6 +79,11 @@ def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,
     each wheel hashed (gigabytes for a torch stack: worth a progress bar). The wheels at the context paths
     in `served` are not read here: the wheel server checks each one a stage asks for, so a build whose
     stages all come from the cache does not read gigabytes it never uses; their digest is the lock's.
+
+    `distinct_times` (BuildKit): each file's mtime carries nanoseconds taken from its sha256. BuildKit's context
+    transfer keeps what an earlier build of any context sent under the same name and sends only files whose
+    size, mode or mtime differ: two wheels of one name and size, both dated by the lock to the same second,
+    would otherwise be taken for one (measured: pip then refused the older wheel's hash).
     """
     if dest.exists() and not dest.is_dir():
         raise InputError(f"{dest}: exists and is not a directory; pick an empty directory")
@@ -90,7 +96,7 @@ def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,
     except OSError as exc:
         raise InputError(f"{dest}: cannot write the build context here: {exc.strerror or exc}") from None
     try:
-        digests = _fill(rendered, wheelhouse, tmp, on_wheel, served)
+        digests = _fill(rendered, wheelhouse, tmp, on_wheel, served, distinct_times)
         if dest.exists():
             shutil.rmtree(dest)
         tmp.rename(dest)
@@ -104,7 +110,8 @@ def write_context(rendered: Rendered, wheelhouse: Path, dest: Path,
 
 
 def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
-          on_wheel: Callable[[str], None] | None, served: Container[str]) -> dict[str, str]:
+          on_wheel: Callable[[str], None] | None, served: Container[str],
+          distinct_times: bool = False) -> dict[str, str]:
     (dest / MARKER).write_text("written by stackctl; replaced on every render\n", encoding="utf-8")
     digests: dict[str, str] = {}
     for f in rendered.files:
@@ -134,7 +141,11 @@ def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
         # What COPY puts in a layer keeps mode and mtime (owners become root): fixed here, not left to the
         # umask and the clock of whoever rendered. A wheel's mode also enters the builder's cache key.
         out.chmod(0o644)
-        os.utime(out, (f.epoch, f.epoch))
+        if distinct_times:
+            ns = f.epoch * 1_000_000_000 + int(digests[f.path][:8], 16) % 1_000_000_000
+            os.utime(out, ns=(ns, ns))
+        else:
+            os.utime(out, (f.epoch, f.epoch))
     # A directory's date is its newest file's: COPY keeps it, and the builder's cache key leaves dates out,
     # so a directory whose files did not change must not change its date either.
     newest: dict[Path, int] = {}

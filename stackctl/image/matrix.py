@@ -34,7 +34,7 @@ MATRIX_RECORD = "matrix.json"
 class PoolEngine(Engine, Protocol):
     def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *, nocache: bool = False,
               proxy: str | None = None, cache_from: Sequence[str] = (), buildargs: Mapping[str, str] | None = None,
-              dockerfile: Path | None = None, target: str | None = None) -> BuildResult: ...
+              dockerfile: Path | None = None, target: str | None = None, layout: Path | None = None) -> BuildResult: ...
     def pull_cache(self, ref: str) -> int | None: ...
 
 
@@ -150,9 +150,9 @@ class _CachedBuild:
 
     def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
               nocache: bool = False, proxy: str | None = None, buildargs: Mapping[str, str] | None = None,
-              dockerfile: Path | None = None, target: str | None = None) -> BuildResult:
+              dockerfile: Path | None = None, target: str | None = None, layout: Path | None = None) -> BuildResult:
         return self._inner.build(context, tag, on_step, nocache=nocache, proxy=proxy, cache_from=self._cache_from,
-                                 buildargs=buildargs, dockerfile=dockerfile, target=target)
+                                 buildargs=buildargs, dockerfile=dockerfile, target=target, layout=layout)
 
     def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,
                        timeout: float = 600.0) -> tuple[int, str, str, bytes | None]:

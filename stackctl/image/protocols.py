@@ -36,7 +36,8 @@ class WheelServing(Protocol):
 class Engine(Protocol):
     def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
               nocache: bool = False, proxy: str | None = None, buildargs: Mapping[str, str] | None = None,
-              dockerfile: Path | None = None, target: str | None = None) -> BuildResult: ...
+              dockerfile: Path | None = None, target: str | None = None,
+              layout: Path | None = None) -> BuildResult: ...
     def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,
                        timeout: float = 600.0) -> tuple[int, str, str, bytes | None]: ...
     # a server, or why the wheels cannot be served (then they go in the context); None: the engine serves none

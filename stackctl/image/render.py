@@ -27,6 +27,12 @@ ROOTFS = "rootfs"  # context directories copied onto / in the final stage: venv/
 # The host name the install stages fetch their wheels from when `stackctl build` serves them: no such host
 # exists; the build's proxy (a predefined build argument, outside the builder's cache key) is the server.
 WHEEL_HOST = "stackctl-wheelhouse"
+# The build context BuildKit's install stages mount their wheels from (`--build-context wheels=DIR`)
+WHEELS_CONTEXT = "wheels"
+HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+CLASSIC_NOTE = "# syntax is the classic builder's: no BuildKit features, so Debian's engine 20.10 builds it as is."
+BUILDKIT_NOTE = ("# For BuildKit (`docker buildx build`): the install stages bind-mount their wheels (RUN --mount),\n"
+                 "# so no wheel enters a layer; the built-in frontend's syntax, nothing to pull.")
 # The date of a layer whose wheels carry no upload time: zip cannot store anything earlier.
 EPOCH_FLOOR = 315532800  # 1980-01-01T00:00:00Z
 
@@ -96,6 +102,7 @@ class Templates:
     requirements: str
     gate_script: str
     tool: str = ""  # the install stages' installer (uv), added to the tools stage
+    stage_buildkit: str = ""  # an install stage for BuildKit: the wheels bind-mounted, never copied into a layer
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,11 @@ class BuildPlan:
     # True: the install stages fetch their wheels from http://WHEEL_HOST/groups/GROUP/ and the context sends
     # none (`.dockerignore`); False: each stage copies its wheels from the context.
     serve_wheels: bool = False
+    # How BuildKit's install stages reach their wheels: "" the classic builder's COPY (or the wheel server);
+    # "named": bind-mounted from the build context `wheels` (`--build-context wheels=CONTEXT/groups`), which the
+    # main context then leaves out; "context": bind-mounted from the main context, for a BuildKit whose
+    # Dockerfile frontend has no named contexts (20.10's v0.8).
+    mounts: Literal["", "named", "context"] = ""
 
     def compiles(self, group: LayerGroup) -> bool:
         """Whether the group's layer carries byte-code: "pins" leaves the resolver's closure to compile on
@@ -150,6 +162,7 @@ def load_templates(root: Path | None = None) -> Templates:
             copy=(root / "templates" / "copy.in").read_text(encoding="utf-8"),
             requirements=(root / "templates" / "requirements.in").read_text(encoding="utf-8"),
             tool=(root / "templates" / "tool.in").read_text(encoding="utf-8"),
+            stage_buildkit=(root / "templates" / "stage-buildkit.in").read_text(encoding="utf-8"),
             gate_script=(root / "gates" / "gate.py").read_text(encoding="utf-8"),
         )
     except FileNotFoundError as exc:
@@ -281,9 +294,13 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
     for n, group in enumerate(plan.groups, 1):
         stage = f"layer{n:02d}-{group.name}"
         members = ", ".join(i.name for i in group.items)
-        stages.append(Template(templates.stage).substitute(
-            group=group.name, stage=stage, members=members, epoch=group.epoch,
-            wheels=f"groups/{group.name}/requirements.txt" if plan.serve_wheels else f"groups/{group.name}/",
+        if plan.mounts:
+            wheels = f"from={WHEELS_CONTEXT},source={group.name}" if plan.mounts == "named" \
+                else f"source=groups/{group.name}"
+        else:
+            wheels = f"groups/{group.name}/requirements.txt" if plan.serve_wheels else f"groups/{group.name}/"
+        stages.append(Template(templates.stage_buildkit if plan.mounts else templates.stage).substitute(
+            group=group.name, stage=stage, members=members, epoch=group.epoch, wheels=wheels,
             install=install_command(group.name, plan.installer, plan.compiles(group), plan.serve_wheels),
             normalise=normalise("/export", epoch=group.epoch, bytecode=plan.compiles(group))))
         copies.append(Template(templates.copy).substitute(group=group.name, stage=stage).rstrip("\n"))
@@ -310,6 +327,7 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         path=":".join(["/opt/venv/bin", *(f"{d}/bin" for d in dirs),
                        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]),
         copies="\n".join(copies), labels=labels, tools=tools, epoch=e,
+        builder_note=BUILDKIT_NOTE if plan.mounts else CLASSIC_NOTE,
         # pip is what installs without another installer; with one, ensurepip's seconds buy nothing
         venv="python3 -m venv /opt/venv \\\n && /opt/venv/bin/python -m pip --version" if plan.installer is None
         else "python3 -m venv --without-pip /opt/venv",
@@ -322,6 +340,13 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
               ContextFile(f"{ROOTFS}/stack/opt/stackctl/gate/gate.json", text=plan.gate_spec, epoch=e),
               ContextFile(f"{ROOTFS}/stack{SBOM_PATH}", text=plan.sbom or "{}\n", epoch=e),
               ContextFile("Dockerfile", text=dockerfile, epoch=e)]
+    if plan.mounts:
+        # BuildKit mounts /etc/hosts over a stub it creates where the image has none, and removes the stub after
+        # each RUN: the directory's date, the clock's, would then land in that step's layer. With the file there
+        # no stub is made. (The engine mounts its own over it in every container.)
+        files.append(ContextFile(f"{ROOTFS}/venv/etc/hosts", text=HOSTS, epoch=EPOCH_FLOOR))
     if plan.serve_wheels:  # the stages fetch them from the wheel server: the engine need not receive them
         files.append(ContextFile(".dockerignore", text="groups/*/*.whl\n", epoch=e))
+    elif plan.mounts == "named":  # the wheels go in a context of their own: the main one need not carry them
+        files.append(ContextFile(".dockerignore", text="groups/\n", epoch=e))
     return Rendered(dockerfile, tuple(files))

@@ -1,0 +1,224 @@
+"""The BuildKit builder: `docker buildx build` against the engine at DOCKER_HOST (the engine API alone cannot run
+a BuildKit session, so the CLI plugin drives it). Progress is read from `--progress=rawjson`, the result from
+`--metadata-file`; every other part of the `Engine` protocol is the Docker adapter's.
+
+Each build ends with an OCI image layout on disk (the artefact) and the same image in the engine: on the
+containerd image store BuildKit's OCI exporter writes the layout (timestamps rewritten to SOURCE_DATE_EPOCH,
+gzip forced, OCI media types) and the engine loads it, so the engine's image id is the layout's manifest
+digest; on overlay2 (and 20.10) the engine's exporter keeps the image and the layout is a copy of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from stackctl.base.progress import Steps
+from stackctl.engine.docker import DockerEngine
+from stackctl.errors import ServiceError
+from stackctl.image.artefact import Artefact, read_layout
+from stackctl.image.buildlog import BuildResult, ImageFacts
+from stackctl.image.rawjson import Folder, documents, result_of
+from stackctl.image.render import WHEELS_CONTEXT
+
+# BuildKit's exporter options that make the layout's digest a function of the inputs alone
+REPRODUCIBLE = "rewrite-timestamp=true,compression=gzip,force-compression=true,oci-mediatypes=true"
+CONTAINERD_STORE = "io.containerd.snapshotter.v1"
+EXPORTED = "BuildKit's OCI exporter"
+
+
+def buildx_version(env: Mapping[str, str] | None = None) -> str | None:
+    """`docker buildx version`'s line, or None when the plugin is not there (or the docker CLI is not)."""
+    try:
+        done = subprocess.run(["docker", "buildx", "version"], capture_output=True, text=True, timeout=60,
+                              env=dict(env) if env is not None else None, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+class BuildxEngine:
+    """The `Engine` protocol with BuildKit as its builder (`docker buildx build`)."""
+
+    builder = "buildkit"
+
+    def __init__(self, docker: DockerEngine | None = None, url: str | None = None) -> None:
+        self.docker = docker or DockerEngine(url)
+        self._url = url
+        self.address = self.docker.address
+        with self.docker.talking("cannot read the engine's storage facts"):
+            info = self.docker.client.info()
+        status = dict(tuple(x) for x in (info.get("DriverStatus") or []) if isinstance(x, list) and len(x) == 2)
+        self.containerd_store = status.get("driver-type") == CONTAINERD_STORE
+        # Named build contexts need the Dockerfile frontend 1.4 (BuildKit 0.10, Docker 23); 20.10 has v0.8
+        major = str(info.get("ServerVersion") or "0").split(".", 1)[0]
+        self.mounts: Literal["named", "context"] = "named" if major.isdigit() and int(major) >= 23 else "context"
+        self.transfer = None
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self._url is not None:
+            env["DOCKER_HOST"] = self._url
+        env.setdefault("BUILDX_NO_DEFAULT_ATTESTATIONS", "1")  # no provenance manifest beside the image's
+        return env
+
+    def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
+              nocache: bool = False, proxy: str | None = None, buildargs: Mapping[str, str] | None = None,
+              dockerfile: Path | None = None, target: str | None = None, layout: Path | None = None,
+              contexts: Mapping[str, Path] | None = None) -> BuildResult:
+        """Build `context`; with `layout`, the image's OCI layout is written there (replacing what was)."""
+        args = {**(buildargs or {}), **({"http_proxy": proxy} if proxy else {})}
+        work = Path(tempfile.mkdtemp(prefix=".buildx.", dir=context.parent))
+        try:
+            meta = work / "metadata.json"
+            argv = ["docker", "buildx", "build", "--progress=rawjson", "--metadata-file", str(meta)]
+            for k, v in args.items():
+                argv += ["--build-arg", f"{k}={v}"]
+            named = dict(contexts or {})
+            if self.mounts == "named" and (context / "groups").is_dir():  # the render of `mounts` asks for it
+                named.setdefault(WHEELS_CONTEXT, context / "groups")
+            for name, where in named.items():
+                argv += ["--build-context", f"{name}={where}"]
+            if nocache:
+                argv.append("--no-cache")
+            if dockerfile is not None:
+                argv += ["--file", str(dockerfile)]
+            if target is not None:
+                argv += ["--target", target]
+            oci = work / "oci"
+            direct = layout is not None and self.containerd_store
+            if direct:
+                name = f",name={tag}" if tag else ""
+                argv += ["--output", f"type=oci,dest={oci},tar=false{name},{REPRODUCIBLE}"]
+            else:
+                argv += ["--load"] + (["--tag", tag] if tag else [])
+            argv.append(str(context))
+            text, code = self._run(argv, on_step)
+            folder_result = text
+            image_id = ""
+            if code == 0:
+                if direct:
+                    self._load(oci, tag)
+                image_id = self._image_id(meta, tag)
+            docs, trailer = documents(folder_result)
+            folder = Folder(on_step=None)
+            for doc in docs:
+                folder.feed(doc)
+            result = result_of(folder.stream(trailer), image_id, code == 0)
+            if direct:  # elsewhere the image is copied out of the engine once built (image/build.py)
+                assert layout is not None
+                _replace(oci, layout)
+                result = BuildResult(result.image_id, result.log, result.steps, result.cached_steps,
+                                     artefact=read_layout(layout, made_by=EXPORTED))
+            return result
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _run(self, argv: list[str], on_step: Steps | None) -> tuple[str, int]:
+        """Run buildx, following its documents as they come (a document ends with a line `}`); its stderr
+        whole, and its exit status."""
+        folder = Folder(on_step)
+        chunks: list[str] = []
+        doc: list[str] = []
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True, env=self._env())
+        except OSError as exc:
+            raise ServiceError(f"cannot run `docker buildx`: {exc.strerror or exc}") from None
+        assert proc.stderr is not None
+        try:
+            for line in proc.stderr:
+                chunks.append(line)
+                doc.append(line)
+                if line.rstrip("\n") == "}":
+                    with contextlib.suppress(ValueError):
+                        folder.feed(json.loads("".join(doc)))
+                    doc = []
+            code = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        return "".join(chunks), code
+
+    def _load(self, oci: Path, tag: str | None) -> None:
+        """Load the layout into the engine (the containerd store keeps its manifest digest as the image id)."""
+        with self.docker.talking(f"cannot load the built image {tag or ''} into the engine"):
+            for ev in self.docker.client.api.load_image(_tar_stream(oci), quiet=True):
+                if isinstance(ev, dict) and ev.get("error"):
+                    raise ServiceError(f"cannot load the built image into the engine: {ev['error']}")
+
+    def _image_id(self, meta: Path, tag: str | None) -> str:
+        facts = self.docker.facts(tag) if tag else None
+        if facts is not None:
+            return facts.id
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ""
+        # the engine's image id: on the containerd store the image's own digest, on overlay2 its config's
+        keys = ("containerimage.digest",) if self.containerd_store else ("containerimage.config.digest",
+                                                                         "containerimage.digest")
+        return next((str(data[k]) for k in keys if data.get(k)), "")
+
+    # The rest of the protocol is the engine's own
+    def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,
+                       timeout: float = 600.0, **kw: Any) -> tuple[int, str, str, bytes | None]:
+        return self.docker.run_with_files(image, files, argv, fetch=fetch, timeout=timeout, **kw)
+
+    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> None:
+        return None  # the install stages mount their wheels (`mounts`): no server
+
+    def facts(self, ref: str) -> ImageFacts | None:
+        return self.docker.facts(ref)
+
+    def push(self, repository: str, tag: str) -> str:
+        return self.docker.push(repository, tag)
+
+    def pull(self, ref: str) -> ImageFacts:
+        return self.docker.pull(ref)
+
+    def remove(self, ref: str) -> None:
+        self.docker.remove(ref)
+
+    def tag(self, source: str, repository: str, tag: str) -> None:
+        self.docker.tag(source, repository, tag)
+
+    def layout(self, image: str, dest: Path) -> Artefact:
+        return self.docker.layout(image, dest)
+
+    def versions(self) -> dict[str, str]:
+        return {**self.docker.versions(), "builder": "buildkit", "buildx": buildx_version(self._env()) or ""}
+
+    def __getattr__(self, name: str) -> Any:  # export, image_config, machine, ...: the engine's
+        return getattr(self.docker, name)
+
+
+def _tar_stream(root: Path) -> Iterator[bytes]:
+    """The layout as a tar, written to a temporary file first: the SDK sends a file or bytes, not a pipe."""
+    with tempfile.TemporaryFile(dir=root.parent) as f:
+        with tarfile.open(fileobj=f, mode="w") as tar:
+            for path in sorted(root.rglob("*")):
+                tar.add(path, arcname=str(path.relative_to(root)), recursive=False)
+        f.seek(0)
+        while piece := f.read(1 << 20):
+            yield piece
+
+
+def _replace(src: Path, dest: Path) -> None:
+    """Move the fresh layout into place: the old one goes only once the new one is whole."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    old = dest.with_name(dest.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
+    shutil.move(str(src), str(dest))
+    shutil.rmtree(old, ignore_errors=True)

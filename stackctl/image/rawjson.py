@@ -1,0 +1,171 @@
+"""BuildKit's build progress as buildx writes it with `--progress=rawjson`, folded into a `BuildResult`.
+
+Pure: `parse_rawjson(text)` takes what buildx wrote on stderr and returns values. That text is a sequence of
+JSON documents, each a BuildKit `SolveStatus` (`vertexes`, `statuses`, `logs`, `warnings`; a log's `data` is
+base64), then, when the build failed, buildx's own lines for people (`ERROR: failed to solve: ...`). Each
+vertex is a step; its log lines are kept together, in the order the steps first appeared, so the gate's
+lines (the last step's) stay one block whatever ran beside them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackctl.base.progress import Steps
+from stackctl.base.words import count
+from stackctl.errors import ServiceError
+from stackctl.image.buildlog import BuildFailed, BuildResult, clean_line, disagreement, gate_result
+
+# A Dockerfile step's vertex: "[stage 2/9] RUN ..." or "[2/2] RUN ..."; "[internal] ..." and the exporter are not steps
+_STEP = re.compile(r"^\[(?:[^\]\s]+ )?(\d+)/(\d+)\] (.*)", re.S)
+
+
+@dataclass
+class _Vertex:
+    name: str
+    cached: bool = False
+    started: bool = False
+    error: str | None = None
+    lines: list[str] = field(default_factory=list)
+    partial: dict[int, str] = field(default_factory=dict)  # stream → the text after its last newline
+
+
+@dataclass(frozen=True)
+class Stream:
+    """What the documents said, before any verdict: the steps in order, and buildx's closing text."""
+
+    vertices: tuple[tuple[str, bool, str | None, tuple[str, ...]], ...]  # (name, cached, error, lines)
+    trailer: tuple[str, ...]  # buildx's lines after the documents (its error message)
+
+
+def documents(text: str) -> tuple[list[dict[str, Any]], str]:
+    """The JSON documents at the head of `text`, and the text after the last one."""
+    decoder = json.JSONDecoder()
+    docs: list[dict[str, Any]] = []
+    at, end = 0, len(text)
+    while True:
+        while at < end and text[at].isspace():
+            at += 1
+        if at >= end or text[at] != "{":
+            return docs, text[at:]
+        try:
+            doc, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return docs, text[at:]
+        if isinstance(doc, dict):
+            docs.append(doc)
+
+
+class Folder:
+    """The vertices of the status documents as they arrive (a vertex is sent again each time it changes: the
+    last word wins), each with its log lines; `on_step(n, of, name)` as each Dockerfile step starts."""
+
+    def __init__(self, on_step: Steps | None = None) -> None:
+        self._vertices: dict[str, _Vertex] = {}
+        self._started = 0
+        self._on_step = on_step
+
+    def feed(self, doc: dict[str, Any]) -> None:
+        vertices = self._vertices
+        for raw in doc.get("vertexes") or ():
+            if not isinstance(raw, dict) or not isinstance(raw.get("digest"), str):
+                continue
+            v = vertices.setdefault(raw["digest"], _Vertex(str(raw.get("name") or "")))
+            v.name = str(raw.get("name") or v.name)
+            v.cached = v.cached or bool(raw.get("cached"))
+            if raw.get("error"):
+                v.error = clean_line(str(raw["error"]))
+            step = _STEP.match(v.name)
+            if raw.get("started") and not v.started:
+                v.started = True
+                if step is not None:
+                    self._started += 1
+                    if self._on_step is not None:  # BuildKit names every vertex of the solve at its start
+                        total = sum(1 for x in vertices.values() if _STEP.match(x.name))
+                        self._on_step(self._started, max(total, self._started), clean_line(step.group(3)))
+        for log in doc.get("logs") or ():
+            if not isinstance(log, dict) or not isinstance(log.get("vertex"), str):
+                continue
+            v = vertices.setdefault(log["vertex"], _Vertex(""))
+            try:
+                data = base64.b64decode(str(log.get("data") or ""), validate=True).decode("utf-8", "replace")
+            except (binascii.Error, ValueError):
+                continue
+            stream = int(log.get("stream") or 1)
+            *lines, rest = (v.partial.get(stream, "") + data).split("\n")
+            v.partial[stream] = rest
+            v.lines.extend(clean_line(x) for x in lines)
+
+    def stream(self, trailer: str = "") -> Stream:
+        out = []
+        for v in self._vertices.values():
+            tail = [clean_line(p) for p in v.partial.values() if p]
+            out.append((v.name, v.cached, v.error, tuple(v.lines + tail)))
+        return Stream(tuple(out), tuple(clean_line(x) for x in trailer.splitlines() if x.strip()))
+
+
+def fold(docs: Iterable[dict[str, Any]], trailer: str = "", on_step: Steps | None = None) -> Stream:
+    folder = Folder(on_step)
+    for doc in docs:
+        folder.feed(doc)
+    return folder.stream(trailer)
+
+
+def result_of(stream: Stream, image_id: str, ok: bool) -> BuildResult:
+    """The build's result from its steps; raises BuildFailed when a step (the gate's above all) failed or the
+    gate's result says a check failed, as the classic path's `parse_build_stream` does."""
+    steps = [v for v in stream.vertices if _STEP.match(v[0])]
+    log: list[str] = []
+    for _name, _, _, lines in stream.vertices:
+        log.extend(lines)
+    result = gate_result(log)
+    # the step that failed, not those BuildKit cancelled because it did
+    errors = [v for v in stream.vertices if v[2]]
+    failed = next((v for v in errors if "canceled" not in (v[2] or "")), errors[0] if errors else None)
+    if failed is not None or not ok:
+        if result is not None and result.failed:
+            why = disagreement(log, result)
+            if why is not None:
+                raise BuildFailed(f"the gate's printed lines disagree with its result: {why}",
+                                  result.fails or result.lines[-3:], tuple(log))
+            raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass", result.fails,
+                              tuple(log))
+        fails = tuple(line for line in log if line.startswith("FAIL "))
+        if fails:  # the gate died before its result: what it printed is all there is
+            raise BuildFailed(f"the gate failed: {count(len(fails), 'check')} did not pass", fails, tuple(log))
+        error = next((ln.removeprefix("ERROR: ") for ln in reversed(stream.trailer) if ln.startswith("ERROR: ")),
+                     failed[2] if failed is not None else "buildx exited with an error")
+        last = tuple(ln for ln in (failed[3] if failed is not None else tuple(log))[-15:] if ln.strip())
+        if failed is None:
+            last = last or stream.trailer[-15:]
+        raise BuildFailed(f"the build failed: {error}", last, tuple(log))
+    if result is not None:
+        why = disagreement(log, result)
+        if why is not None:
+            raise BuildFailed(f"the gate's printed lines disagree with its result: {why}",
+                              result.fails or result.lines[-3:], tuple(log))
+        if result.failed:
+            raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass, yet the build step "
+                              "succeeded", result.fails, tuple(log))
+    elif any(line.startswith("FAIL ") for line in log):
+        raise BuildFailed("the gate printed FAIL lines but no result; the build's verdict is unknown",
+                          tuple(line for line in log if line.startswith("FAIL ")), tuple(log))
+    if not image_id:
+        raise ServiceError("buildx finished the build without naming an image")
+    cached = sum(1 for v in steps if v[1])
+    return BuildResult(image_id, tuple(log), len(steps), cached)
+
+
+def parse_rawjson(text: str, image_id: str, ok: bool, on_step: Steps | None = None) -> BuildResult:
+    """`text`: buildx's stderr under `--progress=rawjson`; `ok`: whether buildx exited 0."""
+    docs, trailer = documents(text)
+    return result_of(fold(docs, trailer, on_step), image_id, ok)
+
+
+__all__ = ["Folder", "Stream", "documents", "fold", "parse_rawjson", "result_of"]

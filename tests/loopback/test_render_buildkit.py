@@ -1,0 +1,40 @@
+"""The render for BuildKit: the wheels bind-mounted into each install stage from the named context `wheels` (or
+the main context where the frontend has none), nothing to pull, and the classic render left as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from stackctl.image.prepare import prepare_build
+from stackctl.image.render import load_templates, render
+from tests.support.imagestack import make_stack_repo
+
+
+def _plan(tmp_path: Path):  # type: ignore[no-untyped-def]
+    repo = make_stack_repo(tmp_path, "r", "127.0.0.1:5000/t/r", commit=False)
+    prep = prepare_build(repo.stack, repo.lock, None, "0" * 40, "main", None, None, {})
+    assert prep.plan is not None
+    return prep.plan
+
+
+def test_buildkit_stages_mount_the_wheels_from_the_named_context(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    classic = render(plan, load_templates())
+    named = render(dataclasses.replace(plan, mounts="named"), load_templates())
+    assert "RUN --mount" not in classic.dockerfile and "COPY groups/deps/ /tmp/group/" in classic.dockerfile
+    assert "RUN --mount=type=bind,from=wheels,source=deps,target=/tmp/group" in named.dockerfile
+    assert "COPY groups/" not in named.dockerfile
+    assert "# syntax=" not in named.dockerfile
+    files = {f.path: f for f in named.files}
+    assert files[".dockerignore"].text == "groups/\n"  # the wheels travel only in the `wheels` context
+    assert "rootfs/venv/etc/hosts" in files and "rootfs/venv/etc/hosts" not in {f.path for f in classic.files}
+    # the install command itself is the classic one: only the way the wheels arrive differs
+    assert classic.dockerfile.count("--require-hashes") == named.dockerfile.count("--require-hashes")
+
+
+def test_a_frontend_without_named_contexts_mounts_from_the_main_context(tmp_path: Path) -> None:
+    ctx = render(dataclasses.replace(_plan(tmp_path), mounts="context"), load_templates())
+    assert "RUN --mount=type=bind,source=groups/deps,target=/tmp/group" in ctx.dockerfile
+    assert ".dockerignore" not in {f.path for f in ctx.files}
+

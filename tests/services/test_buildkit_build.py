@@ -1,0 +1,176 @@
+"""`stackctl build` through BuildKit (`docker buildx build`) on each engine: the gate in the build, its verdict
+from the rawjson stream, the OCI layout the record names, one digest for two --no-cache builds on Docker 26, and
+the classic builder as the fallback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from stackctl.image.artefact import check_blobs, read_layout
+from tests.conftest import Result
+from tests.services.test_app_image import app_repo  # noqa: F401  (fixture)
+from tests.support.cli import Cli
+from tests.support.engine import Cleanup, unavailable, unique_tag
+from tests.support.engines import TestEngine, any_engine, engine26, engine_up  # noqa: F401  (fixtures)
+from tests.support.imagestack import StackRepo, make_stack_repo
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def on_engine(any_engine: TestEngine, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestEngine, Cleanup]]:  # noqa: F811
+    yield from _on(any_engine, monkeypatch)
+
+
+@pytest.fixture
+def on_engine26(engine26: TestEngine, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestEngine, Cleanup]]:  # noqa: F811
+    yield from _on(engine26, monkeypatch)
+
+
+@pytest.fixture
+def on_2010(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestEngine, Cleanup]]:
+    """Debian 12's engine 20.10, the one the classic builder is kept for."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    yield from _on(engine_up(TestEngine("20.10", host, False)), monkeypatch)
+
+
+def _on(engine: TestEngine, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestEngine, Cleanup]]:
+    if shutil.which("docker") is None or shutil.which("skopeo") is None:
+        unavailable("the docker CLI (with buildx) and skopeo are needed")
+    monkeypatch.setenv("DOCKER_HOST", engine.host)
+    monkeypatch.delenv("STACKCTL_BUILDER", raising=False)
+    client = docker.DockerClient(base_url=engine.host, timeout=120)
+    done = Cleanup(client)
+    try:
+        yield engine, done
+    finally:
+        done.run()
+        client.close()
+
+
+def stack(tmp_path: Path, registry: str, cleanup: Cleanup, **kw: Any) -> StackRepo:
+    repo = make_stack_repo(tmp_path, "e2e", f"{registry}/stackctl-test/{unique_tag('bk')}", nonce=unique_tag("n"),
+                           **kw)
+    cleanup.images(repo.stack.image.repository)  # type: ignore[union-attr]
+    return repo
+
+
+def build(cli: Cli, repo: StackRepo, record_dir: Path, *args: str) -> Result:
+    return cli("build", "e2e", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(record_dir), *args,
+               cwd=repo.root)
+
+
+def test_buildkit_build_gates_and_leaves_the_layout_its_record_names(
+        tmp_path: Path, cli: Cli, on_engine: tuple[TestEngine, Cleanup], registry: str) -> None:
+    engine, cleanup = on_engine
+    repo = stack(tmp_path, registry, cleanup)
+    r = build(cli, repo, tmp_path / "build", "--builder", "buildkit", "--json")
+    assert r.code == 0, r.out + r.err
+    record = json.loads(r.out)
+    assert record["builder"] == "buildkit"
+    assert "PASS import patcher version=1.0.0" in record["gate"]
+    assert record["gate"][-1].startswith("gate ok: ")
+    # the wheels were mounted into the install stages, never copied into a layer or the image
+    assert record["wheels_how"].startswith("mounted into the install stages")
+    entry = record["artefact"]
+    assert Path(entry["layout"]) == tmp_path / "build" / "e2e.oci"
+    artefact = read_layout(Path(entry["layout"]))
+    assert artefact.digest == entry["digest"] and check_blobs(artefact) == []
+    assert [b.digest for b in artefact.layers] == entry["layers"]
+    assert all(b.media_type.endswith("tar+gzip") for b in artefact.layers[1:])
+    # the engine holds the image for `docker run`; on the containerd store it is the layout's very image
+    client = docker.DockerClient(base_url=engine.host)
+    try:
+        image = client.images.get(record["image"])
+        assert image.id == record["image_id"]
+        if engine.containerd_store:
+            assert image.id == artefact.digest
+        out = client.containers.run(record["image"], ["python", "-c", "import patcher, corelib; "
+                                                      "print(corelib.__version__)"], remove=True)
+        assert out.decode().strip() == "2.0.0+vendor1"
+    finally:
+        client.close()
+
+
+def test_a_failing_gate_fails_the_buildkit_build_with_its_fail_line(
+        tmp_path: Path, cli: Cli, on_engine26: tuple[TestEngine, Cleanup], registry: str) -> None:
+    _, cleanup = on_engine26
+    extra = '\n[gate.extra.helperdep]\norder = 5\nmodule = "helperdep"\ncheck = "exact"\nexpect = "1.5"\n'
+    repo = stack(tmp_path, registry, cleanup, extra_toml=extra)
+    r = build(cli, repo, tmp_path / "build", "--builder", "buildkit")
+    assert r.code == 1, r.out + r.err
+    assert r.out.splitlines() == ["FAIL import helperdep version=1.4 expected=1.5"]
+    assert "error: the gate failed: 1 check did not pass" in r.err
+    assert not (tmp_path / "build" / "e2e.build.json").exists()
+
+
+def test_two_no_cache_builds_give_one_manifest_digest(
+        tmp_path: Path, cli: Cli, on_engine26: tuple[TestEngine, Cleanup], registry: str) -> None:
+    _, cleanup = on_engine26
+    repo = stack(tmp_path, registry, cleanup)
+    digests = []
+    for n in (1, 2):
+        r = build(cli, repo, tmp_path / f"build{n}", "--builder", "buildkit", "--no-cache", "--json")
+        assert r.code == 0, r.out + r.err
+        digests.append(json.loads(r.out)["artefact"]["digest"])
+    assert digests[0] == digests[1]
+
+
+def test_classic_builder_still_builds_on_2010(
+        tmp_path: Path, cli: Cli, on_2010: tuple[TestEngine, Cleanup], registry: str) -> None:
+    _, cleanup = on_2010
+    repo = stack(tmp_path, registry, cleanup)
+    r = build(cli, repo, tmp_path / "build", "--builder", "classic", "--json")
+    assert r.code == 0, r.out + r.err
+    record = json.loads(r.out)
+    assert record["builder"] == "classic" and record["artefact"] is None
+    assert record["gate"][-1].startswith("gate ok: ")
+
+
+def test_auto_falls_back_to_classic_where_buildx_cannot_run(
+        tmp_path: Path, cli: Cli, on_2010: tuple[TestEngine, Cleanup], registry: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, cleanup = on_2010
+    # A machine that reaches the engine's socket but has no docker CLI (so no buildx plugin): only git on PATH.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    git = shutil.which("git")
+    assert git is not None
+    os.symlink(git, bin_dir / "git")
+    repo = stack(tmp_path, registry, cleanup)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    r = build(cli, repo, tmp_path / "build", "--json")
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["builder"] == "classic"
+    assert "builder: classic (the engine API's): `docker buildx version` does not run here" in r.err
+    r = build(cli, repo, tmp_path / "build2", "--builder", "buildkit")
+    assert r.code == 2 and "error: --builder buildkit: `docker buildx version` does not run here" in r.err
+
+
+@pytest.mark.network
+def test_the_app_image_through_buildkit_records_the_final_images_layout(
+        app_repo: Path,  # noqa: F811
+        tmp_path: Path, cli: Cli, on_engine26: tuple[TestEngine, Cleanup], registry: str) -> None:
+    engine, cleanup = on_engine26
+    repository = cleanup.images(f"{registry}/stackctl-test/{unique_tag('bkapp')}")
+    r = cli("build", "public-example-app", "--builder", "buildkit", "--repository", repository, "--record-dir",
+            str(tmp_path / "build"), "--json", cwd=app_repo)
+    assert r.code == 0, r.out + r.err
+    record = json.loads(r.out)
+    assert record["builder"] == "buildkit"
+    assert "PASS import greeter version=0.1.0" in record["gate"] or record["gate_cached"]
+    final = read_layout(Path(record["artefact"]["layout"]))
+    assert Path(record["artefact"]["layout"]) == tmp_path / "build" / "public-example-app.oci"
+    assert final.digest == record["artefact"]["digest"] and check_blobs(final) == []
+    stack = read_layout(Path(record["stack_image"]["artefact"]["layout"]))
+    assert stack.digest == record["stack_image"]["artefact"]["digest"] != final.digest
+    if engine.containerd_store:
+        assert record["image_id"] == final.digest

@@ -1,0 +1,85 @@
+"""The fold of buildx's `--progress=rawjson` stream, over real captures (tests/data/rawjson/: a passing build of
+the image test stack on Docker 26.1 with buildx 0.13.1, and a step that fails)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from stackctl.image.buildlog import BuildFailed
+from stackctl.image.rawjson import documents, parse_rawjson
+
+DATA = Path(__file__).parent.parent / "data" / "rawjson"
+
+
+def test_a_passing_build_gives_its_steps_and_the_gates_lines_in_order() -> None:
+    seen: list[tuple[int, int, str]] = []
+    result = parse_rawjson((DATA / "build-pass-d26.txt").read_text(), "sha256:x", True,
+                           lambda n, of, what: seen.append((n, of, what)))
+    assert result.image_id == "sha256:x"
+    assert result.steps == 18 and result.cached_steps == 0
+    assert [n for n, _, _ in seen] == list(range(1, 19))
+    assert seen[-1][2].startswith('RUN ["/opt/venv/bin/python", "-B", "/opt/stackctl/gate/gate.py"')
+    assert result.gate_lines[0] == "gate e2e: python 3.11.2"
+    assert result.gate_lines[1] == "PASS import patcher version=1.0.0"
+    assert result.gate_lines[-1] == "gate ok: 11 passed, 0 failed"
+    assert not result.gate_cached
+
+
+def test_a_failing_step_names_buildxs_error_and_shows_that_steps_own_lines() -> None:
+    with pytest.raises(BuildFailed) as caught:
+        parse_rawjson((DATA / "build-fail-step.txt").read_text(), "", False)
+    assert str(caught.value).startswith('the build failed: failed to solve: process "/bin/sh -c echo hello')
+    assert caught.value.lines == ("hello", "FAIL-ish")
+
+
+def _doc(vertex: str, name: str, *, logs: tuple[str, ...] = (), error: str | None = None,
+         cached: bool = False) -> str:
+    v: dict[str, object] = {"digest": vertex, "name": name, "started": "t", "cached": cached}
+    if error:
+        v["error"] = error
+    doc = {"vertexes": [v], "logs": [{"vertex": vertex, "stream": 1, "data": base64.b64encode(x.encode()).decode()}
+                                     for x in logs]}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+GATE = '[stage-1 2/2] RUN ["/opt/venv/bin/python", "gate.py"]'
+
+
+def test_a_failing_gate_fails_with_its_fail_lines_not_the_step_error() -> None:
+    result = json.dumps({"format": 1, "passed": 1, "failed": 1,
+                         "lines": ["PASS import a version=1", "FAIL import b version=1 expected=2"]})
+    text = (_doc("sha256:a", "[stage-1 1/2] FROM base", cached=True)
+            + _doc("sha256:g", GATE, logs=("gate s: python 3.11\nPASS import a version=1\n",
+                                          "FAIL import b version=1 expected=2\n",
+                                          f"STACKCTL-GATE-RESULT {result}\n", "gate FAILED: 1 passed, 1 failed\n"),
+                   error="process did not complete successfully: exit code: 1")
+            + "ERROR: failed to solve: process did not complete successfully: exit code: 1\n")
+    with pytest.raises(BuildFailed) as caught:
+        parse_rawjson(text, "", False)
+    assert str(caught.value) == "the gate failed: 1 check did not pass"
+    assert caught.value.lines == ("FAIL import b version=1 expected=2",)
+
+
+def test_a_gate_step_from_the_cache_prints_nothing_and_counts_as_cached() -> None:
+    text = _doc("sha256:a", "[stage-1 1/2] FROM base", cached=True) + _doc("sha256:g", GATE, cached=True)
+    result = parse_rawjson(text, "sha256:x", True)
+    assert result.gate_cached and result.cached_steps == 2 == result.steps
+
+
+def test_a_line_split_across_log_records_is_one_line_and_escapes_go() -> None:
+    text = _doc("sha256:g", GATE, logs=("PASS imp", "ort a version=1\x1b[0m\r\n"))
+    docs, rest = documents(text + "trailing words\n")
+    assert len(docs) == 1 and rest == "trailing words\n"
+    result = parse_rawjson(text, "sha256:x", True)
+    assert "PASS import a version=1" in result.log
+
+
+def test_a_build_that_names_no_image_is_the_services_fault() -> None:
+    from stackctl.errors import ServiceError
+
+    with pytest.raises(ServiceError):
+        parse_rawjson(_doc("sha256:a", "[1/1] FROM base"), "", True)
