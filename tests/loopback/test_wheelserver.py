@@ -157,7 +157,7 @@ class _Engine:
         return WheelServer(root, "127.0.0.1", sha256)
 
     def build(self, context: Path, tag: str, on_step: object = None, *, nocache: bool = False,
-              proxy: str | None = None) -> BuildResult:
+              proxy: str | None = None, **options: object) -> BuildResult:
         self.proxy, self.context = proxy or "", context
         if self.reach:
             proxied(self.proxy, "GET", f"http://{WHEEL_HOST}/groups/pin-toplib/")
