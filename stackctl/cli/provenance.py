@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from stackctl.cli.app import app, console, console_err, emit, say, step_lines, table
-from stackctl.cli.options import JsonOpt, VerifyLockOpt
+from stackctl.cli.options import BuilderOpt, JsonOpt, VerifyLockOpt
 
 
 @app.command()
@@ -26,13 +26,15 @@ def verify(
                                          "holding the image's revision.")] = Path("."),
     wheelhouse: Annotated[Path | None, typer.Option("--wheelhouse", metavar="DIR", help="With --rebuild: a "
                                                     "directory holding the lock's wheels.")] = None,
+    builder: BuilderOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Re-check a published image from the registry.
 
     Labels, the SBOM in the image and beside it, the provenance statement, the distributions the image
     records as installed, the reproducible config, and with --lock all of them against the lock. --key
-    requires the statements to be signed by that key; --rebuild builds the revision again and compares.
+    requires the statements to be signed by that key; --rebuild builds the revision again and compares (on the
+    builder the image was built with: the digest of a BuildKit build and of a classic one differ).
     """
     from stackctl.base import to_jsonable
     from stackctl.engine import verify_remote
@@ -45,8 +47,8 @@ def verify(
     spinner = not as_json and not rebuild and console_err.is_terminal
     with console_err.status(f"reading {ref} from the registry") if spinner else nullcontext():
         result = verify_remote(ref, locked, stream_layers=layers, key=key, rebuild_from=source if rebuild else None,
-                               wheelhouse=wheelhouse, on_step=step_lines("rebuild") if rebuild and not as_json
-                               else None)
+                               wheelhouse=wheelhouse, builder=builder,
+                               on_step=step_lines("rebuild") if rebuild and not as_json else None)
 
     def human() -> None:
         console.print(f"{result.ref}\n  config {result.config_digest}"

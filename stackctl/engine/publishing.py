@@ -54,11 +54,11 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
 
 def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, key: Path | None = None,
                   rebuild_from: Path | None = None, wheelhouse: Path | None = None,
-                  on_step: Steps | None = None) -> Verification:
+                  builder: str | None = None, on_step: Steps | None = None) -> Verification:
     """An image in a registry re-checked from the registry alone (and against `lock` when given); with
     `key` (a PEM public key file) its statements must be signed by it; with `rebuild_from` (a git work
-    tree) the image is rebuilt from its revision on the Docker engine and its layout's manifest digest
-    compared with the registry's."""
+    tree) the image is rebuilt from its revision on the Docker engine, with `builder` chosen as `build` chooses
+    it, and its layout's manifest digest compared with the registry's."""
     import dataclasses
 
     from stackctl.engine.registry import Registry, parse_ref
@@ -72,11 +72,11 @@ def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, k
     result = verify_image(registry, repository, parsed.reference, lock, stream_layers=stream_layers, key=public)
     if rebuild_from is None:
         return result
-    from stackctl.engine.docker import DockerEngine
+    from stackctl.engine.building import open_engine
     from stackctl.image.rebuild import rebuild_and_compare
     from stackctl.image.verify import named_profiles, with_rebuild
 
-    rebuilt = rebuild_and_compare(registry, DockerEngine(), repository, result.digest, source=rebuild_from,
+    rebuilt = rebuild_and_compare(registry, open_engine(builder), repository, result.digest, source=rebuild_from,
                                   profiles=named_profiles(registry, repository, result.digest),
                                   wheelhouse=wheelhouse, on_step=on_step)
     return dataclasses.replace(result, findings=with_rebuild(rebuilt, result.findings), rebuild=rebuilt)

@@ -38,7 +38,7 @@ class Rebuilt:
     ref: str  # what was rebuilt: repository@digest
     revision: str
     registry_config: str  # the config digest the registry's manifest names
-    rebuilt_config: str  # the rebuilt image's, after the build's reproducible rewrite
+    rebuilt_config: str  # the rebuilt layout's
     registry_layers: tuple[str, ...]  # diff_ids
     rebuilt_layers: tuple[str, ...]
     seconds: float  # the whole rebuild: checkout, build, rewrite, compare
@@ -48,11 +48,13 @@ class Rebuilt:
     rebuilt_digest: str = ""  # the rebuilt artefact's (its OCI layout's) manifest digest: equal when reproduced
 
 
-def compare(registry_config: Mapping[str, Any], config_digest: str, rebuilt_raw: bytes,
-            epoch: int) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-    """(rebuilt config digest, rebuilt diff_ids, differences): pure, on the two configs."""
-    rebuilt = attest.reproducible_config(_object(rebuilt_raw), epoch)
-    digest = attest.sha256(attest.canonical(rebuilt))
+def compare(registry_config: Mapping[str, Any], config_digest: str,
+            rebuilt_raw: bytes) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(rebuilt config digest, rebuilt diff_ids, differences): pure, on the two configs. The rebuilt config is
+    the rebuilt layout's own, as final as the published one (BuildKit's exporter wrote it, or the build made a
+    copy's reproducible): rewriting it again here would compare a config no build made."""
+    rebuilt = _object(rebuilt_raw)
+    digest = attest.sha256(rebuilt_raw)
     theirs = [str(x) for x in (registry_config.get("rootfs") or {}).get("diff_ids") or []]
     mine = [str(x) for x in (rebuilt.get("rootfs") or {}).get("diff_ids") or []]
     out = []
@@ -163,7 +165,7 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
                 with suppress(ServiceError):
                     engine.remove(image)
             _git(root, "worktree", "remove", "--force", str(tree))
-    mine_digest, mine_layers, differences = compare(config, config_digest, raw, int(epoch))
+    mine_digest, mine_layers, differences = compare(config, config_digest, raw)
     if artefact.digest != digest:  # the check itself; the config and layer lines say where they part
         differences = (f"the rebuilt manifest is {artefact.digest}, the registry's {digest}", *differences)
     theirs = tuple(str(x) for x in (config.get("rootfs") or {}).get("diff_ids") or [])

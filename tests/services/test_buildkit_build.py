@@ -174,3 +174,36 @@ def test_the_app_image_through_buildkit_records_the_final_images_layout(
     assert stack.digest == record["stack_image"]["artefact"]["digest"] != final.digest
     if engine.containerd_store:
         assert record["image_id"] == final.digest
+
+
+def test_the_image_flow_on_docker_26_build_publish_verify_key_and_rebuild(
+        tmp_path: Path, cli: Cli, on_engine26: tuple[TestEngine, Cleanup], registry: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a user of Docker 26 runs, on each image store: the build's layout is what the registry gets, the
+    signed publication verifies, and the revision rebuilt from scratch gives the published manifest again."""
+    from tests.services.test_trust import keypair
+
+    engine, cleanup = on_engine26
+    repo = stack(tmp_path, registry, cleanup)
+    repository = repo.stack.image.repository  # type: ignore[union-attr]
+    records = tmp_path / "build"
+    r = build(cli, repo, records, "--json")
+    assert r.code == 0, r.out + r.err
+    record = json.loads(r.out)
+    assert record["builder"] == "buildkit"
+    private, public = keypair(tmp_path, "release")
+    monkeypatch.setenv("STACKCTL_SIGN_KEY", str(private))
+    r = cli("publish", "e2e", "--record-dir", str(records), "--json", cwd=repo.root)
+    monkeypatch.delenv("STACKCTL_SIGN_KEY")
+    assert r.code == 0, r.out + r.err
+    pub = json.loads(r.out)
+    cleanup.manifest(registry, repository, pub["digest"])
+    assert pub["digest"] == record["artefact"]["digest"]  # the layout's manifest, unchanged by the copy
+
+    r = cli("verify", f"{repository}@{pub['digest']}", "--key", str(public), "--lock", str(repo.lock), "--json")
+    assert r.code == 0, r.out + r.err
+    r = cli("verify", f"{repository}@{pub['digest']}", "--rebuild", "--source", str(repo.root),
+            "--wheelhouse", str(repo.wheelhouse), "--json")
+    assert r.code == 0, r.out + r.err
+    rebuilt = json.loads(r.out)["rebuild"]
+    assert rebuilt["rebuilt_digest"] == rebuilt["registry_digest"] == pub["digest"], engine.name
