@@ -345,11 +345,21 @@ def engine_build(ctx: Path, tag: str, nocache: bool) -> tuple[float, dict[str, A
 
 def new_layer_bytes(before: dict[str, Any], after: dict[str, Any]) -> tuple[int, int, int]:
     """(layers reused, layers new, bytes written by the steps the rebuild did not take from cache)."""
+    import docker.errors
+
     from stackctl.engine.docker import DockerEngine
 
     api = DockerEngine().client.api
-    old_ids = {h["Id"] for h in api.history(before["id"]) if h["Id"] != "<missing>"}
-    fresh_bytes = sum(h["Size"] for h in api.history(after["id"]) if h["Id"] not in old_ids)
+
+    def history(image: dict[str, Any]) -> list[dict[str, Any]]:
+        # the containerd store names an image by its manifest digest, which its history does not answer to
+        try:
+            return list(api.history(image["id"]))
+        except docker.errors.NotFound:
+            return list(api.history(image["tag"]))
+
+    old_ids = {h["Id"] for h in history(before) if h["Id"] != "<missing>"}
+    fresh_bytes = sum(h["Size"] for h in history(after) if h["Id"] not in old_ids)
     old = set(before["layers"])
     reused = sum(1 for layer in after["layers"] if layer in old)
     return reused, len(after["layers"]) - reused, fresh_bytes
