@@ -376,17 +376,12 @@ def publish(
         return run_all(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json)
     if profile is None:
         raise InputError("publish: give a PROFILE, or --all")
-    from stackctl.engine import publish_image
+    from stackctl.engine import publish_built
 
     stack = load_profile(profile)
     record = record_file or record_dir / "publications.jsonl"
-    # [image.app]: the stack image first (the final image names it as its base), then the final image
-    build_record = record_dir / f"{stack.name}.build.json"
-    below = (publish_image(stack, lock_path(profile, lock), record, repository, sign_key=sign_key,
-                           build_record=build_record, stack_image=True)
-             if stack.app is not None else None)
-    pub = publish_image(stack, lock_path(profile, lock), record, repository, sign_key=sign_key,
-                        build_record=build_record)
+    below, pub = publish_built(stack, lock_path(profile, lock), record, repository, sign_key=sign_key,
+                               build_record=record_dir / f"{stack.name}.build.json")
 
     def human() -> None:
         if below is not None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         engine_specs,
         publish_over_pool,
     )
-    from stackctl.engine.publishing import publish_image, verify_remote
+    from stackctl.engine.publishing import publish_built, publish_image, verify_remote
 
 __all__ = [
     "DockerEngine",
@@ -38,6 +38,7 @@ __all__ = [
     "gate_image",
     "image_inventory",
     "open_engine",
+    "publish_built",
     "publish_image",
     "publish_over_pool",
     "verify_remote",
@@ -51,5 +52,5 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
         "inventory": ("image_inventory",),
         "pool": ("EngineSpec", "Pool", "PoolBuild", "Published", "Unreachable", "build_over_pool", "engine_specs",
                  "publish_over_pool"),
-        "publishing": ("publish_image", "verify_remote"),
+        "publishing": ("publish_built", "publish_image", "verify_remote"),
     })

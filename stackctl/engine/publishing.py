@@ -52,6 +52,16 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
                          copy=copy, builder=builder_facts(), key=key, stack_image=stack_image)
 
 
+def publish_built(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
+                  sign_key: Path | None = None, build_record: Path) -> tuple[Publication | None, Publication]:
+    """What `stackctl build` built, published: under [image.app] the stack image first (the final image names
+    it as its base: a reader of the final image's provenance can then fetch it), then the final image.
+    (stack image's publication or None, the image's publication)."""
+    below = (publish_image(stack, lock, record, repository, sign_key=sign_key, build_record=build_record,
+                           stack_image=True) if stack.app is not None else None)
+    return below, publish_image(stack, lock, record, repository, sign_key=sign_key, build_record=build_record)
+
+
 def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, key: Path | None = None,
                   rebuild_from: Path | None = None, wheelhouse: Path | None = None,
                   builder: str | None = None, on_step: Steps | None = None) -> Verification:
