@@ -1,7 +1,10 @@
 """Which builder a build runs on, chosen in one place: `--builder auto|buildkit|classic` (or STACKCTL_BUILDER).
 
-auto: BuildKit (`docker buildx build`) when the buildx plugin runs and the engine answers; else the classic
-builder of the engine API, with one line saying why.
+auto: BuildKit (`docker buildx build`) when the buildx plugin runs and the engine is Docker 23 or later; else the
+classic builder of the engine API, with one line saying why. The BuildKit embedded in Docker 20.10 (v0.8) builds
+the rendered Dockerfile (the wheels bind-mounted from the main context), but two --no-cache builds of one
+revision give different layers there (it knows no SOURCE_DATE_EPOCH), so `verify --rebuild` could not reproduce
+the image: on 20.10 auto keeps the classic builder, and --builder buildkit is the user's own choice.
 """
 
 from __future__ import annotations
@@ -49,4 +52,10 @@ def open_engine(builder: str | None = None, *, url: str | None = None,
             say("builder: classic (the engine API's): `docker buildx version` does not run here, so BuildKit is "
                 "out of reach")
         return docker
-    return BuildxEngine(docker, url)
+    engine = BuildxEngine(docker, url)
+    if name == "auto" and not engine.reproducible:
+        if say is not None:
+            say(f"builder: classic (the engine API's): the BuildKit of Docker {engine.server_version} gives no "
+                "reproducible digest; --builder buildkit builds with it all the same")
+        return docker
+    return engine

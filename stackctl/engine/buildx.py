@@ -59,8 +59,12 @@ class BuildxEngine:
         status = dict(tuple(x) for x in (info.get("DriverStatus") or []) if isinstance(x, list) and len(x) == 2)
         self.containerd_store = status.get("driver-type") == CONTAINERD_STORE
         # Named build contexts need the Dockerfile frontend 1.4 (BuildKit 0.10, Docker 23); 20.10 has v0.8
-        major = str(info.get("ServerVersion") or "0").split(".", 1)[0]
-        self.mounts: Literal["named", "context"] = "named" if major.isdigit() and int(major) >= 23 else "context"
+        self.server_version = str(info.get("ServerVersion") or "0")
+        major = self.server_version.split(".", 1)[0]
+        recent = major.isdigit() and int(major) >= 23
+        self.mounts: Literal["named", "context"] = "named" if recent else "context"
+        # measured: two --no-cache builds give one digest on 26 (both stores), not on 20.10's BuildKit v0.8
+        self.reproducible = recent
         self.transfer = None
 
     def _env(self) -> dict[str, str]:

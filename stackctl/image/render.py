@@ -285,6 +285,22 @@ def label_value(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
+def rootfs_stage(tree: str, epoch: int) -> str:
+    """Under BuildKit, the stage that holds the context's `rootfs/TREE` for the final stage to copy. BuildKit's
+    context transfer dates the directories it writes by the clock (files keep their times) and a COPY from the
+    context keeps those dates in the layer, so a cached layer and a fresh one of the same files differ
+    (measured on Docker 26: /etc and /opt/stackctl). A COPY --from keeps the dates it is given, as the groups'
+    do: the tree is copied here from a mount of the context and every entry dated `epoch`."""
+    return (f"FROM tools AS rootfs-{tree}\n"
+            f"RUN --mount=type=bind,source={ROOTFS}/{tree},target=/mnt mkdir /export && cp -a /mnt/. /export/ \\\n"
+            f" && find /export -exec touch -h -d @{epoch} {{}} +\n\n")
+
+
+def rootfs_copy(tree: str, mounts: str) -> str:
+    """The final stage's step that puts `rootfs/TREE` onto / (from its stage under BuildKit)."""
+    return f"COPY --from=rootfs-{tree} /export/ /" if mounts else f"COPY {ROOTFS}/{tree}/ /"
+
+
 def render(plan: BuildPlan, templates: Templates) -> Rendered:
     if plan.python and not re.fullmatch(r"\d+\.\d+", plan.python):
         raise InputError(f"{plan.stack}: image python {plan.python!r} is not MAJOR.MINOR")
@@ -323,10 +339,12 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
     if plan.labels:
         labels = "LABEL " + " \\\n      ".join(f"{label_value(k)}={label_value(v)}" for k, v in plan.labels)
     dockerfile = Template(templates.dockerfile).substitute(
-        stack=plan.stack, target=plan.target, base=plan.base, stages="".join(stages), python=plan.python,
+        stack=plan.stack, target=plan.target, base=plan.base, python=plan.python,
+        stages="".join(stages) + (rootfs_stage("venv", EPOCH_FLOOR) + rootfs_stage("stack", e) if plan.mounts else ""),
         path=":".join(["/opt/venv/bin", *(f"{d}/bin" for d in dirs),
                        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]),
         copies="\n".join(copies), labels=labels, tools=tools, epoch=e,
+        copy_venv=rootfs_copy("venv", plan.mounts), copy_stack=rootfs_copy("stack", plan.mounts),
         builder_note=BUILDKIT_NOTE if plan.mounts else CLASSIC_NOTE,
         # pip is what installs without another installer; with one, ensurepip's seconds buy nothing
         venv="python3 -m venv /opt/venv \\\n && /opt/venv/bin/python -m pip --version" if plan.installer is None

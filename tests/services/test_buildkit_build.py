@@ -131,20 +131,27 @@ def test_classic_builder_still_builds_on_2010(
     r = build(cli, repo, tmp_path / "build", "--builder", "classic", "--json")
     assert r.code == 0, r.out + r.err
     record = json.loads(r.out)
-    assert record["builder"] == "classic" and record["artefact"] is None
+    assert record["builder"] == "classic"
     assert record["gate"][-1].startswith("gate ok: ")
+    # the classic builder's image, copied out of the engine: the layout publish takes, as from BuildKit
+    artefact = read_layout(Path(record["artefact"]["layout"]))
+    assert artefact.digest == record["artefact"]["digest"]
+    assert record["artefact"]["made_by"].startswith("a copy of the engine's image")
+    assert check_blobs(artefact) == []
 
 
 def test_auto_falls_back_to_classic_where_buildx_cannot_run(
         tmp_path: Path, cli: Cli, on_2010: tuple[TestEngine, Cleanup], registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     _, cleanup = on_2010
-    # A machine that reaches the engine's socket but has no docker CLI (so no buildx plugin): only git on PATH.
+    # A machine that reaches the engine's socket but has no docker CLI (so no buildx plugin): only git and
+    # skopeo (which copies the image into its layout) on PATH.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    git = shutil.which("git")
-    assert git is not None
-    os.symlink(git, bin_dir / "git")
+    for tool in ("git", "skopeo"):
+        found = shutil.which(tool)
+        assert found is not None
+        os.symlink(found, bin_dir / tool)
     repo = stack(tmp_path, registry, cleanup)
     monkeypatch.setenv("PATH", str(bin_dir))
     r = build(cli, repo, tmp_path / "build", "--json")
