@@ -19,30 +19,30 @@ from tests.conftest import Result
 from tests.services.test_app_image import app_repo  # noqa: F401  (fixture)
 from tests.support.cli import Cli
 from tests.support.engine import Cleanup, unavailable, unique_tag
-from tests.support.engines import TestEngine, any_engine, engine26, engine_up  # noqa: F401  (fixtures)
+from tests.support.engines import EngineCase, any_engine, engine26, engine_up  # noqa: F401  (fixtures)
 from tests.support.imagestack import StackRepo, make_stack_repo
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def on_engine(any_engine: TestEngine, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestEngine, Cleanup]]:  # noqa: F811
+def on_engine(any_engine: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:  # noqa: F811
     yield from _on(any_engine, monkeypatch)
 
 
 @pytest.fixture
-def on_engine26(engine26: TestEngine, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestEngine, Cleanup]]:  # noqa: F811
+def on_engine26(engine26: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:  # noqa: F811
     yield from _on(engine26, monkeypatch)
 
 
 @pytest.fixture
-def on_2010(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestEngine, Cleanup]]:
+def on_2010(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:
     """Debian 12's engine 20.10, the one the classic builder is kept for."""
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    yield from _on(engine_up(TestEngine("20.10", host, False)), monkeypatch)
+    yield from _on(engine_up(EngineCase("20.10", host, False)), monkeypatch)
 
 
-def _on(engine: TestEngine, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestEngine, Cleanup]]:
+def _on(engine: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:
     if shutil.which("docker") is None or shutil.which("skopeo") is None:
         unavailable("the docker CLI (with buildx) and skopeo are needed")
     monkeypatch.setenv("DOCKER_HOST", engine.host)
@@ -69,7 +69,7 @@ def build(cli: Cli, repo: StackRepo, record_dir: Path, *args: str) -> Result:
 
 
 def test_buildkit_build_gates_and_leaves_the_layout_its_record_names(
-        tmp_path: Path, cli: Cli, on_engine: tuple[TestEngine, Cleanup], registry: str) -> None:
+        tmp_path: Path, cli: Cli, on_engine: tuple[EngineCase, Cleanup], registry: str) -> None:
     engine, cleanup = on_engine
     repo = stack(tmp_path, registry, cleanup)
     r = build(cli, repo, tmp_path / "build", "--builder", "buildkit", "--json")
@@ -101,7 +101,7 @@ def test_buildkit_build_gates_and_leaves_the_layout_its_record_names(
 
 
 def test_a_failing_gate_fails_the_buildkit_build_with_its_fail_line(
-        tmp_path: Path, cli: Cli, on_engine26: tuple[TestEngine, Cleanup], registry: str) -> None:
+        tmp_path: Path, cli: Cli, on_engine26: tuple[EngineCase, Cleanup], registry: str) -> None:
     _, cleanup = on_engine26
     extra = '\n[gate.extra.helperdep]\norder = 5\nmodule = "helperdep"\ncheck = "exact"\nexpect = "1.5"\n'
     repo = stack(tmp_path, registry, cleanup, extra_toml=extra)
@@ -113,7 +113,7 @@ def test_a_failing_gate_fails_the_buildkit_build_with_its_fail_line(
 
 
 def test_two_no_cache_builds_give_one_manifest_digest(
-        tmp_path: Path, cli: Cli, on_engine26: tuple[TestEngine, Cleanup], registry: str) -> None:
+        tmp_path: Path, cli: Cli, on_engine26: tuple[EngineCase, Cleanup], registry: str) -> None:
     _, cleanup = on_engine26
     repo = stack(tmp_path, registry, cleanup)
     digests = []
@@ -125,7 +125,7 @@ def test_two_no_cache_builds_give_one_manifest_digest(
 
 
 def test_classic_builder_still_builds_on_2010(
-        tmp_path: Path, cli: Cli, on_2010: tuple[TestEngine, Cleanup], registry: str) -> None:
+        tmp_path: Path, cli: Cli, on_2010: tuple[EngineCase, Cleanup], registry: str) -> None:
     _, cleanup = on_2010
     repo = stack(tmp_path, registry, cleanup)
     r = build(cli, repo, tmp_path / "build", "--builder", "classic", "--json")
@@ -141,7 +141,7 @@ def test_classic_builder_still_builds_on_2010(
 
 
 def test_auto_falls_back_to_classic_where_buildx_cannot_run(
-        tmp_path: Path, cli: Cli, on_2010: tuple[TestEngine, Cleanup], registry: str,
+        tmp_path: Path, cli: Cli, on_2010: tuple[EngineCase, Cleanup], registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     _, cleanup = on_2010
     # A machine that reaches the engine's socket but has no docker CLI (so no buildx plugin): only git and
@@ -165,7 +165,7 @@ def test_auto_falls_back_to_classic_where_buildx_cannot_run(
 @pytest.mark.network
 def test_the_app_image_through_buildkit_records_the_final_images_layout(
         app_repo: Path,  # noqa: F811
-        tmp_path: Path, cli: Cli, on_engine26: tuple[TestEngine, Cleanup], registry: str) -> None:
+        tmp_path: Path, cli: Cli, on_engine26: tuple[EngineCase, Cleanup], registry: str) -> None:
     engine, cleanup = on_engine26
     repository = cleanup.images(f"{registry}/stackctl-test/{unique_tag('bkapp')}")
     r = cli("build", "public-example-app", "--builder", "buildkit", "--repository", repository, "--record-dir",
@@ -184,7 +184,7 @@ def test_the_app_image_through_buildkit_records_the_final_images_layout(
 
 
 def test_the_image_flow_on_docker_26_build_publish_verify_key_and_rebuild(
-        tmp_path: Path, cli: Cli, on_engine26: tuple[TestEngine, Cleanup], registry: str,
+        tmp_path: Path, cli: Cli, on_engine26: tuple[EngineCase, Cleanup], registry: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """What a user of Docker 26 runs, on each image store: the build's layout is what the registry gets, the
     signed publication verifies, and the revision rebuilt from scratch gives the published manifest again."""

@@ -14,13 +14,13 @@ from stackctl.image.artefact import check_blobs, read_layout
 from tests.support.engine import DEFAULT_BASE_IMAGE
 
 if TYPE_CHECKING:
-    from tests.support.engines import TestEngine
+    from tests.support.engines import EngineCase
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ("tests.support.engines",)  # any_engine
 
 
-def test_two_copies_of_one_image_are_one_layout(any_engine: TestEngine, tmp_path: Path) -> None:
+def test_two_copies_of_one_image_are_one_layout(any_engine: EngineCase, tmp_path: Path) -> None:
     first = copy_to_layout(DEFAULT_BASE_IMAGE, tmp_path / "a", host=any_engine.host)
     second = copy_to_layout(DEFAULT_BASE_IMAGE, tmp_path / "b", host=any_engine.host)
     assert first.digest == second.digest and first.layers and check_blobs(first) == []
@@ -30,7 +30,7 @@ def test_two_copies_of_one_image_are_one_layout(any_engine: TestEngine, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
 
 
-def test_an_image_the_engine_lacks_is_one_error_and_no_layout(any_engine: TestEngine, tmp_path: Path) -> None:
+def test_an_image_the_engine_lacks_is_one_error_and_no_layout(any_engine: EngineCase, tmp_path: Path) -> None:
     with pytest.raises(ServiceError, match=r"stackctl-test/none:x"):
         copy_to_layout("stackctl-test/none:x", tmp_path / "a", host=any_engine.host)
     assert list(tmp_path.iterdir()) == []

@@ -23,23 +23,23 @@ from tests.support.engine import DEFAULT_BASE_IMAGE, unavailable
 
 
 @dataclass(frozen=True)
-class TestEngine:
+class EngineCase:
     name: str  # "20.10", "26-overlay2", "26-containerd"
     host: str  # DOCKER_HOST
     containerd_store: bool
 
 
-def _engines() -> dict[str, TestEngine]:
+def _engines() -> dict[str, EngineCase]:
     return {
-        "20.10": TestEngine("20.10", os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", False),
-        "26-overlay2": TestEngine("26-overlay2", os.environ.get("STACKCTL_TEST_ENGINE_D26")
+        "20.10": EngineCase("20.10", os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", False),
+        "26-overlay2": EngineCase("26-overlay2", os.environ.get("STACKCTL_TEST_ENGINE_D26")
                                   or "unix:///run/stackctl-d26.sock", False),
-        "26-containerd": TestEngine("26-containerd", os.environ.get("STACKCTL_TEST_ENGINE_D26C")
+        "26-containerd": EngineCase("26-containerd", os.environ.get("STACKCTL_TEST_ENGINE_D26C")
                                     or "unix:///run/stackctl-d26c.sock", True),
     }
 
 
-def engine_up(engine: TestEngine) -> TestEngine:
+def engine_up(engine: EngineCase) -> EngineCase:
     """The engine, checked to answer and to hold the base image; skipped (failed in CI) otherwise."""
     base = os.environ.get("STACKCTL_TEST_BASE_IMAGE") or DEFAULT_BASE_IMAGE
     try:
@@ -54,12 +54,12 @@ def engine_up(engine: TestEngine) -> TestEngine:
 
 
 @pytest.fixture(params=["20.10", "26-overlay2", "26-containerd"])
-def any_engine(request: pytest.FixtureRequest) -> TestEngine:
+def any_engine(request: pytest.FixtureRequest) -> EngineCase:
     """Each engine in turn."""
     return engine_up(_engines()[request.param])
 
 
 @pytest.fixture(params=["26-overlay2", "26-containerd"])
-def engine26(request: pytest.FixtureRequest) -> TestEngine:
+def engine26(request: pytest.FixtureRequest) -> EngineCase:
     """Each Docker 26 engine in turn (both image stores)."""
     return engine_up(_engines()[request.param])
