@@ -281,15 +281,10 @@ def build(
     if build_all:
         from stackctl.cli.matrix import build_all as run_all
 
-        if builder is not None and builder.strip().lower() == "buildkit":
-            # the pool's shared cache is the classic builder's stage tags; BuildKit's registry cache is not wired
-            raise InputError("--builder buildkit: build --all builds with the classic builder",
-                             hint="build each stack on its own for a BuildKit build and its OCI layout")
-
         return run_all(profiles or [], target or [], engine or [], engines_file, lock=lock, wheelhouse=wheelhouse,
                        index=overrides(index), repository=repository, cache_repository=cache_repository,
                        allow_dirty=allow_dirty, revision=revision, ref=ref, created=created, record_dir=record_dir,
-                       no_cache=no_cache, send_wheels=send_wheels, as_json=as_json)
+                       no_cache=no_cache, send_wheels=send_wheels, as_json=as_json, builder=builder)
     if len(profiles or []) != 1 or len(target or []) > 1 or engine or engines_file or cache_repository:
         raise InputError("build: give one PROFILE and at most one --target; --engine, --engines and "
                          "--cache-repository go with --all")

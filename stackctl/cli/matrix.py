@@ -39,12 +39,13 @@ def _left_out(u: Unreachable) -> None:
 def build_all(profiles: Sequence[str], targets: Sequence[str], engine: Sequence[str], engines_file: Path | None, *,
               lock: Path | None, wheelhouse: Path | None, index: Mapping[str, str], repository: str | None,
               cache_repository: str | None, allow_dirty: bool, revision: str | None, ref: str | None,
-              created: str | None, record_dir: Path, no_cache: bool, send_wheels: bool, as_json: bool) -> None:
+              created: str | None, record_dir: Path, no_cache: bool, send_wheels: bool, as_json: bool,
+              builder: str | None = None) -> None:
     from stackctl.engine import PoolBuild, build_over_pool, engine_specs
 
     order = PoolBuild(tuple(profiles), tuple(targets), engine_specs(engine, engines_file), lock, wheelhouse, index,
                       repository, cache_repository, allow_dirty, revision, ref, created, record_dir, no_cache,
-                      send_wheels)
+                      send_wheels, builder)
     with _view(not as_json) as (event, steps):
         matrix, pool = build_over_pool(order, os.environ, _left_out, event, steps)
     _report(matrix, as_json, pool)
@@ -95,7 +96,8 @@ def _report(matrix: Matrix, as_json: bool, pool: Pool) -> None:
     def human() -> None:
         rows = [(c.stack, c.target, c.engine or "-", c.result, c.image.rpartition(":")[2],
                  (c.image_id or "")[7:19] or "-", f"{c.steps_cached}/{c.steps}" if c.steps else "-", _seconds(c),
-                 f"{c.cache_pulled} ({c.cache_bytes} B)" if c.cache_pulled else "-") for c in matrix.cells]
+                 (f"{c.cache_pulled} ({c.cache_bytes} B)" if c.cache_bytes else str(c.cache_pulled))
+                 if c.cache_pulled else "-") for c in matrix.cells]
         console.print(table("build --all", ["stack", "target", "engine", "result", "tag", "image id", "cached",
                                             "seconds", "cache pulled"], rows))
         for c in matrix.cells:
@@ -117,7 +119,7 @@ def _cell_json(c: CellResult) -> dict[str, Any]:
     return {"stack": c.stack, "target": c.target, "engine": c.engine, "image_id": c.image_id,
             "tag": c.image, "steps": c.steps, "steps_cached": c.steps_cached, "seconds": c.seconds,
             "result": c.result, "error": c.error, "cache_pulled": c.cache_pulled, "cache_bytes": c.cache_bytes,
-            "cache_pushed": c.cache_pushed, "record": c.record}
+            "cache_pushed": c.cache_pushed, "record": c.record, "builder": c.builder}
 
 
 def publish_all(engine: Sequence[str], engines_file: Path | None, *, repository: str | None, record_dir: Path,

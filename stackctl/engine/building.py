@@ -36,11 +36,18 @@ def open_engine(builder: str | None = None, *, url: str | None = None,
                 say: Callable[[str], None] | None = None) -> DockerEngine | BuildxEngine:
     """The engine to build on (DOCKER_HOST's, or `url`), with the builder chosen: it is reached first, so an
     unreachable engine fails before any download."""
-    from stackctl.engine.buildx import BuildxEngine, buildx_version
     from stackctl.engine.docker import DockerEngine
 
     name = chosen_builder(builder)
-    docker = DockerEngine(url)
+    return with_builder(DockerEngine(url), name, url=url, say=say)
+
+
+def with_builder(docker: DockerEngine, name: str, *, url: str | None = None,
+                 say: Callable[[str], None] | None = None) -> DockerEngine | BuildxEngine:
+    """A reached engine with the builder `name` (a `chosen_builder`) put in front: BuildKit where buildx runs
+    and, for auto, the engine is Docker 23 or later; else the engine API's classic builder."""
+    from stackctl.engine.buildx import BuildxEngine, buildx_version
+
     if name == "classic":
         return docker
     version = buildx_version({**os.environ, **({"DOCKER_HOST": url} if url else {})})

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,15 +25,11 @@ from stackctl.base.progress import Steps
 from stackctl.engine.docker import DockerEngine
 from stackctl.errors import ServiceError
 from stackctl.image.artefact import Artefact, read_layout
+from stackctl.image.bakefile import REPRODUCIBLE, Baked, BakeTarget
 from stackctl.image.buildlog import BuildResult, ImageFacts
-from stackctl.image.rawjson import Folder, documents, result_of
+from stackctl.image.rawjson import Folder, Stream, documents, fold, result_of
 from stackctl.image.render import WHEELS_CONTEXT
 
-# The exporter's options for the layout. The render already dates every file (SOURCE_DATE_EPOCH dates the config),
-# so neither `rewrite-timestamp` nor `force-compression` is asked for: each re-read and re-gzipped every layer on
-# every build (measured, torch stack on the containerd store: a rebuild after one small pin moved took 34.7 s with
-# them, 8.1 s without; two --no-cache builds and a cached build against a fresh one still give one digest).
-REPRODUCIBLE = "compression=gzip,oci-mediatypes=true"
 CONTAINERD_STORE = "io.containerd.snapshotter.v1"
 EXPORTED = "BuildKit's OCI exporter"
 
@@ -61,6 +57,9 @@ class BuildxEngine:
             info = self.docker.client.info()
         status = dict(tuple(x) for x in (info.get("DriverStatus") or []) if isinstance(x, list) and len(x) == 2)
         self.containerd_store = status.get("driver-type") == CONTAINERD_STORE
+        # BuildKit's own cache export (`--cache-to type=registry`): the docker driver refuses it on overlay2
+        # ("Cache export is not supported for the docker driver", measured on 26.1.5), not on the containerd store
+        self.registry_cache = self.containerd_store
         # Named build contexts need the Dockerfile frontend 1.4 (BuildKit 0.10, Docker 23); 20.10 has v0.8
         self.server_version = str(info.get("ServerVersion") or "0")
         major = self.server_version.split(".", 1)[0]
@@ -71,11 +70,14 @@ class BuildxEngine:
         self.transfer = None
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        if self._url is not None:
-            env["DOCKER_HOST"] = self._url
-        env.setdefault("BUILDX_NO_DEFAULT_ATTESTATIONS", "1")  # no provenance manifest beside the image's
-        return env
+        return buildx_env(self._url)
+
+    def named_contexts(self, context: Path, given: Mapping[str, Path] | None = None) -> dict[str, Path]:
+        """The build's named contexts: the wheels' where the render mounts them from one (`mounts`)."""
+        named = dict(given or {})
+        if self.mounts == "named" and (context / "groups").is_dir():
+            named.setdefault(WHEELS_CONTEXT, context / "groups")
+        return named
 
     def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
               nocache: bool = False, proxy: str | None = None, buildargs: Mapping[str, str] | None = None,
@@ -89,10 +91,7 @@ class BuildxEngine:
             argv = ["docker", "buildx", "build", "--progress=rawjson", "--metadata-file", str(meta)]
             for k, v in args.items():
                 argv += ["--build-arg", f"{k}={v}"]
-            named = dict(contexts or {})
-            if self.mounts == "named" and (context / "groups").is_dir():  # the render of `mounts` asks for it
-                named.setdefault(WHEELS_CONTEXT, context / "groups")
-            for name, where in named.items():
+            for name, where in self.named_contexts(context, contexts).items():
                 argv += ["--build-context", f"{name}={where}"]
             if nocache:
                 argv.append("--no-cache")
@@ -108,73 +107,45 @@ class BuildxEngine:
             else:
                 argv += ["--load"] + (["--tag", tag] if tag else [])
             argv.append(str(context))
-            text, code = self._run(argv, on_step)
-            folder_result = text
-            image_id = ""
-            if code == 0:
-                if direct:
-                    self._load(oci, tag)
-                image_id = self._image_id(meta, tag)
-            docs, trailer = documents(folder_result)
-            folder = Folder(on_step=None)
-            for doc in docs:
-                folder.feed(doc)
-            result = result_of(folder.stream(trailer), image_id, code == 0)
-            if direct:  # elsewhere the image is copied out of the engine once built (image/build.py)
-                assert layout is not None
-                _replace(oci, layout)
-                result = BuildResult(result.image_id, result.log, result.steps, result.cached_steps,
-                                     artefact=read_layout(layout, made_by=EXPORTED))
-            return result
+            folder = Folder(on_step)
+            text, code = run_buildx(argv, self._env(), folder.feed)
+            docs, trailer = documents(text)
+            return self.finished(fold(docs, trailer), tag, code == 0, read_metadata(meta).get,
+                                 oci if direct else None, layout)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    def _run(self, argv: list[str], on_step: Steps | None) -> tuple[str, int]:
-        """Run buildx, following its documents as they come (a document ends with a line `}`); its stderr
-        whole, and its exit status."""
-        folder = Folder(on_step)
-        chunks: list[str] = []
-        doc: list[str] = []
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, text=True, env=self._env())
-        except OSError as exc:
-            raise ServiceError(f"cannot run `docker buildx`: {exc.strerror or exc}") from None
-        assert proc.stderr is not None
-        try:
-            for line in proc.stderr:
-                chunks.append(line)
-                doc.append(line)
-                if line.rstrip("\n") == "}":
-                    with contextlib.suppress(ValueError):
-                        folder.feed(json.loads("".join(doc)))
-                    doc = []
-            code = proc.wait()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        return "".join(chunks), code
+    def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any],
+                 oci: Path | None, layout: Path | None) -> BuildResult:
+        """A build's result from what buildx said of it: the exporter's layout (`oci`) loaded into the engine
+        and moved to `layout`; the image id from the engine, else from the metadata file's entry (`meta`)."""
+        image_id = ""
+        if ok:
+            if oci is not None:
+                load_layout(self.docker, oci, tag)
+            image_id = self._image_id(meta, tag)
+        result = result_of(stream, image_id, ok)
+        if oci is not None and layout is not None:  # elsewhere the image is copied out of the engine once built
+            replace_layout(oci, layout)
+            result = BuildResult(result.image_id, result.log, result.steps, result.cached_steps,
+                                 artefact=read_layout(layout, made_by=EXPORTED))
+        return result
 
-    def _load(self, oci: Path, tag: str | None) -> None:
-        """Load the layout into the engine (the containerd store keeps its manifest digest as the image id)."""
-        with self.docker.talking(f"cannot load the built image {tag or ''} into the engine"):
-            for ev in self.docker.client.api.load_image(_tar_stream(oci), quiet=True):
-                if isinstance(ev, dict) and ev.get("error"):
-                    raise ServiceError(f"cannot load the built image into the engine: {ev['error']}")
-
-    def _image_id(self, meta: Path, tag: str | None) -> str:
+    def _image_id(self, meta: Callable[[str], Any], tag: str | None) -> str:
         facts = self.docker.facts(tag) if tag else None
         if facts is not None:
             return facts.id
-        try:
-            data = json.loads(meta.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return ""
         # the engine's image id: on the containerd store the image's own digest, on overlay2 its config's
         keys = ("containerimage.digest",) if self.containerd_store else ("containerimage.config.digest",
                                                                          "containerimage.digest")
-        return next((str(data[k]) for k in keys if data.get(k)), "")
+        return next((str(meta(k)) for k in keys if meta(k)), "")
+
+    def bake(self, targets: Sequence[BakeTarget], on_step: Callable[[str], Steps | None],
+             on_event: Callable[[str, str], None]) -> dict[str, Baked]:
+        """Every target built by one `docker buildx bake` on this engine (engine/bake.py)."""
+        from stackctl.engine.bake import run_bake
+
+        return run_bake(self, targets, on_step, on_event)
 
     # The rest of the protocol is the engine's own
     def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,
@@ -209,6 +180,61 @@ class BuildxEngine:
         return getattr(self.docker, name)
 
 
+def buildx_env(url: str | None) -> dict[str, str]:
+    """The environment buildx runs in: the engine's DOCKER_HOST, and no provenance manifest beside the image's."""
+    env = dict(os.environ)
+    if url is not None:
+        env["DOCKER_HOST"] = url
+    env.setdefault("BUILDX_NO_DEFAULT_ATTESTATIONS", "1")
+    return env
+
+
+def run_buildx(argv: list[str], env: Mapping[str, str], feed: Callable[[dict[str, Any]], None]) -> tuple[str, int]:
+    """Run buildx (build or bake), each rawjson document given to `feed` as it comes (a document ends with a
+    line `}`); its stderr whole, and its exit status."""
+    chunks: list[str] = []
+    doc: list[str] = []
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env=dict(env))
+    except OSError as exc:
+        raise ServiceError(f"cannot run `docker buildx`: {exc.strerror or exc}") from None
+    assert proc.stderr is not None
+    try:
+        for line in proc.stderr:
+            chunks.append(line)
+            doc.append(line)
+            if line.rstrip("\n") == "}":
+                with contextlib.suppress(ValueError):
+                    parsed = json.loads("".join(doc))
+                    if isinstance(parsed, dict):
+                        feed(parsed)
+                doc = []
+        code = proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return "".join(chunks), code
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """The `--metadata-file` buildx wrote (none when the build failed: then empty)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_layout(docker: DockerEngine, oci: Path, tag: str | None) -> None:
+    """Load the layout into the engine (the containerd store keeps its manifest digest as the image id)."""
+    with docker.talking(f"cannot load the built image {tag or ''} into the engine"):
+        for ev in docker.client.api.load_image(_tar_stream(oci), quiet=True):
+            if isinstance(ev, dict) and ev.get("error"):
+                raise ServiceError(f"cannot load the built image into the engine: {ev['error']}")
+
+
 def _tar_stream(root: Path) -> Iterator[bytes]:
     """The layout as a tar, written to a temporary file first: the SDK sends a file or bytes, not a pipe."""
     with tempfile.TemporaryFile(dir=root.parent) as f:
@@ -220,7 +246,7 @@ def _tar_stream(root: Path) -> Iterator[bytes]:
             yield piece
 
 
-def _replace(src: Path, dest: Path) -> None:
+def replace_layout(src: Path, dest: Path) -> None:
     """Move the fresh layout into place: the old one goes only once the new one is whole."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     old = dest.with_name(dest.name + ".old")

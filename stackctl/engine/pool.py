@@ -181,20 +181,34 @@ class PoolBuild:
     record_dir: Path = Path("build")
     no_cache: bool = False
     send_wheels: bool = False
+    builder: str | None = None  # --builder; None: STACKCTL_BUILDER, else auto
 
 
 def build_over_pool(order: PoolBuild, env: Mapping[str, str], on_unreachable: Callable[[Unreachable], None],
                     on_event: Event, on_step: Callable[[str, str], Steps] | None = None) -> tuple[Matrix, Pool]:
     """`build --all` as one call: the cells prepared (bad input fails before any engine is asked), the pool
-    reached, the matrix built over it."""
+    reached, each engine's builder chosen as for a single build (a BuildKit engine bakes its queue), the matrix
+    built over it."""
+    from stackctl.engine.building import chosen_builder, with_builder
+
+    builder = chosen_builder(order.builder, env)
     cells = matrix_cells(order.profiles, order.targets, lock=order.lock, record_dir=order.record_dir,
                          revision=order.revision, ref=order.ref, created=order.created, allow_dirty=order.allow_dirty,
                          env=env)
     pool = reach_pool(order.engines, on_unreachable)
+    urls = {s.name: s.url for s in order.engines}
+
+    def told(name: str) -> Callable[[str], None]:
+        return lambda line: on_event(name, "engine", line)
+
+    builders = {m.name: with_builder(m.engine, builder, url=urls.get(m.name), say=told(m.name))
+                for m in pool.members}
+    for name, engine in builders.items():
+        on_event(name, "engine", f"builder: {getattr(engine, 'builder', 'classic')}")
     req = MatrixRequest(cells, {m.name: m.machine for m in pool.members},
                         {m.name: m.engine.address for m in pool.members}, order.repository, order.cache_repository,
                         order.wheelhouse, order.record_dir, order.no_cache, order.overrides, order.send_wheels)
-    return build_matrix(req, {m.name: m.engine for m in pool.members}, on_event, on_step), pool
+    return build_matrix(req, builders, on_event, on_step), pool
 
 
 @dataclass(frozen=True)

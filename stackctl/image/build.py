@@ -19,13 +19,13 @@ from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError
 from stackctl.image.app import finish_app, stack_image_ref
 from stackctl.image.attest import INSTALLED_PATH
-from stackctl.image.buildlog import BuildFailed, BuildResult, gate_result
+from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts, gate_result
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
 from stackctl.image.gatespec import left_for_app
 from stackctl.image.labels import LABEL_EPOCH
 from stackctl.image.prepare import Prepared, with_sbom
-from stackctl.image.protocols import Engine
+from stackctl.image.protocols import Engine, WheelServing
 from stackctl.index.client import IndexClient
 
 
@@ -96,9 +96,28 @@ def _epoch_arg(engine: Engine, prep: Prepared) -> dict[str, str] | None:
     return {"SOURCE_DATE_EPOCH": epoch} if epoch else None
 
 
-def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], None] | None = None,
-                on_step: Steps | None = None, on_fetch: Progress | None = None) -> Built:
-    """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
+@dataclass(frozen=True)
+class Staged:
+    """A build up to the engine's part: the render settled for this engine, the wheels at hand, the base
+    checked. `lay_context` writes its context; the engine builds it; `finish_build` writes the record."""
+
+    prepared: Prepared
+    image: str  # the stack image's repository:tag
+    context: Path
+    work: Path  # RECORD_DIR/STACK
+    wheels: Path
+    base_facts: ImageFacts
+    started: str
+    wheels_how: str
+    layout: Path  # where the stack image's OCI layout goes
+    buildargs: Mapping[str, str] | None
+    served: Mapping[str, str] = field(default_factory=dict)  # groups/…: sha256, for the wheel server
+    server: WheelServing | None = None
+
+
+def stage_build(req: BuildRequest, engine: Engine, *, on_fetch: Progress | None = None) -> Staged:
+    """Everything before the engine builds: the base image checked (before any download), the wheels fetched
+    where the wheelhouse lacks them, the wheel server or the mounts chosen, the SBOM read from the wheels."""
     prep = req.prepared
     stack = prep.stack
     started = now_iso()  # the provenance's startedOn; `time` below is its finishedOn
@@ -131,16 +150,32 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
                       else "mounted into the install stages from the build context (this BuildKit has no named "
                       "contexts)")
     prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
+    # with an app on top, the published image is the final one: its layout takes STACK.oci, the stack
+    # image's goes beside it
+    layout = req.record_dir / f"{stack.name}{'.stack' if stack.app else ''}.oci"
+    return Staged(prep, str(image), ctx, base, wheels, base_facts, started, wheels_how, layout,
+                  _epoch_arg(engine, prep), served if server else {}, server)
+
+
+def lay_context(staged: Staged, on_wheel: Callable[[str], None] | None = None) -> dict[str, str]:
+    """The build context written, every wheel's sha256 checked; the digest of each file in it."""
+    prep = staged.prepared
+    return write_context(prep.rendered, staged.wheels, staged.context, on_wheel,
+                         served={f"groups/{k}" for k in staged.served},
+                         distinct_times=prep.plan is not None and bool(prep.plan.mounts))
+
+
+def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], None] | None = None,
+                on_step: Steps | None = None, on_fetch: Progress | None = None) -> Built:
+    """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
+    staged = stage_build(req, engine, on_fetch=on_fetch)
+    server = staged.server
     with server or contextlib.nullcontext():  # closed however the build ends (its port, its thread)
-        digests = write_context(prep.rendered, wheels, ctx, on_wheel,
-                                served={f"groups/{k}" for k in served} if server else (),
-                                distinct_times=prep.plan is not None and bool(prep.plan.mounts))
+        digests = lay_context(staged, on_wheel)
         try:
-            result = engine.build(ctx, str(image), on_step, nocache=req.no_cache,
-                                  proxy=server.proxy if server else None, buildargs=_epoch_arg(engine, prep),
-                                  # with an app on top, the published image is the final one: its layout
-                                  # takes STACK.oci, the stack image's goes beside it
-                                  layout=req.record_dir / f"{stack.name}{'.stack' if stack.app else ''}.oci")
+            result = engine.build(staged.context, staged.image, on_step, nocache=req.no_cache,
+                                  proxy=server.proxy if server else None, buildargs=staged.buildargs,
+                                  layout=staged.layout)
         except BuildFailed as exc:
             if server is not None and server.refused:
                 raise CheckFailed(server.refused[0], hint="fetch the wheel again (`stackctl fetch`)") from exc
@@ -148,33 +183,43 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
                 exc.hint = (f"no install stage reached the wheel server at {server.where}; if this engine's "
                             "containers cannot reach this machine, build with --send-wheels")
             raise
+    return finish_build(req, staged, digests, result, engine, on_step)
+
+
+def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], result: BuildResult,
+                 engine: Engine, on_step: Steps | None = None) -> Built:
+    """After the engine built the stack image: the app image on top where the profile has one, the artefact,
+    and the build record with its fingerprint."""
+    prep, image, base_facts = staged.prepared, staged.image, staged.base_facts
+    stack = prep.stack
+    assert stack.image is not None
     inputs = {f"profile:{s}": Path(s) for s in stack.sources if "@" not in s}
     inputs["lock"] = req.lock
     all_inputs = {**file_inputs(inputs), **{f"context:{k}": v for k, v in digests.items()}}
-    fp = Fingerprint(stack.name, str(image), result.image_id, prep.revision, prep.ref,
+    fp = Fingerprint(stack.name, image, result.image_id, prep.revision, prep.ref,
                      prep.git.branch if prep.git else None, prep.git.revision if prep.git else None,
                      bool(prep.git and prep.git.dirty), stack.image.base, base_facts.id, base_facts.repo_digests,
                      tuple(sorted(all_inputs.items())))
-    built = engine.facts(str(image))
-    record = {"stack": stack.name, "time": now_iso(), "started": started, "invocation": str(uuid.uuid4()),
+    built = engine.facts(image)
+    record = {"stack": stack.name, "time": now_iso(), "started": staged.started, "invocation": str(uuid.uuid4()),
               "source": prep.git.remote if prep.git else None, "lock_digest": prep.lock.digest(),
               "profile_digest": stack.digest(), "labels": dict(built.labels) if built else {},
-              "image": str(image), "image_id": result.image_id, "target": prep.target,
+              "image": image, "image_id": result.image_id, "target": prep.target,
               "steps": result.steps, "cached_steps": result.cached_steps,
-              "gate": list(kept_gate_lines(engine, str(image)) if result.gate_cached else result.gate_lines),
-              "gate_cached": result.gate_cached, "wheels": "served" if server else "context",
+              "gate": list(kept_gate_lines(engine, image) if result.gate_cached else result.gate_lines),
+              "gate_cached": result.gate_cached, "wheels": "served" if staged.server else "context",
               "builder": getattr(engine, "builder", "classic"),
               "artefact": result.artefact.record() if result.artefact is not None else None,
-              "wheels_how": wheels_how,
+              "wheels_how": staged.wheels_how,
               "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),
               "fingerprint": fp, "fingerprint_digest": fp.digest(), "base_layers": list(base_facts.layers)}
     if stack.app is not None:
-        app, fields = finish_app(prep, result, str(image), req.repository, base, engine, req.no_cache, on_step)
+        app, fields = finish_app(prep, result, image, req.repository, staged.work, engine, req.no_cache, on_step)
         record.update(fields)
         return _recorded(req, stack.name, app.image, app.result, record, engine)
     else:
         record["gate_left"] = list(left_for_app(stack, prep.target))  # for `stackctl gate --image`
-    return _recorded(req, stack.name, str(image), result, record, engine)
+    return _recorded(req, stack.name, image, result, record, engine)
 
 
 def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, record: dict[str, Any],

@@ -1,10 +1,15 @@
 """`stackctl build --all` as one call: stacks by targets over a pool of engines, the registry as their cache.
 
-Each engine builds its queue of cells one after another (`schedule` decides the queues), all engines at
-once. Before a cell builds, the engine pulls the stage images the registry holds for the cell's layer
-groups (`cachekeys`) and builds with them as `cache_from`; after it built, the cell's own stage images go
-to the registry for the next engine. A failing cell is recorded and the engine goes on with its queue; the
-matrix record (RECORD_DIR/matrix.json) says which cell was built where, for `publish --all`.
+All engines build at once, each its queue of cells (`schedule` decides the queues). A BuildKit engine builds
+its whole queue as one `docker buildx bake` (`bake_queue`): every cell's context rendered as for a single
+build, one bake file, BuildKit running the cells' stages in parallel and a stage they share once; where the
+builder exports its cache (the containerd image store) each cell's stages go to the registry as
+REPO:buildcache-STACK-TARGET and the next bake, on any engine, starts from them. A classic-builder engine
+builds its cells one after another: before a cell builds, the engine pulls the stage images the registry
+holds for the cell's layer groups (`cachekeys`) and builds with them as `cache_from`; after it built, the
+cell's own stage images go to the registry for the next engine. A failing cell is recorded and the engine
+goes on with its queue; the matrix record (RECORD_DIR/matrix.json) says which cell was built where, for
+`publish --all`.
 """
 
 from __future__ import annotations
@@ -13,14 +18,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from stackctl.base.concurrency import parallel
 from stackctl.base.files import write_atomic
 from stackctl.base.jsonout import dumps
 from stackctl.base.progress import Steps
 from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
-from stackctl.image.build import BuildRequest, build_image
+from stackctl.image.bakefile import Baked, BakeTarget, cache_ref, registry_cache, target_name
+from stackctl.image.build import BuildRequest, Built, Staged, build_image, finish_build, lay_context, stage_build
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
 from stackctl.image.cachekeys import StageCache, stage_caches, stage_images
 from stackctl.image.labels import image_ref
@@ -36,6 +42,17 @@ class PoolEngine(Engine, Protocol):
               proxy: str | None = None, cache_from: Sequence[str] = (), buildargs: Mapping[str, str] | None = None,
               dockerfile: Path | None = None, target: str | None = None, layout: Path | None = None) -> BuildResult: ...
     def pull_cache(self, ref: str) -> int | None: ...
+
+
+@runtime_checkable
+class BakeEngine(Engine, Protocol):
+    """A BuildKit engine: it builds a queue of cells as one bake (engine/bake.py)."""
+
+    registry_cache: bool  # whether its builder exports the cache to a registry
+
+    def named_contexts(self, context: Path, given: Mapping[str, Path] | None = None) -> dict[str, Path]: ...
+    def bake(self, targets: Sequence[BakeTarget], on_step: Callable[[str], Steps | None],
+             on_event: Callable[[str, str], None]) -> Mapping[str, Baked]: ...
 
 
 Event = Callable[[str, str, str], None]  # (engine, cell name, what happened)
@@ -83,6 +100,7 @@ class CellResult:
     profile: str | None = None
     lock: str | None = None
     address: str | None = None
+    builder: str | None = None  # buildkit (the cell was a bake target) or classic
 
 
 @dataclass(frozen=True)
@@ -191,7 +209,7 @@ def _caches(prep: Prepared) -> tuple[StageCache, ...]:
     return stage_caches(prep.plan) if prep.plan is not None else ()
 
 
-def plan_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine]) -> Assignment:
+def plan_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine | BakeEngine]) -> Assignment:
     """Which engine builds which cell: warm where an engine already holds a cell's stage images."""
     seen: dict[str, str] = {}
     for c in req.cells:
@@ -208,7 +226,8 @@ def plan_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine]) -> Assign
         cells.append(Cell(c.prepared.stack.name, c.prepared.target, machine, tuple(s.key for s in _caches(c.prepared))))
     for name, engine in engines.items():
         warm = set()
-        for c in req.cells:
+        # the stage tags are the classic builder's cache; a BuildKit engine's is BuildKit's own
+        for c in req.cells if not isinstance(engine, BakeEngine) else ():
             repo = cache_repository(req, c.prepared)
             for s in _caches(c.prepared) if repo else ():
                 if engine.facts(f"{repo}:{s.tag()}") is not None:
@@ -247,12 +266,7 @@ def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngin
     """One cell on one engine: pull its cached stages, build, push its stages. Never raises a StackctlError:
     a failure is the cell's result."""
     prep = cell.prepared
-    label = f"{prep.stack.name} {prep.target}"
-    image = str(image_ref(prep.stack, req.repository))
-    base = CellResult(prep.stack.name, prep.target, name, "not built", image,
-                      profile=_absolute(prep.stack.sources[0]) if prep.stack.sources else None,
-                      lock=str(cell.lock.absolute()),
-                      address=req.addresses.get(name))
+    label, image, base = _label(cell), str(image_ref(prep.stack, req.repository)), _unbuilt(req, cell, name, "classic")
     started = time.monotonic()
     pulled = nbytes = pushed = 0
     try:
@@ -282,19 +296,106 @@ def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngin
             pushed = _push_stages(engine, repo, _caches(prep), set(found), built.result.log)
             on_event(name, label, f"cache: pushed {pushed} stage images to {repo}")
     except StackctlError as exc:
-        result, code = _failure(exc)
-        on_event(name, label, f"{result}: {exc}")
-        return replace(base, result=result, error=str(exc), exit_code=code, cache_pulled=pulled, cache_bytes=nbytes,
-                       seconds=round(time.monotonic() - started, 1))
+        return _failed(replace(base, cache_pulled=pulled, cache_bytes=nbytes), exc, started, on_event)
+    return _built(replace(base, cache_pulled=pulled, cache_bytes=nbytes, cache_pushed=pushed), built, started,
+                  on_event)
+
+
+def _label(cell: CellInput) -> str:
+    return f"{cell.prepared.stack.name} {cell.prepared.target}"
+
+
+def _unbuilt(req: MatrixRequest, cell: CellInput, name: str, builder: str) -> CellResult:
+    prep = cell.prepared
+    return CellResult(prep.stack.name, prep.target, name, "not built", str(image_ref(prep.stack, req.repository)),
+                      profile=_absolute(prep.stack.sources[0]) if prep.stack.sources else None,
+                      lock=str(cell.lock.absolute()), address=req.addresses.get(name), builder=builder)
+
+
+def _failed(base: CellResult, exc: StackctlError, started: float, on_event: Event) -> CellResult:
+    result, code = _failure(exc)
+    on_event(base.engine or "", f"{base.stack} {base.target}", f"{result}: {exc}")
+    return replace(base, result=result, error=str(exc), exit_code=code, seconds=round(time.monotonic() - started, 1))
+
+
+def _built(base: CellResult, built: Built, started: float, on_event: Event) -> CellResult:
     seconds = round(time.monotonic() - started, 1)
-    on_event(name, label, f"built {image} in {seconds} s, {built.result.cached_steps} of {built.result.steps} "
-                          "steps cached")
+    on_event(base.engine or "", f"{base.stack} {base.target}", f"built {base.image} in {seconds} s, "
+             f"{built.result.cached_steps} of {built.result.steps} steps cached")
     return replace(base, result="built", image_id=built.result.image_id, steps=built.result.steps,
-                   steps_cached=built.result.cached_steps, seconds=seconds, cache_pulled=pulled,
-                   cache_bytes=nbytes, cache_pushed=pushed, record=str(built.record_path))
+                   steps_cached=built.result.cached_steps, seconds=seconds, record=str(built.record_path))
 
 
-def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine], on_event: Event,
+@dataclass(frozen=True)
+class _Staged:
+    cell: CellInput
+    request: BuildRequest
+    staged: Staged
+    digests: Mapping[str, str]
+    target: BakeTarget
+
+
+def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine: BakeEngine, on_event: Event,
+               on_step: Callable[[str, str], Steps] | None = None) -> list[CellResult]:
+    """An engine's queue as one bake: each cell staged and its context written as for a single build, every
+    cell a target of one `docker buildx bake`, then each cell's record written from its own result. Never
+    raises a StackctlError: a failure is the cell's result."""
+    started = time.monotonic()
+    done: dict[str, CellResult] = {}
+    staged: dict[str, _Staged] = {}
+    labels: dict[str, str] = {}
+    for cell in cells:
+        prep = cell.prepared
+        tname = target_name(prep.stack.name, prep.target)
+        labels[tname] = _label(cell)
+        base = _unbuilt(req, cell, name, "buildkit")
+        try:
+            breq = BuildRequest(prep, cell.lock, req.repository, req.wheelhouse, None, cell.record_dir, req.no_cache,
+                                req.overrides, req.send_wheels)
+            st = stage_build(breq, engine)
+            digests = lay_context(st)
+        except StackctlError as exc:
+            done[tname] = _failed(base, exc, started, on_event)
+            continue
+        repo = cache_repository(req, prep) if engine.registry_cache else None
+        cache_from, cache_to = registry_cache(cache_ref(repo, prep.stack.name, prep.target)) if repo else ((), ())
+        target = BakeTarget(tname, st.context, st.image, args=dict(st.buildargs or {}),
+                            contexts=engine.named_contexts(st.context), layout=st.layout, no_cache=req.no_cache,
+                            cache_from=() if req.no_cache else cache_from,
+                            cache_to=cache_to if req.push_cache else ())
+        staged[tname] = _Staged(cell, breq, st, digests, target)
+        on_event(name, labels[tname], f"bake target {tname}" + (f", registry cache {cache_to[0]}" if target.cache_to
+                                                                 else ""))
+    if not staged:
+        return [done[target_name(c.prepared.stack.name, c.prepared.target)] for c in cells]
+
+    def steps(tname: str) -> Steps | None:
+        return on_step(name, labels[tname]) if on_step else None
+
+    try:
+        baked: Mapping[str, Baked] = engine.bake([s.target for s in staged.values()], steps,
+                                                 lambda tname, what: on_event(name, labels[tname], what))
+    except StackctlError as exc:  # buildx could not run at all: every staged cell fails with it
+        baked = {tname: Baked(None, exc) for tname in staged}
+    for tname, s in staged.items():
+        base = _unbuilt(req, s.cell, name, "buildkit")
+        got = baked.get(tname) or Baked(None, ServiceError(f"docker buildx bake gave no result for {tname}"))
+        imported = 1 if got.cache_imported else 0
+        pushed = len(s.target.cache_to) if got.result is not None else 0
+        base = replace(base, cache_pulled=imported, cache_pushed=pushed)
+        if got.result is None:
+            done[tname] = _failed(base, got.error or ServiceError(f"{tname}: no result"), started, on_event)
+            continue
+        try:
+            built = finish_build(s.request, s.staged, s.digests, got.result, engine, steps(tname))
+        except StackctlError as exc:
+            done[tname] = _failed(base, exc, started, on_event)
+            continue
+        done[tname] = _built(base, built, started, on_event)
+    return [done[target_name(c.prepared.stack.name, c.prepared.target)] for c in cells]
+
+
+def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine | BakeEngine], on_event: Event,
                  on_step: Callable[[str, str], Steps] | None = None) -> Matrix:
     """Every cell built (or its failure recorded) and the matrix record written; raises only for bad input."""
     if not engines:
@@ -305,8 +406,10 @@ def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine], on_event
         on_event(p.engine, p.cell.name, "queued" + (f" (warm: {p.warm} stages here)" if p.warm else ""))
 
     def run_queue(name: str) -> list[CellResult]:
-        return [build_cell(req, by_cell[(p.cell.stack, p.cell.target)], name, engines[name], on_event, on_step)
-                for p in assignment.queue(name)]
+        engine, queue = engines[name], [by_cell[(p.cell.stack, p.cell.target)] for p in assignment.queue(name)]
+        if isinstance(engine, BakeEngine):
+            return bake_queue(req, queue, name, engine, on_event, on_step)
+        return [build_cell(req, cell, name, engine, on_event, on_step) for cell in queue]
 
     done: dict[tuple[str, str], CellResult] = {}
     for results in parallel(len(engines), run_queue, list(engines)):

@@ -1,0 +1,115 @@
+"""`docker buildx bake` on one engine: a queue of cells as one bake, each cell's result as a single build's.
+
+One bake runs every target at once: BuildKit builds their stages in parallel and runs a stage two cells share
+once. The rawjson stream is split by target (image/bakefile.BakeSplit) and each target's share folded as a
+single build's (image/rawjson), so steps, gate verdict and failure read the same; the result (loading the
+layout, the image id, the artefact) is BuildxEngine.finished, the single build's own code.
+
+When one target fails, buildx cancels the others and writes no metadata file at all (measured, buildx 0.13.1):
+the failed targets are the cells' failures, and the rest are baked again at once (what they had built is in
+BuildKit's cache), until every target has either its result or its own failure.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stackctl.base.files import write_atomic
+from stackctl.base.progress import Steps
+from stackctl.errors import ServiceError, StackctlError
+from stackctl.image.bakefile import Baked, BakeSplit, BakeTarget, bake_document
+from stackctl.image.rawjson import Folder, Stream, documents
+
+if TYPE_CHECKING:
+    from stackctl.engine.buildx import BuildxEngine
+
+BAKE_FILE = "bake.json"
+
+
+def _failed(stream: Stream) -> bool:
+    """Whether a step of the target's own failed (not one BuildKit cancelled because another target's did)."""
+    return any(error and "canceled" not in error for _, _, error, _ in stream.vertices)
+
+
+def _settled(stream: Stream) -> Stream:
+    """A target's stream once the bake succeeded: a step two targets share runs once, and BuildKit may tell
+    one of them that its copy was cancelled (`context canceled`) while the other's ran; the target's result
+    says it was built, so no such word is its failure (measured, buildx 0.13.1 on Docker 26.1)."""
+    return Stream(tuple((name, cached, None if error and "canceled" in error else error, lines)
+                        for name, cached, error, lines in stream.vertices), stream.trailer)
+
+
+def _bake_error(trailer: str) -> str:
+    lines = [ln for ln in trailer.splitlines() if ln.strip()]
+    said = next((ln.removeprefix("ERROR: ") for ln in reversed(lines) if ln.startswith("ERROR: ")), None)
+    return said or (lines[-1] if lines else "it exited with an error")
+
+
+def run_bake(engine: BuildxEngine, targets: Sequence[BakeTarget], on_step: Callable[[str], Steps | None],
+             on_event: Callable[[str, str], None]) -> dict[str, Baked]:
+    """Each target's result, or its failure (BuildFailed for a step or the gate, ServiceError for the engine).
+    Raises only when buildx cannot be run at all."""
+    from stackctl.engine.buildx import read_metadata, run_buildx
+
+    if not targets:
+        return {}
+    out: dict[str, Baked] = {}
+    work = Path(tempfile.mkdtemp(prefix=".bake.", dir=targets[0].context.parent.parent))
+    try:
+        pending = list(targets)
+        while pending:
+            # on the containerd store BuildKit writes each layout itself (as a single build does); on overlay2 the
+            # image is loaded and copied out of the engine afterwards (image/build.py)
+            oci = {t.name: work / t.name / "oci" for t in pending if engine.containerd_store and t.layout}
+            for where in oci.values():
+                shutil.rmtree(where, ignore_errors=True)
+            bake_file, meta = work / BAKE_FILE, work / "metadata.json"
+            meta.unlink(missing_ok=True)
+            write_atomic(bake_file, json.dumps(bake_document(pending, oci), indent=2) + "\n")
+            split = BakeSplit([t.name for t in pending])
+            folders = {t.name: Folder(on_step(t.name)) for t in pending}
+
+            def feed(doc: dict[str, object], split: BakeSplit = split, folders: dict[str, Folder] = folders) -> None:
+                for name, part in split.feed(doc).items():
+                    folders[name].feed(part)
+
+            argv = ["docker", "buildx", "bake", "--file", str(bake_file), "--metadata-file", str(meta),
+                    "--progress=rawjson"]
+            text, code = run_buildx(argv, engine._env(), feed)
+            _, trailer = documents(text)
+            metadata = read_metadata(meta)
+            again = []
+            for t in pending:
+                found = split.cache_found.get(t.name)
+                if t.cache_from and found is not None:
+                    ref = t.cache_from[0].rpartition("ref=")[2]
+                    on_event(t.name, f"cache: imported {ref}" if found else
+                             f"cache: none yet at {ref} (this build writes it)")
+                stream = folders[t.name].stream(trailer if code else "")
+                if code != 0 and not _failed(stream):  # cancelled, or built but left without metadata: again
+                    again.append(t)
+                    continue
+                entry = metadata.get(t.name)
+                got = entry.get if isinstance(entry, dict) else {}.get
+                if code == 0 and isinstance(entry, dict):
+                    stream = _settled(stream)
+                try:
+                    result = engine.finished(stream, t.tag, code == 0, got, oci.get(t.name), t.layout)
+                    out[t.name] = Baked(result, None, found if t.cache_from else None)
+                except StackctlError as exc:
+                    out[t.name] = Baked(None, exc, found if t.cache_from else None)
+            if again and len(again) == len(pending):  # no target failed of its own: the bake itself did
+                error = ServiceError(f"docker buildx bake failed: {_bake_error(trailer)}")
+                out.update({t.name: Baked(None, error) for t in again})
+                break
+            for t in again:
+                on_event(t.name, "baked again: buildx stopped it when another cell failed")
+            pending = again
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
