@@ -3,7 +3,8 @@
 One bake runs every target at once: BuildKit builds their stages in parallel and runs a stage two cells share
 once. The rawjson stream is split by target (image/bakefile.BakeSplit) and each target's share folded as a
 single build's (image/rawjson), so steps, gate verdict and failure read the same; the result (loading the
-layout, the image id, the artefact) is BuildxEngine.finished, the single build's own code.
+layout, the image id, the artefact) is BuildxEngine.finished, the single build's own code. A step two cells
+share runs once: each cell's share names it twice (bakefile.merged makes it one step again).
 
 When one target fails, buildx cancels the others and writes no metadata file at all (measured, buildx 0.13.1):
 the failed targets are the cells' failures, and the rest are baked again at once (what they had built is in
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 from stackctl.base.files import write_atomic
 from stackctl.base.progress import Steps
 from stackctl.errors import ServiceError, StackctlError
-from stackctl.image.bakefile import Baked, BakeSplit, BakeTarget, bake_document
+from stackctl.image.bakefile import Baked, BakeSplit, BakeTarget, bake_document, merged
 from stackctl.image.rawjson import Folder, Stream, documents
 
 if TYPE_CHECKING:
@@ -34,14 +35,6 @@ BAKE_FILE = "bake.json"
 def _failed(stream: Stream) -> bool:
     """Whether a step of the target's own failed (not one BuildKit cancelled because another target's did)."""
     return any(error and "canceled" not in error for _, _, error, _ in stream.vertices)
-
-
-def _settled(stream: Stream) -> Stream:
-    """A target's stream once the bake succeeded: a step two targets share runs once, and BuildKit may tell
-    one of them that its copy was cancelled (`context canceled`) while the other's ran; the target's result
-    says it was built, so no such word is its failure (measured, buildx 0.13.1 on Docker 26.1)."""
-    return Stream(tuple((name, cached, None if error and "canceled" in error else error, lines)
-                        for name, cached, error, lines in stream.vertices), stream.trailer)
 
 
 def _bake_error(trailer: str) -> str:
@@ -61,8 +54,12 @@ def run_bake(engine: BuildxEngine, targets: Sequence[BakeTarget], on_step: Calla
     out: dict[str, Baked] = {}
     work = Path(tempfile.mkdtemp(prefix=".bake.", dir=targets[0].context.parent.parent))
     try:
-        pending = list(targets)
+        pending, round_ = list(targets), 0
         while pending:
+            round_ += 1
+            why = "" if round_ == 1 else " (buildx stopped them when another cell failed; their steps are cached)"
+            for t in pending:
+                on_event(t.name, f"bake {round_}: {len(pending)} targets{why}")
             # on the containerd store BuildKit writes each layout itself (as a single build does); on overlay2 the
             # image is loaded and copied out of the engine afterwards (image/build.py)
             oci = {t.name: work / t.name / "oci" for t in pending if engine.containerd_store and t.layout}
@@ -90,14 +87,13 @@ def run_bake(engine: BuildxEngine, targets: Sequence[BakeTarget], on_step: Calla
                     ref = t.cache_from[0].rpartition("ref=")[2]
                     on_event(t.name, f"cache: imported {ref}" if found else
                              f"cache: none yet at {ref} (this build writes it)")
-                stream = folders[t.name].stream(trailer if code else "")
+                stream = merged(folders[t.name].stream(trailer if code else ""), code == 0 and isinstance(
+                    metadata.get(t.name), dict))
                 if code != 0 and not _failed(stream):  # cancelled, or built but left without metadata: again
                     again.append(t)
                     continue
                 entry = metadata.get(t.name)
                 got = entry.get if isinstance(entry, dict) else {}.get
-                if code == 0 and isinstance(entry, dict):
-                    stream = _settled(stream)
                 try:
                     result = engine.finished(stream, t.tag, code == 0, got, oci.get(t.name), t.layout)
                     out[t.name] = Baked(result, None, found if t.cache_from else None)
@@ -107,8 +103,6 @@ def run_bake(engine: BuildxEngine, targets: Sequence[BakeTarget], on_step: Calla
                 error = ServiceError(f"docker buildx bake failed: {_bake_error(trailer)}")
                 out.update({t.name: Baked(None, error) for t in again})
                 break
-            for t in again:
-                on_event(t.name, "baked again: buildx stopped it when another cell failed")
             pending = again
     finally:
         shutil.rmtree(work, ignore_errors=True)
