@@ -234,12 +234,14 @@ def build(
         metavar="PROFILE...", help="Profile file, PATH@GITREV, or stack name (with --all: any number; none: every "
         "profile in stacks/).")] = None,
     build_all: Annotated[bool, typer.Option("--all", help="Build every named stack for each --target (default: "
-                                            "its image's target) over the engine pool, in parallel.")] = False,
+                                            "its image's target) over the engine pool, in parallel (one `docker buildx "
+                                            "bake` per BuildKit engine).")] = False,
     engine: EngineOpt = None,
     engines_file: EnginesFileOpt = None,
     cache_repository: Annotated[str | None, typer.Option(
-        "--cache-repository", metavar="REPO", help="With --all: the registry repository for the layer-group "
-        "stages the engines share (default: the image's repository, on its registry host).")] = None,
+        "--cache-repository", metavar="REPO", help="With --all: the registry repository of the cache the engines "
+        "share, BuildKit's (REPO:buildcache-STACK-TARGET) or the classic builder's layer-group stages (default: "
+        "the image's repository, on its registry host).")] = None,
     lock: LockOpt = None,
     target: Annotated[list[str] | None, typer.Option("--target", metavar="LABEL", help="Target label, e.g. "
                                                      "cp311-linux_x86_64 (default: the image's python on "
@@ -271,8 +273,9 @@ def build(
     """Build and gate the stack's image on the Docker engine.
 
     Renders the context, builds it on the engine (DOCKER_HOST), runs the gate as the last build step and
-    writes build/STACK.build.json with a fingerprint. With --all: stacks by targets over the --engine pool,
-    the registry as the engines' shared cache, one summary and build/matrix.json.
+    writes build/STACK.build.json with a fingerprint. With --all: stacks by targets over the --engine pool
+    (a BuildKit engine bakes its cells in one `docker buildx bake`), the registry as the engines' shared
+    cache, one summary and build/matrix.json.
     """
     from stackctl.engine import open_engine
     from stackctl.image import BuildFailed, BuildRequest, build_image, check_wheelhouse_arg, image_ref, prepare_build
