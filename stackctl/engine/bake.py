@@ -23,18 +23,13 @@ from typing import TYPE_CHECKING
 from stackctl.base.files import write_atomic
 from stackctl.base.progress import Steps
 from stackctl.errors import ServiceError, StackctlError
-from stackctl.image.bakefile import Baked, BakeSplit, BakeTarget, bake_document, merged
-from stackctl.image.rawjson import Folder, Stream, documents
+from stackctl.image.bakefile import Baked, BakeSplit, BakeTarget, bake_document, failed_on_its_own, merged
+from stackctl.image.rawjson import Folder, documents
 
 if TYPE_CHECKING:
     from stackctl.engine.buildx import BuildxEngine
 
 BAKE_FILE = "bake.json"
-
-
-def _failed(stream: Stream) -> bool:
-    """Whether a step of the target's own failed (not one BuildKit cancelled because another target's did)."""
-    return any(error and "canceled" not in error for _, _, error, _ in stream.vertices)
 
 
 def _bake_error(trailer: str) -> str:
@@ -87,9 +82,10 @@ def run_bake(engine: BuildxEngine, targets: Sequence[BakeTarget], on_step: Calla
                     ref = t.cache_from[0].rpartition("ref=")[2]
                     on_event(t.name, f"cache: imported {ref}" if found else
                              f"cache: none yet at {ref} (this build writes it)")
-                stream = merged(folders[t.name].stream(trailer if code else ""), code == 0 and isinstance(
-                    metadata.get(t.name), dict))
-                if code != 0 and not _failed(stream):  # cancelled, or built but left without metadata: again
+                # buildx's closing words name one failure of the bake: only a lone target's is surely its own
+                said = trailer if code and len(pending) == 1 else ""
+                stream = merged(folders[t.name].stream(said), code == 0 and isinstance(metadata.get(t.name), dict))
+                if code != 0 and not failed_on_its_own(stream):  # cancelled, or built but left without metadata: again
                     again.append(t)
                     continue
                 entry = metadata.get(t.name)

@@ -141,6 +141,16 @@ def merged(stream: Stream, built: bool) -> Stream:
     return Stream(tuple(out), stream.trailer)
 
 
+def failed_on_its_own(stream: Stream) -> bool:
+    """Whether a target of a failed bake failed of its own: a Dockerfile step or the frontend's (`[stage 2/9]
+    RUN ...`, `[internal] load build definition ...`) with an error that is not BuildKit cancelling it because
+    another target failed. The exporters' vertices (`exporting to oci image format`) of a target stopped that
+    way fail with words of their own (`failed to send write: EOF`, measured), so their errors are not counted:
+    should one really fail, the next round fails with it alone, and says so."""
+    return any(error and "canceled" not in error and name.startswith("[")
+               for name, _, error, _ in stream.vertices)
+
+
 class BakeSplit:
     """The bake's status documents, split by target as they arrive: `feed(doc)` returns each target's share."""
 
@@ -150,6 +160,8 @@ class BakeSplit:
         self.cache_found: dict[str, bool] = {}  # target → whether its registry cache was there to import
 
     def target_of(self, name: str) -> str | None:
+        if len(self._targets) == 1:  # buildx prefixes the names only when it builds several targets
+            return next(iter(self._targets))
         m = _PREFIX.match(name)
         return m.group(1) if m and m.group(1) in self._targets else None
 
@@ -167,7 +179,7 @@ class BakeSplit:
             if target is None:  # "[internal] load local bake definitions": the bake's, no cell's
                 continue
             self._owners.setdefault(raw["digest"], set()).add(target)
-            vertex = {**raw, "name": unprefixed(name, target)}
+            vertex = {**raw, "name": unprefixed(name, target) if len(self._targets) > 1 else name}
             if vertex["name"].startswith(CACHE_IMPORT):
                 if vertex.get("error"):  # nothing there yet: a cold cache, not a failed build
                     self.cache_found[target] = False
@@ -191,6 +203,7 @@ __all__ = [
     "Baked",
     "bake_document",
     "cache_ref",
+    "failed_on_its_own",
     "merged",
     "registry_cache",
     "target_name",

@@ -1,7 +1,8 @@
 """The bake file of `build --all` and the split of one bake's rawjson stream by target: pure values, over a real
-capture (tests/data/rawjson/bake-two-targets-d26c.txt: `docker buildx bake --no-cache` of two sibling stacks of
-the image test stack, Docker 26.1 on the containerd store, buildx 0.13.1; the file tests/services/
-test_bake_matrix.py also has buildx read back)."""
+captures (tests/data/rawjson/, Docker 26.1 on the containerd store, buildx 0.13.1: bake-two-targets-d26c.txt,
+`docker buildx bake --no-cache` of two sibling stacks of the image test stack; bake-one-gate-fails-d26c.txt,
+those two and a third whose gate fails, from the registry cache; tests/services/test_bake_matrix.py has buildx
+read a generated file back)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from stackctl.image.bakefile import (
     BakeTarget,
     bake_document,
     cache_ref,
+    failed_on_its_own,
     merged,
     registry_cache,
     target_name,
@@ -68,21 +70,22 @@ def test_vertex_names_lose_the_targets_prefix_as_a_single_build_names_them() -> 
     assert unprefixed(f"[{S2}] exporting to image", S1) == f"[{S2}] exporting to image"
 
 
-def _split() -> tuple[BakeSplit, dict[str, Stream]]:
-    docs, trailer = documents((DATA / "bake-two-targets-d26c.txt").read_text())
-    split = BakeSplit([S1, S2])
-    folders = {S1: Folder(), S2: Folder()}
+def _split(capture: str = "bake-two-targets-d26c.txt", names: tuple[str, ...] = (S1, S2)
+           ) -> tuple[BakeSplit, dict[str, Stream], str]:
+    docs, trailer = documents((DATA / capture).read_text())
+    split = BakeSplit(names)
+    folders = {n: Folder() for n in names}
     for doc in docs:
         for name, part in split.feed(doc).items():
             folders[name].feed(part)
-    # buildx exited 0; what it wrote after the documents is the content store's retries of two layouts
-    # writing one layer at once, not an error of either cell
-    assert all(ln.startswith("ERROR: (*service).Write failed") for ln in trailer.splitlines())
-    return split, {n: f.stream() for n, f in folders.items()}
+    return split, {n: f.stream() for n, f in folders.items()}, trailer
 
 
 def test_each_target_of_a_real_bake_reads_as_its_single_build() -> None:
-    _, streams = _split()
+    _, streams, trailer = _split()
+    # buildx exited 0; what it wrote after the documents is the content store's retries of two layouts
+    # writing one layer at once, not an error of either cell
+    assert all(ln.startswith("ERROR: (*service).Write failed") for ln in trailer.splitlines())
     for name, stack in ((S1, "s1"), (S2, "s2")):
         result = result_of(merged(streams[name], True), "sha256:x", True)
         # the image test stack's 16 Dockerfile steps, none cached under --no-cache, each cell's own gate
@@ -95,7 +98,7 @@ def test_each_target_of_a_real_bake_reads_as_its_single_build() -> None:
 
 
 def test_a_shared_step_is_named_twice_and_one_copy_said_cancelled_yet_the_cell_was_built() -> None:
-    _, streams = _split()
+    _, streams, _ = _split()
     s1 = streams[S1]
     copies = [v for v in s1.vertices if v[0] == "[stage-7 4/9] COPY --from=layer01-train-core /export/ /"]
     assert len(copies) == 2 and any("context canceled" in (v[2] or "") for v in copies)
@@ -136,3 +139,28 @@ def test_a_shared_vertexs_log_goes_to_every_target_that_named_it_and_a_cold_cach
         assert parts[name]["vertexes"][0]["name"] == "[shared 2/2] RUN echo"
     assert split.cache_found == {"t-one": False, "t-two": True}
     assert not any(v.get("error") for v in parts["t-one"]["vertexes"])
+
+
+def test_in_a_bake_where_one_gate_failed_only_that_cell_failed_on_its_own() -> None:
+    s3 = "s3-cp311-linux_x86_64"
+    split, streams, trailer = _split("bake-one-gate-fails-d26c.txt", (S1, S2, s3))
+    assert "ERROR: failed to solve: process" in trailer
+    assert split.cache_found == {S1: True, S2: True, s3: False}
+    failed = {n: failed_on_its_own(merged(st, False)) for n, st in streams.items()}
+    assert failed == {S1: False, S2: False, s3: True}
+    # the stopped cells' exporters failed in words of their own: no failure of theirs, they are baked again
+    assert any(v[0] == "exporting to oci image format" and v[2] and "canceled" not in v[2]
+               for v in streams[S1].vertices)
+    with pytest.raises(BuildFailed) as caught:
+        result_of(merged(streams[s3], False), "", False)
+    assert str(caught.value) == "the gate failed: 1 check did not pass"
+    assert caught.value.lines == ("FAIL import corelib: ImportError: corelib needs patcher imported first",)
+
+
+def test_a_lone_target_is_not_prefixed_by_buildx_and_keeps_every_vertex() -> None:
+    split = BakeSplit([S1])
+    parts = split.feed({"vertexes": [{"digest": "sha256:a", "name": "[layer01-core 1/1] RUN x", "started": "t"},
+                                     {"digest": "sha256:b", "name": "exporting to image"}],
+                        "logs": [{"vertex": "sha256:a", "stream": 1, "data": _b64("ok\n")}]})
+    assert [v["name"] for v in parts[S1]["vertexes"]] == ["[layer01-core 1/1] RUN x", "exporting to image"]
+    assert len(parts[S1]["logs"]) == 1
