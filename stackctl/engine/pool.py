@@ -224,6 +224,14 @@ class Published:
     exit_code: int = 0
 
 
+def _recorded_spec(name: str, address: str | None) -> EngineSpec:
+    """The engine a matrix record names: its URL, or DOCKER_HOST's engine where the pool was that one alone
+    (the record keeps its address in words, `unix:///... (DOCKER_HOST)`, not as a URL to reach)."""
+    if address is None or address.endswith(("(DOCKER_HOST)", "(DOCKER_HOST is not set)")):
+        return EngineSpec(name, None)
+    return EngineSpec(name, address)
+
+
 def publish_over_pool(record_dir: Path, engines: Sequence[EngineSpec], repository: str | None,
                       on_event: Event) -> tuple[Published, ...]:
     """Every cell the last `build --all` built (RECORD_DIR/matrix.json), published from the engine that built
@@ -236,7 +244,7 @@ def publish_over_pool(record_dir: Path, engines: Sequence[EngineSpec], repositor
     if not cells:
         raise InputError(f"{record_dir / MATRIX_RECORD}: no built cell to publish")
     given = {s.name: s for s in engines}
-    specs = {c.engine or "": given.get(c.engine or "") or EngineSpec(c.engine or "", c.address) for c in cells}
+    specs = {c.engine or "": given.get(c.engine or "") or _recorded_spec(c.engine or "", c.address) for c in cells}
     pool = connect(list(specs.values()))
     reached = {m.name: m.engine for m in pool.members}
     out: list[Published] = []

@@ -133,6 +133,12 @@ def test_build_all_bakes_two_cells_on_the_containerd_store_and_the_registry_cach
     matrix = json.loads((tmp_path / "build" / "matrix.json").read_text())
     assert [(c["stack"], c["result"], c["builder"], c["record"]) for c in matrix["cells"]] == [
         (n, "built", "buildkit", cells[n]["record"]) for n in ("s1", "s2")]
+    # publish --all takes the baked cells as it takes built ones: each cell's layout is what the registry gets
+    pub = cli("publish", "--all", "--record-dir", str(tmp_path / "build"), "--json", cwd=tmp_path)
+    assert pub.code == 0, pub.out + pub.err
+    published = {c["stack"]: c for c in json.loads(pub.out)["cells"]}
+    for name in ("s1", "s2"):
+        assert published[name]["digest"] == records[name]["artefact"]["digest"], published[name]
     # each cell's stages went to the registry as BuildKit's cache
     refs = {n: cache_ref(repo, n, TARGET) for n in ("s1", "s2")}
     for name, ref in refs.items():
