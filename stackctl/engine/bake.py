@@ -18,16 +18,26 @@ import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from stackctl.base.files import write_atomic
 from stackctl.base.progress import Steps
+from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.errors import ServiceError, StackctlError
 from stackctl.image.bakefile import Baked, BakeSplit, BakeTarget, bake_document, failed_on_its_own, merged
-from stackctl.image.rawjson import Folder, documents
+from stackctl.image.buildlog import BuildResult
+from stackctl.image.rawjson import Folder, Stream, documents
 
-if TYPE_CHECKING:
-    from stackctl.engine.buildx import BuildxEngine
+
+class Baker(Protocol):
+    """What the bake needs of a BuildKit engine (engine/buildx.BuildxEngine): its store, buildx's environment,
+    and the single build's own ending (the layout loaded and moved, the image id, the artefact)."""
+
+    containerd_store: bool
+
+    def env(self) -> dict[str, str]: ...
+    def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any], oci: Path | None,
+                 layout: Path | None) -> BuildResult: ...
 
 BAKE_FILE = "bake.json"
 
@@ -38,12 +48,10 @@ def _bake_error(trailer: str) -> str:
     return said or (lines[-1] if lines else "it exited with an error")
 
 
-def run_bake(engine: BuildxEngine, targets: Sequence[BakeTarget], on_step: Callable[[str], Steps | None],
+def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[str], Steps | None],
              on_event: Callable[[str, str], None]) -> dict[str, Baked]:
     """Each target's result, or its failure (BuildFailed for a step or the gate, ServiceError for the engine).
     Raises only when buildx cannot be run at all."""
-    from stackctl.engine.buildx import read_metadata, run_buildx
-
     if not targets:
         return {}
     out: dict[str, Baked] = {}
@@ -72,7 +80,7 @@ def run_bake(engine: BuildxEngine, targets: Sequence[BakeTarget], on_step: Calla
 
             argv = ["docker", "buildx", "bake", "--file", str(bake_file), "--metadata-file", str(meta),
                     "--progress=rawjson"]
-            text, code = run_buildx(argv, engine._env(), feed)
+            text, code = run_buildx(argv, engine.env(), feed)
             _, trailer = documents(text)
             metadata = read_metadata(meta)
             again = []

@@ -10,8 +10,6 @@ keeps the image and the layout is a copy of it.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stackctl.base.progress import Steps
+from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.engine.docker import DockerEngine
 from stackctl.errors import ServiceError
 from stackctl.image.artefact import Artefact, read_layout
@@ -69,7 +68,8 @@ class BuildxEngine:
         self.reproducible = recent
         self.transfer = None
 
-    def _env(self) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
+        """The environment buildx runs in for this engine."""
         return buildx_env(self._url)
 
     def named_contexts(self, context: Path, given: Mapping[str, Path] | None = None) -> dict[str, Path]:
@@ -108,7 +108,7 @@ class BuildxEngine:
                 argv += ["--load"] + (["--tag", tag] if tag else [])
             argv.append(str(context))
             folder = Folder(on_step)
-            text, code = run_buildx(argv, self._env(), folder.feed)
+            text, code = run_buildx(argv, self.env(), folder.feed)
             docs, trailer = documents(text)
             return self.finished(fold(docs, trailer), tag, code == 0, read_metadata(meta).get,
                                  oci if direct else None, layout)
@@ -174,7 +174,7 @@ class BuildxEngine:
         return self.docker.layout(image, dest)
 
     def versions(self) -> dict[str, str]:
-        return {**self.docker.versions(), "builder": "buildkit", "buildx": buildx_version(self._env()) or ""}
+        return {**self.docker.versions(), "builder": "buildkit", "buildx": buildx_version(self.env()) or ""}
 
     def __getattr__(self, name: str) -> Any:  # export, image_config, machine, ...: the engine's
         return getattr(self.docker, name)
@@ -187,44 +187,6 @@ def buildx_env(url: str | None) -> dict[str, str]:
         env["DOCKER_HOST"] = url
     env.setdefault("BUILDX_NO_DEFAULT_ATTESTATIONS", "1")
     return env
-
-
-def run_buildx(argv: list[str], env: Mapping[str, str], feed: Callable[[dict[str, Any]], None]) -> tuple[str, int]:
-    """Run buildx (build or bake), each rawjson document given to `feed` as it comes (a document ends with a
-    line `}`); its stderr whole, and its exit status."""
-    chunks: list[str] = []
-    doc: list[str] = []
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env=dict(env))
-    except OSError as exc:
-        raise ServiceError(f"cannot run `docker buildx`: {exc.strerror or exc}") from None
-    assert proc.stderr is not None
-    try:
-        for line in proc.stderr:
-            chunks.append(line)
-            doc.append(line)
-            if line.rstrip("\n") == "}":
-                with contextlib.suppress(ValueError):
-                    parsed = json.loads("".join(doc))
-                    if isinstance(parsed, dict):
-                        feed(parsed)
-                doc = []
-        code = proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    return "".join(chunks), code
-
-
-def read_metadata(path: Path) -> dict[str, Any]:
-    """The `--metadata-file` buildx wrote (none when the build failed: then empty)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def load_layout(docker: DockerEngine, oci: Path, tag: str | None) -> None:
