@@ -358,10 +358,19 @@ def new_layer_bytes(before: dict[str, Any], after: dict[str, Any]) -> tuple[int,
         except docker.errors.NotFound:
             return list(api.history(image["tag"]))
 
-    old_ids = {h["Id"] for h in history(before) if h["Id"] != "<missing>"}
-    fresh_bytes = sum(h["Size"] for h in history(after) if h["Id"] not in old_ids)
     old = set(before["layers"])
     reused = sum(1 for layer in after["layers"] if layer in old)
+    entries = history(after)
+    if all(h["Id"] == "<missing>" for h in entries[1:]):
+        # the containerd store names no step images: each layer's size is that of the history entry that made
+        # it (oldest first; an entry makes a layer when it has bytes or is a RUN, COPY or ADD)
+        made = [h["Size"] for h in reversed(entries)
+                if h["Size"] > 0 or re.match(r"(/bin/sh -c )?(RUN|COPY|ADD)\b", h["CreatedBy"].lstrip())]
+        if len(made) == len(after["layers"]):
+            fresh = sum(size for size, layer in zip(made, after["layers"], strict=True) if layer not in old)
+            return reused, len(after["layers"]) - reused, fresh
+    old_ids = {h["Id"] for h in history(before) if h["Id"] != "<missing>"}
+    fresh_bytes = sum(h["Size"] for h in entries if h["Id"] not in old_ids)
     return reused, len(after["layers"]) - reused, fresh_bytes
 
 
@@ -394,8 +403,9 @@ def one_run(args: argparse.Namespace, tmp: Path, base_size: int) -> dict[str, An
                            if tool is None or not p.name.startswith(f"{tool.name}-"))
     try:
         for name, fn in (("stackctl", stackctl_build), ("hand-written", peer_build)):
-            cold_s, cold = fn(a, tmp / "a", True)
-            warm_s, warm = fn(b, tmp / "b", False)
+            # one build directory, as a user's checkout has: the rebuild finds the cold build's layout
+            cold_s, cold = fn(a, tmp / "build", True)
+            warm_s, warm = fn(b, tmp / "build", False)
             reused, fresh, fresh_bytes = new_layer_bytes(cold, warm)
             results[name] = {"cold_s": cold_s, "rebuild_s": warm_s, "ratio": warm_s / cold_s,
                              "steps": warm["steps"], "cached": warm["cached"], "layers_reused": reused,
