@@ -30,9 +30,9 @@ from stackctl.image.render import SBOM_PATH, label_value
 from stackctl.profile.model import AppImage, GatePhase, Stack
 
 if TYPE_CHECKING:
-    from stackctl.image.attest import Material
     from stackctl.image.gaterun import GateRun
     from stackctl.image.prepare import Prepared
+    from stackctl.publish.attest import Material
 
 STACK_SUFFIX = "-stack"  # the stack image's tag: the profile's tag and this
 GATE_DIR = "/opt/stackctl/app-gate"
@@ -110,7 +110,7 @@ def app_installed(sbom: str | bytes | None) -> dict[str, str]:
 def app_materials(labels: Mapping[str, str]) -> list[Material]:
     """The provenance's materials of an [image.app] image: the stack image it was built on, the project's
     Dockerfile by digest and its build context at the revision built (empty for a stack image)."""
-    from stackctl.image.attest import Material
+    from stackctl.publish.attest import Material
 
     dockerfile, stack_id = labels.get(LABEL_APP_DOCKERFILE), labels.get(LABEL_STACK_IMAGE)
     if not dockerfile or not stack_id:

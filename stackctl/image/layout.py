@@ -16,8 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 from stackctl.base.files import write_atomic
 from stackctl.errors import InputError
 from stackctl.image.artefact import Artefact, blob_path, read_layout
-from stackctl.image.attest import canonical, reproducible_config
 from stackctl.image.labels import LABEL_EPOCH
+from stackctl.publish.attest import canonical, reproducible_config
 
 
 @runtime_checkable

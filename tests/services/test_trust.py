@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from stackctl.engine.registry import Registry
-from stackctl.image import attest
-from stackctl.image.sign import Layer
+from stackctl.publish import attest
+from stackctl.verify.sign import Layer
 from tests.support.cli import Cli, Result
 from tests.support.engine import unique_tag
 from tests.support.gitrepo import git

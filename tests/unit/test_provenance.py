@@ -10,7 +10,6 @@ import pytest
 
 from stackctl.base.files import sha256_file
 from stackctl.errors import InputError
-from stackctl.image import attest
 from stackctl.image.context import write_context
 from stackctl.image.render import (
     EPOCH_FLOOR,
@@ -21,6 +20,7 @@ from stackctl.image.render import (
     render,
 )
 from stackctl.image.sbom import entries, expected_entries, licences, make_sbom
+from stackctl.publish import attest
 from tests.support.wheels import build_wheel
 
 T1 = "2026-03-01T10:00:00Z"  # 1772359200

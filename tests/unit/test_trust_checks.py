@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stackctl.image import attest
-from stackctl.image.rebuild import compare
 from stackctl.image.sbom import depends_on
-from stackctl.image.verify import _base_problems, provenance_problems, retargeted
+from stackctl.publish import attest
+from stackctl.verify.rebuild import compare
+from stackctl.verify.verification import _base_problems, provenance_problems, retargeted
 
 SHA = "ab" * 32
 COMMIT = "c" * 40

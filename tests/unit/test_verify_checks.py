@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from stackctl.image import attest
 from stackctl.image.app import FROM_APP, PROPERTY_SOURCE
-from stackctl.image.sign import Opened, VerifyingKey
-from stackctl.image.verify import (
+from stackctl.publish import attest
+from stackctl.resolve.lock import Lock, LockedFile, LockedPin
+from stackctl.verify.sign import Opened, VerifyingKey
+from stackctl.verify.verification import (
     Finding,
     _findings,
     _installed_problems,
@@ -18,7 +19,6 @@ from stackctl.image.verify import (
     _signature_problems,
     lock_distributions,
 )
-from stackctl.resolve.lock import Lock, LockedFile, LockedPin
 
 SHA = "ab" * 32
 DIGEST = f"sha256:{'cd' * 32}"

@@ -16,15 +16,16 @@ from packaging.utils import canonicalize_name
 
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ContentMismatch, InputError
-from stackctl.image import attest
 from stackctl.image.app import FREEZE as APP_FREEZE
 from stackctl.image.app import app_installed
 from stackctl.image.labels import LABEL_EPOCH, LABEL_INSTALLED, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import RegistryApi
-from stackctl.image.rebuild import Rebuilt
 from stackctl.image.render import SBOM_PATH
 from stackctl.image.sbom import SbomEntry, entries
-from stackctl.image.sign import (
+from stackctl.publish import attest
+from stackctl.resolve.lock import Lock
+from stackctl.verify.rebuild import Rebuilt
+from stackctl.verify.sign import (
     CYCLONEDX_PREDICATE,
     SLSA_PROVENANCE,
     STATEMENT_V1,
@@ -33,7 +34,6 @@ from stackctl.image.sign import (
     load_public_key,
     open_envelope,
 )
-from stackctl.resolve.lock import Lock
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from typing import Any, Protocol
 from stackctl.base.progress import Steps
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, ServiceError
-from stackctl.image import attest
 from stackctl.image.artefact import Artefact, from_record
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import Engine, RegistryApi
+from stackctl.publish import attest
 
 
 class RebuildEngine(Engine, Protocol):

@@ -18,7 +18,7 @@ from stackctl.base.words import count
 from stackctl.errors import ServiceError
 from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import SBOM_PATH
-from stackctl.image.sign import Layer, SigningKey
+from stackctl.verify.sign import Layer, SigningKey
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -253,7 +253,7 @@ def push_attestations(registry: RegistryApi, repository: str, subject: tuple[str
     """The `.att` manifest as cosign lays it out: one layer per DSSE envelope (`sign.Layer`), each with
     the predicate type in its annotations, under `sha256-<hex>.att`; `subject` also names the image
     for registries that index referrers."""
-    from stackctl.image.sign import COSIGN_CONFIG, ENVELOPE_TYPE
+    from stackctl.verify.sign import COSIGN_CONFIG, ENVELOPE_TYPE
 
     digest, size, subject_type = subject
     blobs = [registry.put_blob(repository, layer.data) for layer in layers]
@@ -276,7 +276,7 @@ def fetch_attestations(registry: RegistryApi, repository: str, subject: str) -> 
     """(predicate type, envelope bytes) of every DSSE layer under the image's `.att` tag; None when there is
     no such manifest. The tag is derived from the digest verify was given, so the manifest found is the one
     published for this image (or a forger's copy, which the envelopes' subjects and signatures expose)."""
-    from stackctl.image.sign import ENVELOPE_TYPE, PREDICATE_ANNOTATION
+    from stackctl.verify.sign import ENVELOPE_TYPE, PREDICATE_ANNOTATION
 
     got = registry.manifest(repository, artifact_tag(subject, "att"))
     if got is None:
@@ -298,7 +298,7 @@ def attach(registry: RegistryApi, repository: str, subject: tuple[str, int, str]
     statement (`statement` makes it, given the SBOM as a byproduct) and the SBOM as an in-toto statement
     with a CycloneDX predicate. Returns the SBOM's artifact, the provenance statement and the `.att`
     artifact."""
-    from stackctl.image.sign import attestation_layers, sbom_statement
+    from stackctl.verify.sign import attestation_layers, sbom_statement
 
     sbom_art = push_artifact(registry, repository, subject, "sbom", sbom, SBOM_TYPE)
     doc = statement(Material("sbom", f"oci://{repository}@{sbom_art.digest}",
