@@ -25,8 +25,8 @@ from stackctl.image.gatespec import left_for_app
 from stackctl.image.labels import LABEL_EPOCH
 from stackctl.image.prepare import Prepared, with_sbom
 from stackctl.image.protocols import Engine
+from stackctl.image.render import INSTALLED_PATH
 from stackctl.index.client import IndexClient
-from stackctl.publish.attest import INSTALLED_PATH
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,7 @@ def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
+    from stackctl.image.layout import canonical
     from stackctl.publish import attest
     from stackctl.verify.sign import envelope, load_private_key, load_public_key
 
@@ -322,7 +323,7 @@ def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
     doc = attest.statement(subject="r/x", digest="sha256:" + _SHA, parameters={"stack": "x", "revision": "a" * 40},
                            internal={}, materials=materials, builder={"stackctl": "0"}, invocation="i",
                            started="2026-01-01T00:00:00Z", finished="2026-01-01T00:00:01Z")
-    raw = attest.canonical(doc)
+    raw = canonical(doc)
     return (envelope(raw, private), raw), public
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stackctl.publish.attest import canonical, sha256
+from stackctl.image.layout import canonical
 from stackctl.resolve.lock import Lock, LockedFile, LockedPin
+from stackctl.verify.remote import sha256
 from stackctl.verify.verification import verify_image
 
 
