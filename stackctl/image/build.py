@@ -18,7 +18,6 @@ from stackctl.base.progress import Progress, Steps
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError
 from stackctl.image.app import finish_app, stack_image_ref
-from stackctl.image.attest import INSTALLED_PATH
 from stackctl.image.buildlog import BuildFailed, BuildResult, gate_result
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
@@ -26,6 +25,7 @@ from stackctl.image.gatespec import left_for_app
 from stackctl.image.labels import LABEL_EPOCH
 from stackctl.image.prepare import Prepared, with_sbom
 from stackctl.image.protocols import Engine
+from stackctl.image.render import INSTALLED_PATH
 from stackctl.index.client import IndexClient
 
 
