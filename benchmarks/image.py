@@ -13,6 +13,9 @@ Both build the same hash-locked wheels from the same wheelhouse on the same engi
     python benchmarks/image.py --stack torch --installer default          # ... with the default [image]
     python benchmarks/image.py [--core-mb 300] [--sibling]                 # synthetic, torch-shaped
     DOCKER_HOST=unix:///run/stackctl-d26.sock python benchmarks/image.py --builder buildkit
+    STACKCTL_BENCH_ENGINE=1 bash .ci/engine26.sh    # an engine of the benchmarks' own (containerd store)
+    DOCKER_HOST=unix:///run/stackctl-dbench.sock python benchmarks/image.py --stack torch --builder buildkit \
+        --repeat 3 --prune-build-cache   # its build cache emptied before each run
         # both through BuildKit: stackctl's build (its OCI layout included) against the hand Dockerfile built by
         # `docker buildx build --load`
 
@@ -464,6 +467,9 @@ def main() -> int:
     ap.add_argument("--sibling", action="store_true", help="also build a sibling that moves the vendor train")
     ap.add_argument("--repeat", type=int, default=1, help="runs; the table shows medians")
     ap.add_argument("--keep", action="store_true", help="keep the images")
+    ap.add_argument("--prune-build-cache", action="store_true",
+                    help="`docker buildx prune -af` before each run, so no run finds the steps an earlier one built "
+                    "(both stacks are the same from run to run): only on an engine of the benchmark's own")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--builder", choices=("classic", "buildkit"), default="classic",
                     help="buildkit: both builds through `docker buildx build` on DOCKER_HOST's engine")
@@ -495,6 +501,8 @@ def main() -> int:
     base_size = client.api.inspect_image(BASE)["Size"]
     runs = []
     for _ in range(args.repeat):
+        if args.prune_build_cache:
+            subprocess.run(["docker", "buildx", "prune", "-af"], check=True, capture_output=True)
         with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as t:
             runs.append(one_run(args, Path(t), base_size))
             r = runs[-1]

@@ -19,19 +19,19 @@ from tests.conftest import Result
 from tests.services.test_app_image import app_repo  # noqa: F401  (fixture)
 from tests.support.cli import Cli
 from tests.support.engine import Cleanup, unavailable, unique_tag
-from tests.support.engines import EngineCase, any_engine, engine26, engine_up  # noqa: F401  (fixtures)
+from tests.support.engines import EngineCase, engine_up
 from tests.support.imagestack import StackRepo, make_stack_repo
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def on_engine(any_engine: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:  # noqa: F811
+def on_engine(any_engine: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:
     yield from _on(any_engine, monkeypatch)
 
 
 @pytest.fixture
-def on_engine26(engine26: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:  # noqa: F811
+def on_engine26(engine26: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:
     yield from _on(engine26, monkeypatch)
 
 
