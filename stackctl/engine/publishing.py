@@ -24,10 +24,12 @@ def _copier(host: str) -> Copier:
 
 
 def builder_facts() -> dict[str, str]:
-    """What the provenance names as the builder: stackctl and skopeo (the engine's facts are the build's)."""
+    """What the provenance names as the builder on the publishing side: stackctl and skopeo, which copied the
+    layout (the engine's, the builder's and buildx's versions come from the build record)."""
     import stackctl
+    from stackctl.engine.skopeo import skopeo_version
 
-    return {"stackctl": getattr(stackctl, "__version__", "")}
+    return {"stackctl": getattr(stackctl, "__version__", ""), "skopeo": skopeo_version()}
 
 
 def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,

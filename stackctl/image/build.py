@@ -96,6 +96,14 @@ def _epoch_arg(engine: Engine, prep: Prepared) -> dict[str, str] | None:
     return {"SOURCE_DATE_EPOCH": epoch} if epoch else None
 
 
+def _versions(engine: Engine) -> dict[str, str]:
+    """What built the image, for the provenance: the engine's version and API, the builder, buildx's version
+    (an engine adapter without them, as a test's, gives none)."""
+    versions = getattr(engine, "versions", None)
+    got = versions() if callable(versions) else {}
+    return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
+
+
 def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], None] | None = None,
                 on_step: Steps | None = None, on_fetch: Progress | None = None) -> Built:
     """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
@@ -164,6 +172,7 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
               "gate": list(kept_gate_lines(engine, str(image)) if result.gate_cached else result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if server else "context",
               "builder": getattr(engine, "builder", "classic"),
+              "engine": _versions(engine),
               "artefact": result.artefact.record() if result.artefact is not None else None,
               "wheels_how": wheels_how,
               "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),

@@ -366,6 +366,9 @@ def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts
     parameters = (("stack", stack.name), ("target", target), ("profile", list(stack.sources)),
                   ("revision", revision), ("ref", local.label(f"{OCI}.version") or ""))
     timing = tuple((k, str(build[v])) for k, v in (("started", "started"), ("finished", "time")) if build.get(v))
+    # the builder as the build record names it (engine, builder, buildx) over the publishing side's facts
+    made_by = build.get("engine")
+    builder = {**builder, **({str(k): str(v) for k, v in made_by.items()} if isinstance(made_by, dict) else {})}
     return Evidence(parameters, tuple(materials), tuple(sorted(builder.items())),
                     base.layers if base is not None else (), str(build.get("invocation") or ""), timing)
 

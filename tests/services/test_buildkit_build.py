@@ -206,6 +206,10 @@ def test_the_image_flow_on_docker_26_build_publish_verify_key_and_rebuild(
     pub = json.loads(r.out)
     cleanup.manifest(registry, repository, pub["digest"])
     assert pub["digest"] == record["artefact"]["digest"]  # the layout's manifest, unchanged by the copy
+    # the provenance names what built it (the engine, BuildKit through buildx) and what copied it
+    made_by = pub["provenance"]["predicate"]["runDetails"]["builder"]["version"]
+    assert made_by["builder"] == "buildkit" and made_by["docker-engine"].startswith("26.") and made_by["buildx"]
+    assert made_by["skopeo"] and made_by["stackctl"]
 
     r = cli("verify", f"{repository}@{pub['digest']}", "--key", str(public), "--lock", str(repo.lock), "--json")
     assert r.code == 0, r.out + r.err
