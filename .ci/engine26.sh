@@ -108,6 +108,11 @@ ENGINES=(
     "d26 stk26 192.168.214.1/24 false"
     "d26c stk26c 192.168.215.1/24 true"
 )
+# STACKCTL_BENCH_ENGINE=1: a third, containerd-store engine for the benchmarks alone (benchmarks/README.md),
+# whose build cache they may empty without touching a test's
+if [ -n "${STACKCTL_BENCH_ENGINE:-}" ]; then
+    ENGINES+=("dbench stkbench 192.168.216.1/24 true")
+fi
 
 start_engine() {
     local name=$1 bridge=$2 cidr=$3 snapshotter=$4

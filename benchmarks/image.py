@@ -13,6 +13,9 @@ Both build the same hash-locked wheels from the same wheelhouse on the same engi
     python benchmarks/image.py --stack torch --installer default          # ... with the default [image]
     python benchmarks/image.py [--core-mb 300] [--sibling]                 # synthetic, torch-shaped
     DOCKER_HOST=unix:///run/stackctl-d26.sock python benchmarks/image.py --builder buildkit
+    STACKCTL_BENCH_ENGINE=1 bash .ci/engine26.sh    # an engine of the benchmarks' own (containerd store)
+    DOCKER_HOST=unix:///run/stackctl-dbench.sock python benchmarks/image.py --stack torch --builder buildkit \
+        --repeat 3 --prune-build-cache   # its build cache emptied before each run
         # both through BuildKit: stackctl's build (its OCI layout included) against the hand Dockerfile built by
         # `docker buildx build --load`
 
@@ -358,10 +361,19 @@ def new_layer_bytes(before: dict[str, Any], after: dict[str, Any]) -> tuple[int,
         except docker.errors.NotFound:
             return list(api.history(image["tag"]))
 
-    old_ids = {h["Id"] for h in history(before) if h["Id"] != "<missing>"}
-    fresh_bytes = sum(h["Size"] for h in history(after) if h["Id"] not in old_ids)
     old = set(before["layers"])
     reused = sum(1 for layer in after["layers"] if layer in old)
+    entries = history(after)
+    if all(h["Id"] == "<missing>" for h in entries[1:]):
+        # the containerd store names no step images: each layer's size is that of the history entry that made
+        # it (oldest first; an entry makes a layer when it has bytes or is a RUN, COPY or ADD)
+        made = [h["Size"] for h in reversed(entries)
+                if h["Size"] > 0 or re.match(r"(/bin/sh -c )?(RUN|COPY|ADD)\b", h["CreatedBy"].lstrip())]
+        if len(made) == len(after["layers"]):
+            fresh = sum(size for size, layer in zip(made, after["layers"], strict=True) if layer not in old)
+            return reused, len(after["layers"]) - reused, fresh
+    old_ids = {h["Id"] for h in history(before) if h["Id"] != "<missing>"}
+    fresh_bytes = sum(h["Size"] for h in entries if h["Id"] not in old_ids)
     return reused, len(after["layers"]) - reused, fresh_bytes
 
 
@@ -394,8 +406,9 @@ def one_run(args: argparse.Namespace, tmp: Path, base_size: int) -> dict[str, An
                            if tool is None or not p.name.startswith(f"{tool.name}-"))
     try:
         for name, fn in (("stackctl", stackctl_build), ("hand-written", peer_build)):
-            cold_s, cold = fn(a, tmp / "a", True)
-            warm_s, warm = fn(b, tmp / "b", False)
+            # one build directory, as a user's checkout has: the rebuild finds the cold build's layout
+            cold_s, cold = fn(a, tmp / "build", True)
+            warm_s, warm = fn(b, tmp / "build", False)
             reused, fresh, fresh_bytes = new_layer_bytes(cold, warm)
             results[name] = {"cold_s": cold_s, "rebuild_s": warm_s, "ratio": warm_s / cold_s,
                              "steps": warm["steps"], "cached": warm["cached"], "layers_reused": reused,
@@ -454,6 +467,9 @@ def main() -> int:
     ap.add_argument("--sibling", action="store_true", help="also build a sibling that moves the vendor train")
     ap.add_argument("--repeat", type=int, default=1, help="runs; the table shows medians")
     ap.add_argument("--keep", action="store_true", help="keep the images")
+    ap.add_argument("--prune-build-cache", action="store_true",
+                    help="`docker buildx prune -af` before each run, so no run finds the steps an earlier one built "
+                    "(both stacks are the same from run to run): only on an engine of the benchmark's own")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--builder", choices=("classic", "buildkit"), default="classic",
                     help="buildkit: both builds through `docker buildx build` on DOCKER_HOST's engine")
@@ -485,6 +501,8 @@ def main() -> int:
     base_size = client.api.inspect_image(BASE)["Size"]
     runs = []
     for _ in range(args.repeat):
+        if args.prune_build_cache:
+            subprocess.run(["docker", "buildx", "prune", "-af"], check=True, capture_output=True)
         with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as t:
             runs.append(one_run(args, Path(t), base_size))
             r = runs[-1]

@@ -13,6 +13,7 @@ On the local engine and the registry `.ci/services.sh` starts (127.0.0.1:5000), 
 
     python benchmarks/publish.py --stack torch [--bytecode false]    # the real torch 2.13.0+cpu wheel
     python benchmarks/publish.py [--core-mb 300]                      # synthetic, torch-shaped
+    DOCKER_HOST=unix:///run/stackctl-d26c.sock python benchmarks/publish.py --stack torch --builder buildkit
 """
 
 from __future__ import annotations
@@ -63,7 +64,13 @@ def docker_push(client: Any, image: str, target: str,
     seconds = time.perf_counter() - t0
     got = Registry().manifest(repository, tag)
     assert got is not None
-    layers = json.loads(got[1])["layers"]
+    doc = json.loads(got[1])
+    if "manifests" in doc:  # buildx's default provenance makes an index: the image is its one platform's entry
+        image = next(m for m in doc["manifests"] if m.get("platform", {}).get("os") != "unknown")
+        inner = Registry().manifest(repository, image["digest"])
+        assert inner is not None
+        doc = json.loads(inner[1])
+    layers = doc["layers"]
     sent = sum(x["size"] for x in layers if x["digest"] not in before)
     return seconds, {"bytes": sent, "layers": pushed, "digests": sorted(x["digest"] for x in layers)}
 
@@ -157,7 +164,10 @@ def main() -> int:
                     "pushes to it over plain HTTP)")
     ap.add_argument("--reuse", nargs=2, metavar=("DIR", "SEED"),
                     help="publish only: the stacks and images a run with --keep left in DIR under SEED")
+    ap.add_argument("--builder", choices=("classic", "buildkit"), default="classic",
+                    help="both builds through this builder (buildkit: `docker buildx build` on DOCKER_HOST)")
     args = ap.parse_args()
+    bench.BUILDER = args.builder
     import docker.errors
 
     from stackctl.engine.docker import DockerEngine

@@ -1,4 +1,4 @@
-"""Stage 8, dual-stack validation: the plan (`plan`), the legs that run it (`legs`, the edge), what each run left
+"""Stage 10, dual-stack validation: the plan (`plan`), the legs that run it (`legs`, the edge), what each run left
 (`runs`), the statistics (`stats`, pure) and the verdicts (`verdicts`, pure), and `ab` itself (`run`).
 
 The names below are the stage's API; each is imported from its module on first use."""

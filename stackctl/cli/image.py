@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,8 +31,9 @@ from stackctl.profile import load_profile
 from stackctl.resolve import lock_path
 
 if TYPE_CHECKING:
-    from stackctl.base import Progress, Steps
-    from stackctl.image import GateRun
+    from stackctl.base import Level, Steps
+    from stackctl.engine import BuildProgress
+    from stackctl.image import ImageRef
     from stackctl.profile import Stack
 
 TargetOpt = Annotated[str | None, typer.Option("--target", metavar="LABEL",
@@ -108,12 +109,14 @@ def gate(
         if not spec_out:
             sys.stdout.write(spec)
         return
+    from stackctl.engine import gate_stack
+
     where = f"image {image}" if image is not None else python or sys.executable
     if not as_json and console_err.is_terminal:
         with console_err.status(f"gating {stack.name} in {where}"):
-            run = _gate_run(stack, python, image, spec, phase == "device")
+            run = gate_stack(stack, spec, python=python, image=image, device=phase == "device")
     else:
-        run = _gate_run(stack, python, image, spec, phase == "device")
+        run = gate_stack(stack, spec, python=python, image=image, device=phase == "device")
     problem = verdict(stack.name, run)
 
     def human() -> None:
@@ -129,17 +132,6 @@ def gate(
           "results": [{"ok": ok, "line": ln} for ok, ln in run.results]}, as_json, human)
     if problem is not None:
         raise problem
-
-
-def _gate_run(stack: Stack, python: str | None, image: str | None, spec: str, device: bool = False) -> GateRun:
-    if image is None:
-        from stackctl.image import run_gate
-
-        return run_gate(stack, python or sys.executable, spec)
-    from stackctl.engine import gate_image
-
-    # the device phase's container is given the profile's devices; the other phases run where none is
-    return gate_image(image, spec, python, devices=stack.devices if device else None)
 
 
 @app.command()
@@ -190,23 +182,18 @@ def _context_bar(show: bool) -> Iterator[Steps | None]:
         yield each
 
 
-@dataclass(frozen=True)
-class _BuildBars:
-    fetch: Progress | None = None
-    wheel: Callable[[str], None] | None = None
-    step: Steps | None = None
-
-
 @contextmanager
-def _build_bars(show: bool) -> Iterator[_BuildBars]:
+def _build_bars(show: bool) -> Iterator[BuildProgress]:
     """One display for the three phases of a build (wheels fetched, context written, build steps): a
     terminal holds one live display at a time. A CI log gets timestamped lines instead, one per build step
     as the engine starts it (not silence until the end)."""
+    from stackctl.engine import BuildProgress
+
     if not console_err.is_terminal:
-        yield _BuildBars(fetch=progress_lines("fetch"), step=step_lines("build"))
+        yield BuildProgress(fetch=progress_lines("fetch"), step=step_lines("build"))
         return
     if not show:
-        yield _BuildBars()
+        yield BuildProgress()
         return
     with progress_display("build") as bar:
         tasks: dict[str, Any] = {}
@@ -225,7 +212,40 @@ def _build_bars(show: bool) -> Iterator[_BuildBars]:
         def step(n: int, of: int, what: str) -> None:
             bar.update(task("steps"), completed=n - 1, total=of, description=what[:70])
 
-        yield _BuildBars(fetch, wheel, step)
+        yield BuildProgress(fetch, wheel, step)
+
+
+def _say(text: str, level: Level | None) -> None:
+    """The build's notes and warnings, on stderr: the result alone goes to stdout."""
+    from stackctl.base import Level
+
+    if level is Level.WARNING:
+        console_err.print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=not console_err.is_terminal)
+    else:
+        console_err.print(text if level is None else f"note: {text}", highlight=False, markup=False)
+
+
+def _watch_build(show: bool, as_json: bool) -> Callable[[Stack, ImageRef], AbstractContextManager[BuildProgress]]:
+    """Around the build itself: a CI log's group and the progress display, and a failed step or gate shown
+    (or, with --json, carried in the error itself)."""
+
+    @contextmanager
+    def watch(stack: Stack, ref: ImageRef) -> Iterator[BuildProgress]:
+        from stackctl.image import BuildFailed
+
+        try:
+            with group(f"build {ref}"), _build_bars(show) as bars:
+                yield bars
+        except BuildFailed as exc:
+            annotate(exc.annotations(stack.sources[0] if stack.sources else None))
+            if as_json:  # stdout carries one JSON document: the lines go into the error itself
+                raise CheckFailed(f"{exc}: " + " | ".join(exc.lines), hint=exc.hint) from exc
+            console_err.print(f"[bold red]build of {ref} failed[/]")
+            for line in exc.lines:
+                print(line)  # plainly, on stdout: these are the result, not log noise
+            raise
+
+    return watch
 
 
 @app.command()
@@ -277,8 +297,8 @@ def build(
     (a BuildKit engine bakes its cells in one `docker buildx bake`), the registry as the engines' shared
     cache, one summary and build/matrix.json.
     """
-    from stackctl.engine import open_engine
-    from stackctl.image import BuildFailed, BuildRequest, build_image, check_wheelhouse_arg, image_ref, prepare_build
+    from stackctl.engine import BuildOptions, build_stack
+    from stackctl.image import check_wheelhouse_arg
 
     check_wheelhouse_arg(wheelhouse, fetch)
     if build_all:
@@ -292,28 +312,11 @@ def build(
         raise InputError("build: give one PROFILE and at most one --target; --engine, --engines and "
                          "--cache-repository go with --all")
     profile, one_target = (profiles or [""])[0], target[0] if target else None
-    path = lock_path(profile, lock)
-    prep = prepare_build(load_profile(profile), path, one_target, revision, ref, created, allow_dirty, os.environ)
-    # before any download: an unreachable engine fails at once
-    docker = open_engine(builder, say=lambda line: console_err.print(line, highlight=False, markup=False))
-    if (said := prep.lock.override_warning()) is not None:
-        console_err.print(f"[yellow]warning:[/] {said}", highlight=False, soft_wrap=not console_err.is_terminal)
-    for note in prep.notes:
-        console_err.print(f"note: {note}", highlight=False, markup=False)
-    req = BuildRequest(prep, path, repository, wheelhouse, context, record_dir, no_cache, overrides(index),
-                       send_wheels)
-    show = not as_json and console_err.is_terminal
-    try:
-        with group(f"build {image_ref(prep.stack, repository)}"), _build_bars(show) as bars:
-            built = build_image(req, docker, on_wheel=bars.wheel, on_step=bars.step, on_fetch=bars.fetch)
-    except BuildFailed as exc:
-        annotate(exc.annotations(prep.stack.sources[0] if prep.stack.sources else None))
-        if as_json:  # stdout carries one JSON document: the lines go into the error itself
-            raise CheckFailed(f"{exc}: " + " | ".join(exc.lines), hint=exc.hint) from exc
-        console_err.print(f"[bold red]build of {image_ref(prep.stack, repository)} failed[/]")
-        for line in exc.lines:
-            print(line)  # plainly, on stdout: these are the result, not log noise
-        raise
+    options = BuildOptions(profile, lock=lock, target=one_target, wheelhouse=wheelhouse, index=tuple(index or ()),
+                           context=context, repository=repository, allow_dirty=allow_dirty, revision=revision,
+                           ref=ref, created=created, record_dir=record_dir, no_cache=no_cache,
+                           send_wheels=send_wheels, builder=builder)
+    built = build_stack(options, say=_say, watch=_watch_build(not as_json and console_err.is_terminal, as_json))
     result, record, record_path, image = built.result, built.record, built.record_path, built.image
 
     def human() -> None:

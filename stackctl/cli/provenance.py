@@ -38,8 +38,8 @@ def verify(
     """
     from stackctl.base import to_jsonable
     from stackctl.engine import verify_remote
-    from stackctl.image import raise_if_failed
     from stackctl.resolve import read_lock
+    from stackctl.verify import raise_if_failed
 
     locked = read_lock(lock) if lock is not None else None
     # A rebuild reports each build step as a timestamped line (it takes as long as a build); a plain

@@ -1,4 +1,4 @@
-"""Stage 7, the engine edge: the Docker adapter, the wheel server and the registry client (the only code
+"""Stage 9, the engine edge: the Docker adapter, the wheel server and the registry client (the only code
 importing docker or speaking the registry API), and the commands wired to them.
 
 The names below are the stage's API; each is imported from its module on first use."""
@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from stackctl.base.lazy import lazy_api
 
 if TYPE_CHECKING:
-    from stackctl.engine.building import open_engine
+    from stackctl.engine.building import BuildOptions, BuildProgress, build_stack, open_engine
     from stackctl.engine.docker import DockerEngine
-    from stackctl.engine.gating import gate_image
+    from stackctl.engine.gating import gate_image, gate_stack
     from stackctl.engine.inventory import image_inventory
     from stackctl.engine.pool import (
         EngineSpec,
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from stackctl.engine.publishing import publish_built, publish_image, verify_remote
 
 __all__ = [
+    "BuildOptions",
+    "BuildProgress",
     "DockerEngine",
     "EngineSpec",
     "Pool",
@@ -34,8 +36,10 @@ __all__ = [
     "Published",
     "Unreachable",
     "build_over_pool",
+    "build_stack",
     "engine_specs",
     "gate_image",
+    "gate_stack",
     "image_inventory",
     "open_engine",
     "publish_built",
@@ -46,9 +50,9 @@ __all__ = [
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
     __getattr__ = lazy_api(__name__, {
-        "building": ("open_engine",),
+        "building": ("BuildOptions", "BuildProgress", "build_stack", "open_engine"),
         "docker": ("DockerEngine",),
-        "gating": ("gate_image",),
+        "gating": ("gate_image", "gate_stack"),
         "inventory": ("image_inventory",),
         "pool": ("EngineSpec", "Pool", "PoolBuild", "Published", "Unreachable", "build_over_pool", "engine_specs",
                  "publish_over_pool"),

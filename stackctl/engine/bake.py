@@ -30,14 +30,13 @@ from stackctl.image.rawjson import Folder, Stream, documents
 
 
 class Baker(Protocol):
-    """What the bake needs of a BuildKit engine (engine/buildx.BuildxEngine): its store, buildx's environment,
-    and the single build's own ending (the layout loaded and moved, the image id, the artefact)."""
-
-    containerd_store: bool
+    """What the bake needs of a BuildKit engine (engine/buildx.BuildxEngine): buildx's environment, and the
+    single build's own exporters and ending (the layout settled, loaded or not, moved; the image id)."""
 
     def env(self) -> dict[str, str]: ...
+    def outputs(self, oci: Path, tag: str | None, layout: Path | None) -> tuple[str, ...]: ...
     def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any], oci: Path | None,
-                 layout: Path | None) -> BuildResult: ...
+                 layout: Path | None, *, both: bool = False) -> BuildResult: ...
 
 BAKE_FILE = "bake.json"
 
@@ -63,14 +62,17 @@ def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[st
             why = "" if round_ == 1 else " (buildx stopped them when another cell failed; their steps are cached)"
             for t in pending:
                 on_event(t.name, f"bake {round_}: {len(pending)} targets{why}")
-            # on the containerd store BuildKit writes each layout itself (as a single build does); on overlay2 the
-            # image is loaded and copied out of the engine afterwards (image/build.py)
-            oci = {t.name: work / t.name / "oci" for t in pending if engine.containerd_store and t.layout}
-            for where in oci.values():
+            # each target's exporters as a single build's: on the containerd store BuildKit writes its layout (and
+            # the engine's image); on overlay2 the image is loaded and copied out of the engine afterwards
+            oci, outputs = {}, {}
+            for t in pending:
+                where = work / t.name / "oci"
                 shutil.rmtree(where, ignore_errors=True)
+                if exporters := engine.outputs(where, t.tag, t.layout):
+                    oci[t.name], outputs[t.name] = where, exporters
             bake_file, meta = work / BAKE_FILE, work / "metadata.json"
             meta.unlink(missing_ok=True)
-            write_atomic(bake_file, json.dumps(bake_document(pending, oci), indent=2) + "\n")
+            write_atomic(bake_file, json.dumps(bake_document(pending, outputs), indent=2) + "\n")
             split = BakeSplit([t.name for t in pending])
             folders = {t.name: Folder(on_step(t.name)) for t in pending}
 
@@ -99,7 +101,8 @@ def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[st
                 entry = metadata.get(t.name)
                 got = entry.get if isinstance(entry, dict) else {}.get
                 try:
-                    result = engine.finished(stream, t.tag, code == 0, got, oci.get(t.name), t.layout)
+                    result = engine.finished(stream, t.tag, code == 0, got, oci.get(t.name), t.layout,
+                                             both=len(outputs.get(t.name, ())) > 1)
                     out[t.name] = Baked(result, None, found if t.cache_from else None)
                 except StackctlError as exc:
                     out[t.name] = Baked(None, exc, found if t.cache_from else None)

@@ -3,8 +3,9 @@ a BuildKit session, so the CLI plugin drives it). Progress is read from `--progr
 `--metadata-file`; every other part of the `Engine` protocol is the Docker adapter's.
 
 Each build ends with an OCI image layout on disk (the artefact) and the same image in the engine: on the
-containerd image store BuildKit's OCI exporter writes the layout (gzip, OCI media types) and the engine loads
-it, so the engine's image id is the layout's manifest digest; on overlay2 (and 20.10) the engine's exporter
+containerd image store BuildKit's OCI exporter writes the layout (gzip, OCI media types) and, on Docker 26, the
+image exporter puts the same image into the engine's store in the same build (before 26 the engine loads the
+layout), so the engine's image id is the layout's manifest digest; on overlay2 (and 20.10) the engine's exporter
 keeps the image and the layout is a copy of it.
 """
 
@@ -23,12 +24,21 @@ from stackctl.base.progress import Steps
 from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.engine.docker import DockerEngine
 from stackctl.errors import ServiceError
-from stackctl.image.artefact import Artefact, read_layout
-from stackctl.image.bakefile import REPRODUCIBLE, Baked, BakeTarget
+from stackctl.image.artefact import Artefact, read_layout, settle_layout
+from stackctl.image.bakefile import Baked, BakeTarget
 from stackctl.image.buildlog import BuildResult, ImageFacts
 from stackctl.image.rawjson import Folder, Stream, documents, fold, result_of
 from stackctl.image.render import WHEELS_CONTEXT
 
+# The exporter's options for the layout. The render already dates every file (SOURCE_DATE_EPOCH dates the config),
+# so neither `rewrite-timestamp` nor `force-compression` is asked for: each re-read and re-gzipped every layer on
+# every build (measured, torch stack on the containerd store: a rebuild after one small pin moved took 34.7 s with
+# them, 8.1 s without; two --no-cache builds and a cached build against a fresh one still give one digest).
+# gzip stays at its default level. Level 1 took the same stack's cold build from 51 s to 35 s, but without
+# force-compression BuildKit reuses a layer's blob of any level it holds: a build whose cached steps were
+# compressed at the default level (an earlier stackctl, a plain `docker build`) then differed from its own
+# --no-cache rebuild at level 1, and `verify --rebuild` failed on an image whose every diff_id matched.
+REPRODUCIBLE = "compression=gzip,oci-mediatypes=true"
 CONTAINERD_STORE = "io.containerd.snapshotter.v1"
 EXPORTED = "BuildKit's OCI exporter"
 
@@ -56,9 +66,6 @@ class BuildxEngine:
             info = self.docker.client.info()
         status = dict(tuple(x) for x in (info.get("DriverStatus") or []) if isinstance(x, list) and len(x) == 2)
         self.containerd_store = status.get("driver-type") == CONTAINERD_STORE
-        # BuildKit's own cache export (`--cache-to type=registry`): the docker driver refuses it on overlay2
-        # ("Cache export is not supported for the docker driver", measured on 26.1.5), not on the containerd store
-        self.registry_cache = self.containerd_store
         # Named build contexts need the Dockerfile frontend 1.4 (BuildKit 0.10, Docker 23); 20.10 has v0.8
         self.server_version = str(info.get("ServerVersion") or "0")
         major = self.server_version.split(".", 1)[0]
@@ -66,6 +73,8 @@ class BuildxEngine:
         self.mounts: Literal["named", "context"] = "named" if recent else "context"
         # measured: two --no-cache builds give one digest on 26 (both stores), not on 20.10's BuildKit v0.8
         self.reproducible = recent
+        # two --output at once: BuildKit 0.13 (Docker 26); before, the layout is loaded into the engine after
+        self.exporters = 2 if major.isdigit() and int(major) >= 26 else 1
         self.transfer = None
 
     def env(self) -> dict[str, str]:
@@ -78,6 +87,18 @@ class BuildxEngine:
         if self.mounts == "named" and (context / "groups").is_dir():
             named.setdefault(WHEELS_CONTEXT, context / "groups")
         return named
+
+    def outputs(self, oci: Path, tag: str | None, layout: Path | None) -> tuple[str, ...]:
+        """The exporters of a build whose layout goes to `layout`, by way of `oci` (seeded with the previous
+        layout's blobs): on the containerd store BuildKit's OCI exporter and, on Docker 26, the engine's image
+        store beside it; elsewhere none (the image is loaded, and the layout copied out of the engine)."""
+        if layout is None or not self.containerd_store:
+            return ()
+        _seed(oci, layout)
+        out: tuple[str, ...] = (f"type=oci,dest={oci},tar=false,{REPRODUCIBLE}",)
+        if tag is not None and self.exporters > 1:  # the engine's store gets the same image: nothing to load
+            out += (f"type=image,name={tag},{REPRODUCIBLE}",)
+        return out
 
     def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
               nocache: bool = False, proxy: str | None = None, buildargs: Mapping[str, str] | None = None,
@@ -100,32 +121,36 @@ class BuildxEngine:
             if target is not None:
                 argv += ["--target", target]
             oci = work / "oci"
-            direct = layout is not None and self.containerd_store
-            if direct:
-                name = f",name={tag}" if tag else ""
-                argv += ["--output", f"type=oci,dest={oci},tar=false{name},{REPRODUCIBLE}"]
-            else:
+            outputs = self.outputs(oci, tag, layout)
+            for output in outputs:
+                argv += ["--output", output]
+            if not outputs:
                 argv += ["--load"] + (["--tag", tag] if tag else [])
             argv.append(str(context))
-            folder = Folder(on_step)
-            text, code = run_buildx(argv, self.env(), folder.feed)
+            text, code = run_buildx(argv, self.env(), Folder(on_step).feed)
             docs, trailer = documents(text)
             return self.finished(fold(docs, trailer), tag, code == 0, read_metadata(meta).get,
-                                 oci if direct else None, layout)
+                                 oci if outputs else None, layout, both=len(outputs) > 1)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
     def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any],
-                 oci: Path | None, layout: Path | None) -> BuildResult:
-        """A build's result from what buildx said of it: the exporter's layout (`oci`) loaded into the engine
-        and moved to `layout`; the image id from the engine, else from the metadata file's entry (`meta`)."""
+                 oci: Path | None, layout: Path | None, *, both: bool = False) -> BuildResult:
+        """A build's result from what buildx said of it (`meta`: its metadata file's entry): the exporter's
+        layout (`oci`) settled on the image built, loaded into the engine unless the image exporter put it
+        there (`both`), and moved to `layout`; the image id from the engine, else from the metadata."""
         image_id = ""
+        artefact = None
         if ok:
             if oci is not None:
-                load_layout(self.docker, oci, tag)
+                artefact = settle_layout(oci, _digest(meta), made_by=EXPORTED)
+                shutil.rmtree(oci / "ingest", ignore_errors=True)  # the exporter's unfinished writes: none
+                if not both or self._image_id(meta, tag) != artefact.digest:
+                    load_layout(self.docker, oci, tag)
             image_id = self._image_id(meta, tag)
         result = result_of(stream, image_id, ok)
-        if oci is not None and layout is not None:  # elsewhere the image is copied out of the engine once built
+        if artefact is not None:  # elsewhere the image is copied out of the engine once built (image/build.py)
+            assert layout is not None and oci is not None
             replace_layout(oci, layout)
             result = BuildResult(result.image_id, result.log, result.steps, result.cached_steps,
                                  artefact=read_layout(layout, made_by=EXPORTED))
@@ -206,6 +231,30 @@ def _tar_stream(root: Path) -> Iterator[bytes]:
         f.seek(0)
         while piece := f.read(1 << 20):
             yield piece
+
+
+def _digest(meta: Callable[[str], Any]) -> str:
+    """The image's digest as the exporter reports it in the metadata file (`meta`: its entry's `get`)."""
+    digest = meta("containerimage.digest")
+    if not isinstance(digest, str):
+        raise ServiceError("buildx's metadata names no image digest of the build")
+    return digest
+
+
+def _seed(oci: Path, previous: Path) -> None:
+    """A fresh layout directory holding the previous build's blobs as hard links: the exporter skips each
+    blob the layout has (the torch stack's cached rebuild exported in 0.4 s instead of 3 s), and the previous
+    layout stays whole until the new one replaces it (blobs are written anew, never in place)."""
+    blobs = previous / "blobs" / "sha256"
+    if not blobs.is_dir():
+        return
+    (oci / "blobs" / "sha256").mkdir(parents=True)
+    for path in blobs.iterdir():
+        try:
+            os.link(path, oci / "blobs" / "sha256" / path.name)
+        except OSError:  # another file system: the exporter writes that blob again
+            shutil.rmtree(oci, ignore_errors=True)
+            return
 
 
 def replace_layout(src: Path, dest: Path) -> None:

@@ -1,14 +1,26 @@
-"""`gate --image` wired to the real engine: the gate in a container of any image on it."""
+"""`stackctl gate` wired to where it runs: under an interpreter here, or (`gate --image`) in a container of any
+image on the real engine."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
-from stackctl.image.gaterun import GateRun
+from stackctl.image.gaterun import GateRun, run_gate
 
 if TYPE_CHECKING:
     from stackctl.engine.docker import DockerEngine
-    from stackctl.profile.model import Devices
+    from stackctl.profile.model import Devices, Stack
+
+
+def gate_stack(stack: Stack, spec: str, *, python: str | None = None, image: str | None = None,
+               device: bool = False) -> GateRun:
+    """The gate `spec` of `stack` run under `python` (default: this interpreter), or with `image` in a container
+    of it on the engine; `device` (the device phase) gives that container the profile's devices."""
+    if image is None:
+        return run_gate(stack, python or sys.executable, spec)
+    # the device phase's container is given the profile's devices; the other phases run where none is
+    return gate_image(image, spec, python, devices=stack.devices if device else None)
 
 
 def gate_image(image: str, spec: str, python: str | None = None, *, devices: Devices | None = None,

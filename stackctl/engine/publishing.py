@@ -8,10 +8,10 @@ from pathlib import Path
 
 from stackctl.base.progress import Steps
 from stackctl.errors import InputError
-from stackctl.image.publish import Copier, Publication
-from stackctl.image.verify import Verification
 from stackctl.profile.model import Stack
+from stackctl.publish.publication import Copier, Publication
 from stackctl.resolve.lock import Lock
+from stackctl.verify.verification import Verification
 
 
 def _copier(host: str) -> Copier:
@@ -24,10 +24,12 @@ def _copier(host: str) -> Copier:
 
 
 def builder_facts() -> dict[str, str]:
-    """What the provenance names as the builder: stackctl and skopeo (the engine's facts are the build's)."""
+    """What the provenance names as the builder on the publishing side: stackctl and skopeo, which copied the
+    layout (the engine's, the builder's and buildx's versions come from the build record)."""
     import stackctl
+    from stackctl.engine.skopeo import skopeo_version
 
-    return {"stackctl": getattr(stackctl, "__version__", "")}
+    return {"stackctl": getattr(stackctl, "__version__", ""), "skopeo": skopeo_version()}
 
 
 def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
@@ -38,7 +40,7 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     from stackctl.engine.registry import Registry, check_registry, parse_ref
     from stackctl.image.app import stack_image_ref
     from stackctl.image.labels import image_ref
-    from stackctl.image.publish import publish_stack, read_signing_key
+    from stackctl.publish.publication import publish_stack, read_signing_key
 
     key = read_signing_key(sign_key) if sign_key is not None else None  # a bad key file costs no copy
     target = (stack_image_ref if stack_image else image_ref)(stack, repository)
@@ -72,7 +74,7 @@ def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, k
     import dataclasses
 
     from stackctl.engine.registry import Registry, parse_ref
-    from stackctl.image.verify import read_key, verify_image
+    from stackctl.verify.verification import read_key, verify_image
 
     parsed = parse_ref(ref)
     if parsed is None:
@@ -83,8 +85,8 @@ def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, k
     if rebuild_from is None:
         return result
     from stackctl.engine.building import open_engine
-    from stackctl.image.rebuild import rebuild_and_compare
-    from stackctl.image.verify import named_profiles, with_rebuild
+    from stackctl.verify.rebuild import rebuild_and_compare
+    from stackctl.verify.verification import named_profiles, with_rebuild
 
     rebuilt = rebuild_and_compare(registry, open_engine(builder), repository, result.digest, source=rebuild_from,
                                   profiles=named_profiles(registry, repository, result.digest),

@@ -185,7 +185,7 @@ def asks_login(host: str) -> bool:
 
 class Registry:
     """The registry API for one process: manifests and blobs read with their digests checked, blobs and
-    manifests written. A repository is `host[:port]/name`. Implements `image.attest.RegistryApi`."""
+    manifests written. A repository is `host[:port]/name`. Implements `image.protocols.RegistryApi`."""
 
     def __init__(self) -> None:
         self._clients: dict[str, _Client] = {}

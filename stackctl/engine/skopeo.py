@@ -33,6 +33,15 @@ def skopeo() -> str:
     return found
 
 
+def skopeo_version() -> str:
+    """`skopeo --version`'s version ("1.9.3"), or "" where it does not answer: a fact for the provenance."""
+    try:
+        out = run_skopeo(["--version"], what="version query", timeout=30)
+    except ServiceError:
+        return ""
+    return out.strip().rsplit(" ", 1)[-1] if out.strip() else ""
+
+
 def _last_line(text: str) -> str:
     """skopeo's own message (the `msg` of its last log line), the query strings of the URLs in it dropped:
     an upload's state token says nothing to a reader and fills the line."""

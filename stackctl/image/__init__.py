@@ -1,5 +1,5 @@
-"""Stage 6, the image: gate spec and runner, render, build context, labels, build result, fingerprint, publish,
-verify; the Protocols of the engine, wheel server and registry it works through (`protocols`).
+"""Stage 6, the image: gate spec and runner, render, build context, labels, build result, fingerprint; the
+Protocols of the engine, wheel server and registry it works through (`protocols`).
 
 The names below are the stage's API; each is imported from its module on first use."""
 
@@ -19,16 +19,14 @@ if TYPE_CHECKING:
     from stackctl.image.matrix import CellResult, Event, Matrix
     from stackctl.image.prepare import Prepared, prepare_build
     from stackctl.image.protocols import Engine, RegistryApi, WheelServing
-    from stackctl.image.publish import Publication, publish_stack
-    from stackctl.image.verify import Verification, raise_if_failed, verify_image
 
 __all__ = [
     "BuildFailed", "BuildRequest", "BuildResult", "Built", "CellResult", "Engine", "Event", "GateRun", "ImageFacts",
     "ImageRef", "Matrix", "Prepared",
-    "Publication", "RegistryApi", "Verification", "WheelServing", "WrittenContext", "build_image",
+    "RegistryApi", "WheelServing", "WrittenContext", "build_image",
     "check_wheelhouse_arg", "gate_in_container", "gate_phase",
-    "gate_spec_text", "image_ref", "prepare_build", "publish_stack", "raise_if_failed",
-    "render_context", "run_gate", "verdict", "verify_image",
+    "gate_spec_text", "image_ref", "prepare_build",
+    "render_context", "run_gate", "verdict",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
@@ -42,6 +40,4 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
         "matrix": ("CellResult", "Event", "Matrix"),
         "prepare": ("Prepared", "prepare_build"),
         "protocols": ("Engine", "RegistryApi", "WheelServing"),
-        "publish": ("Publication", "publish_stack"),
-        "verify": ("Verification", "raise_if_failed", "verify_image"),
     })

@@ -30,7 +30,6 @@ from stackctl.image.render import SBOM_PATH, label_value
 from stackctl.profile.model import AppImage, GatePhase, Stack
 
 if TYPE_CHECKING:
-    from stackctl.image.attest import Material
     from stackctl.image.gaterun import GateRun
     from stackctl.image.prepare import Prepared
 
@@ -105,23 +104,6 @@ def app_installed(sbom: str | bytes | None) -> dict[str, str]:
     mark = {"name": PROPERTY_SOURCE, "value": FROM_APP}
     return {canonicalize_name(str(c.get("name"))): str(c.get("version")) for c in components
             if isinstance(c, dict) and mark in (c.get("properties") or [])}
-
-
-def app_materials(labels: Mapping[str, str]) -> list[Material]:
-    """The provenance's materials of an [image.app] image: the stack image it was built on, the project's
-    Dockerfile by digest and its build context at the revision built (empty for a stack image)."""
-    from stackctl.image.attest import Material
-
-    dockerfile, stack_id = labels.get(LABEL_APP_DOCKERFILE), labels.get(LABEL_STACK_IMAGE)
-    if not dockerfile or not stack_id:
-        return []
-    context, _, revision = labels.get(LABEL_APP_CONTEXT, "").rpartition("@")
-    commit = revision.removesuffix("-dirty")
-    return [Material("stack-image", f"docker-image:{labels.get(f'{OCI}.base.name', '')}",
-                     (("sha256", stack_id.removeprefix("sha256:")),)),
-            Material("app-dockerfile", "file:" + labels.get(LABEL_APP_DOCKERFILE_PATH, "Dockerfile"),
-                     (("sha256", dockerfile.removeprefix("sha256:")),)),
-            Material("app-context", f"git:{commit}", (("gitCommit", commit),), (("path", context or "."),))]
 
 
 def app_labels(*, stack_ref: ImageRef, stack_id: str, sources: AppSources, revision: str, sbom: str,

@@ -187,3 +187,27 @@ def from_record(entry: Any, where: str) -> Artefact:
         raise InputError(f"{where}: the layout at {entry['layout']} now holds {artefact.digest}, the build made "
                          f"{entry.get('digest')}; build again")
     return artefact
+
+
+def settle_layout(layout: Path, digest: str, *, made_by: str = "") -> Artefact:
+    """The layout reduced to the one image `digest`: index.json names only it, and every blob it does not
+    reach is removed. A build exports into a layout seeded with the previous build's blobs (the exporter then
+    skips each one it would write again), so what the previous image alone used goes here."""
+    from stackctl.base.files import write_atomic
+
+    index_file = layout / "index.json"
+    index = _json(index_file, "index.json")
+    entries = [raw for raw in (index.get("manifests") if isinstance(index, dict) else None) or []
+               if isinstance(raw, dict) and raw.get("digest") == digest]
+    if not entries:
+        raise InputError(f"{index_file}: does not name the image built, {digest}")
+    write_atomic(index_file, json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries[:1]},
+                                        separators=(",", ":")))
+    artefact = read_layout(layout, made_by=made_by)
+    if artefact.digest != digest:  # an index (attestations beside the image): its blobs are not all known here
+        return artefact
+    keep = {artefact.digest, artefact.config.digest, *(b.digest for b in artefact.layers)}
+    for path in (layout / "blobs" / "sha256").iterdir():
+        if f"sha256:{path.name}" not in keep:
+            path.unlink()
+    return artefact

@@ -21,12 +21,6 @@ from stackctl.errors import StackctlError
 from stackctl.image.buildlog import BuildResult
 from stackctl.image.rawjson import Stream
 
-# The OCI exporter's options for a build's layout (single builds and bake alike). The render already dates every
-# file (SOURCE_DATE_EPOCH dates the config), so neither `rewrite-timestamp` nor `force-compression` is asked for:
-# each re-read and re-gzipped every layer on every build (measured, torch stack on the containerd store: a rebuild
-# after one small pin moved took 34.7 s with them, 8.1 s without; two --no-cache builds and a cached build against
-# a fresh one still give one digest).
-REPRODUCIBLE = "compression=gzip,oci-mediatypes=true"
 CACHE_TAG_PREFIX = "buildcache-"
 # BuildKit names a registry-cache import that finds nothing as a failed vertex; the build goes on without it
 CACHE_IMPORT = "importing cache manifest from "
@@ -79,10 +73,12 @@ def registry_cache(ref: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (f"type=registry,ref={ref}",), (f"type=registry,ref={ref},mode=max",)
 
 
-def bake_document(targets: Sequence[BakeTarget], oci: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """The bake file (JSON) of `targets`: its default group names them all, in order. A target named in `oci`
-    is exported there as an OCI layout (the engine loads it after); the others are loaded into the engine."""
-    oci = oci or {}
+def bake_document(targets: Sequence[BakeTarget], outputs: Mapping[str, Sequence[str]] | None = None
+                  ) -> dict[str, Any]:
+    """The bake file (JSON) of `targets`: its default group names them all, in order. `outputs`: a target's
+    exporters, as the engine chose them for its layout (BuildxEngine.outputs: the OCI layout, and the engine's
+    image store beside it); a target without any is loaded into the engine (`type=docker`)."""
+    outputs = outputs or {}
     seen: set[str] = set()
     out: dict[str, Any] = {}
     for t in targets:
@@ -94,10 +90,7 @@ def bake_document(targets: Sequence[BakeTarget], oci: Mapping[str, Path] | None 
             doc["args"] = dict(t.args)
         if t.contexts:
             doc["contexts"] = {k: str(v) for k, v in t.contexts.items()}
-        if t.name in oci:
-            doc["output"] = [f"type=oci,dest={oci[t.name]},tar=false,name={t.tag},{REPRODUCIBLE}"]
-        else:
-            doc["output"] = ["type=docker"]
+        doc["output"] = list(outputs.get(t.name) or ("type=docker",))
         if t.no_cache:
             doc["no-cache"] = True
         if t.cache_from:
@@ -197,7 +190,6 @@ class BakeSplit:
 
 
 __all__ = [
-    "REPRODUCIBLE",
     "BakeSplit",
     "BakeTarget",
     "Baked",

@@ -18,7 +18,6 @@ from stackctl.base.progress import Progress, Steps
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError
 from stackctl.image.app import finish_app, stack_image_ref
-from stackctl.image.attest import INSTALLED_PATH
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts, gate_result
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
@@ -26,6 +25,7 @@ from stackctl.image.gatespec import left_for_app
 from stackctl.image.labels import LABEL_EPOCH
 from stackctl.image.prepare import Prepared, with_sbom
 from stackctl.image.protocols import Engine, WheelServing
+from stackctl.image.render import INSTALLED_PATH
 from stackctl.index.client import IndexClient
 
 
@@ -94,6 +94,14 @@ def _epoch_arg(engine: Engine, prep: Prepared) -> dict[str, str] | None:
         return None
     epoch = dict(prep.plan.labels).get(LABEL_EPOCH)
     return {"SOURCE_DATE_EPOCH": epoch} if epoch else None
+
+
+def _versions(engine: Engine) -> dict[str, str]:
+    """What built the image, for the provenance: the engine's version and API, the builder, buildx's version
+    (an engine adapter without them, as a test's, gives none)."""
+    versions = getattr(engine, "versions", None)
+    got = versions() if callable(versions) else {}
+    return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -209,6 +217,7 @@ def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], 
               "gate": list(kept_gate_lines(engine, image) if result.gate_cached else result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if staged.server else "context",
               "builder": getattr(engine, "builder", "classic"),
+              "engine": _versions(engine),
               "artefact": result.artefact.record() if result.artefact is not None else None,
               "wheels_how": staged.wheels_how,
               "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),

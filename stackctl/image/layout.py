@@ -1,5 +1,5 @@
 """The build's artefact made reproducible: the image's layout with its config's clocks set to
-SOURCE_DATE_EPOCH (attest.reproducible_config) and the manifest rewritten to name it.
+SOURCE_DATE_EPOCH (`reproducible_config`) and the manifest rewritten to name it.
 
 An engine's copy of an image carries the build's own times and host traces in its config; the layers are
 already the same for the same lock, base and revision. With the config rewritten here, the manifest digest
@@ -10,14 +10,38 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from stackctl.base.files import write_atomic
 from stackctl.errors import InputError
 from stackctl.image.artefact import Artefact, blob_path, read_layout
-from stackctl.image.attest import canonical, reproducible_config
 from stackctl.image.labels import LABEL_EPOCH
+
+
+def iso(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def canonical(doc: Mapping[str, Any]) -> bytes:
+    """One byte form per document: the digest of a rewritten config or manifest must not depend on who wrote it."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def reproducible_config(config: Mapping[str, Any], epoch: int) -> dict[str, Any]:
+    """The engine's config with every clock and build-host trace replaced: `created` and each history time
+    become SOURCE_DATE_EPOCH; the build container's id and hostname, the parent image's id (itself a hash
+    of earlier times) and the engine's version go. Layers, labels, environment and command stay."""
+    out = {k: v for k, v in config.items() if k not in ("container", "container_config", "docker_version")}
+    out["created"] = iso(epoch)
+    out["history"] = [{**h, "created": iso(epoch)} for h in config.get("history") or []]
+    inner = dict(config.get("config") or {})
+    inner["Image"] = ""
+    inner["Hostname"] = ""
+    out["config"] = inner
+    return out
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from stackctl.resolve.lock import Lock, LockedFile
 
 PREFIX = "/opt/stack"
 SBOM_PATH = "/opt/stackctl/sbom.cdx.json"  # where every image keeps its SBOM
+INSTALLED_PATH = "/opt/stackctl/installed.json"  # what its gate found installed (Dockerfile.in's --freeze)
 ROOTFS = "rootfs"  # context directories copied onto / in the final stage: venv/ below the groups, stack/ above
 # The host name the install stages fetch their wheels from when `stackctl build` serves them: no such host
 # exists; the build's proxy (a predefined build argument, outside the builder's cache key) is the server.

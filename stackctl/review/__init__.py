@@ -1,4 +1,4 @@
-"""Stage 8, review: diffs of profiles, locks and images; the stale-reference scan; the pull request report.
+"""Stage 11, review: diffs of profiles, locks and images; the stale-reference scan; the pull request report.
 
 The names below are the stage's API; each is imported from its module on first use."""
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from stackctl.errors import InputError
 from stackctl.image.labels import installed_from_labels, recorded_installed
-from stackctl.image.verify import Attached
+from stackctl.verify.verification import Attached
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ def inspect_image(ref: str) -> ImageView:
     """From the registry when REF names a registry host, else from the engine."""
     from stackctl.engine.docker import DockerEngine, check_local_ref
     from stackctl.engine.registry import Registry, parse_ref, read_remote
-    from stackctl.image.verify import attached
+    from stackctl.verify.verification import attached
 
     if (parsed := parse_ref(ref)) is not None:
         api = Registry()  # one login for the image and what is beside it

@@ -21,8 +21,8 @@ from stackctl.base.sizes import human_size
 from stackctl.base.times import short_time
 from stackctl.base.words import count
 from stackctl.image.labels import LABEL_INSTALLED, diff_installed, installed_from_labels
-from stackctl.image.publish import Publication, read_records
 from stackctl.profile.model import Stack
+from stackctl.publish.publication import Publication, read_records
 from stackctl.resolve.lock import Lock
 from stackctl.review.diff import diff_stacks, rendered_tag
 from stackctl.review.sections import FAILED, NOT_RUN, OK, STALE, Section, Table

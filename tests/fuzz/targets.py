@@ -304,8 +304,9 @@ def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from stackctl.image import attest
-    from stackctl.image.sign import envelope, load_private_key, load_public_key
+    from stackctl.image.layout import canonical
+    from stackctl.publish import attest
+    from stackctl.verify.sign import envelope, load_private_key, load_public_key
 
     key = ec.generate_private_key(ec.SECP256R1())
     private = load_private_key(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -322,7 +323,7 @@ def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
     doc = attest.statement(subject="r/x", digest="sha256:" + _SHA, parameters={"stack": "x", "revision": "a" * 40},
                            internal={}, materials=materials, builder={"stackctl": "0"}, invocation="i",
                            started="2026-01-01T00:00:00Z", finished="2026-01-01T00:00:01Z")
-    raw = attest.canonical(doc)
+    raw = canonical(doc)
     return (envelope(raw, private), raw), public
 
 
@@ -538,8 +539,8 @@ def target_engines(corpus: Corpus, data: bytes) -> None:
 def target_envelope(corpus: Corpus, data: bytes) -> None:
     """Open a fuzzed envelope with the key (as `verify --key` does), then hold its statement, and the fuzzed
     bytes taken as a statement themselves, against an image's labels and config as `verify` does."""
-    from stackctl.image.sign import envelope, open_envelope
-    from stackctl.image.verify import provenance_problems, retargeted
+    from stackctl.verify.sign import envelope, open_envelope
+    from stackctl.verify.verification import provenance_problems, retargeted
 
     labels = {"org.opencontainers.image.revision": "a" * 40, "io.stackctl.lock-digest": "sha256:" + _SHA}
     config = {"rootfs": {"diff_ids": ["sha256:" + _SHA] * 3}, "config": {"Labels": labels}}

@@ -192,7 +192,9 @@ def test_buildx_reads_the_generated_bake_file_back(tmp_path: Path, on_d26: tuple
         BakeTarget("s2-cp311-linux_x86_64", tmp_path / "b", "127.0.0.1:5000/r/x:two", no_cache=True),
     ]
     bake_file = tmp_path / "bake.json"
-    bake_file.write_text(json.dumps(bake_document(targets, {targets[0].name: tmp_path / "oci"})))
+    exporters = (f"type=oci,dest={tmp_path / 'oci'},tar=false,compression=gzip,oci-mediatypes=true",
+                 "type=image,name=127.0.0.1:5000/r/x:one,compression=gzip,oci-mediatypes=true")
+    bake_file.write_text(json.dumps(bake_document(targets, {targets[0].name: exporters})))
     done = subprocess.run(["docker", "buildx", "bake", "--print", "--file", str(bake_file)], capture_output=True,
                           text=True, timeout=120, check=False, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -202,8 +204,7 @@ def test_buildx_reads_the_generated_bake_file_back(tmp_path: Path, on_d26: tuple
     assert one["context"] == str(tmp_path / "a") and one["dockerfile"] == "Dockerfile"
     assert one["contexts"] == {"wheels": str(tmp_path / "a" / "groups")}
     assert one["args"] == {"SOURCE_DATE_EPOCH": "1"} and one["tags"] == ["127.0.0.1:5000/r/x:one"]
-    assert one["output"] == [f"type=oci,dest={tmp_path / 'oci'},tar=false,name=127.0.0.1:5000/r/x:one,"
-                             "compression=gzip,oci-mediatypes=true"]
+    assert one["output"] == list(exporters)
     assert one["cache-from"] == [f"type=registry,ref={ref}"]
     assert one["cache-to"] == [f"type=registry,ref={ref},mode=max"]
     assert two["output"] == ["type=docker"] and two["no-cache"] is True and "cache-to" not in two

@@ -19,19 +19,19 @@ from tests.conftest import Result
 from tests.services.test_app_image import app_repo  # noqa: F401  (fixture)
 from tests.support.cli import Cli
 from tests.support.engine import Cleanup, unavailable, unique_tag
-from tests.support.engines import EngineCase, any_engine, engine26, engine_up  # noqa: F401  (fixtures)
+from tests.support.engines import EngineCase, engine_up
 from tests.support.imagestack import StackRepo, make_stack_repo
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def on_engine(any_engine: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:  # noqa: F811
+def on_engine(any_engine: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:
     yield from _on(any_engine, monkeypatch)
 
 
 @pytest.fixture
-def on_engine26(engine26: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:  # noqa: F811
+def on_engine26(engine26: EngineCase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[EngineCase, Cleanup]]:
     yield from _on(engine26, monkeypatch)
 
 
@@ -206,6 +206,10 @@ def test_the_image_flow_on_docker_26_build_publish_verify_key_and_rebuild(
     pub = json.loads(r.out)
     cleanup.manifest(registry, repository, pub["digest"])
     assert pub["digest"] == record["artefact"]["digest"]  # the layout's manifest, unchanged by the copy
+    # the provenance names what built it (the engine, BuildKit through buildx) and what copied it
+    made_by = pub["provenance"]["predicate"]["runDetails"]["builder"]["version"]
+    assert made_by["builder"] == "buildkit" and made_by["docker-engine"].startswith("26.") and made_by["buildx"]
+    assert made_by["skopeo"] and made_by["stackctl"]
 
     r = cli("verify", f"{repository}@{pub['digest']}", "--key", str(public), "--lock", str(repo.lock), "--json")
     assert r.code == 0, r.out + r.err

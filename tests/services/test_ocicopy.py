@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from tests.support.engines import EngineCase
 
 pytestmark = pytest.mark.integration
-pytest_plugins = ("tests.support.engines",)  # any_engine
 
 
 def test_two_copies_of_one_image_are_one_layout(any_engine: EngineCase, tmp_path: Path) -> None:

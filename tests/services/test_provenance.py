@@ -12,7 +12,9 @@ import pytest
 import requests
 
 from stackctl.engine.registry import Registry
-from stackctl.image.attest import OCI_MANIFEST, SBOM_TYPE, artifact_tag, canonical
+from stackctl.image.layout import canonical
+from stackctl.publish.attest import OCI_MANIFEST
+from stackctl.verify.remote import SBOM_TYPE, artifact_tag
 from tests.support.cli import Cli
 from tests.support.engine import unique_tag
 from tests.support.imagestack import StackRepo, make_stack_repo

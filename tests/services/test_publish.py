@@ -16,7 +16,7 @@ import requests
 
 from stackctl.engine.registry import Registry
 from stackctl.image.labels import diff_installed
-from stackctl.image.publish import read_records
+from stackctl.publish.publication import read_records
 from stackctl.review.images import image_pins
 from tests.support.cli import Cli
 from tests.support.engine import Cleanup, unique_tag

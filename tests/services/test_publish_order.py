@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from stackctl.engine.registry import Registry
-from stackctl.image.attest import EMPTY_CONFIG, OCI_MANIFEST, canonical
+from stackctl.image.layout import canonical
+from stackctl.publish.attest import EMPTY_CONFIG, OCI_MANIFEST
 from tests.conftest import Result
 from tests.support.engine import unique_tag
 from tests.support.imagestack import make_stack_repo

@@ -20,8 +20,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from stackctl.engine.registry import Registry
-from stackctl.image import attest
-from stackctl.image.sign import Layer
+from stackctl.publish import attest
+from stackctl.verify.remote import SBOM_TYPE, artifact_tag, fetch_artifact, fetch_attestations
+from stackctl.verify.sign import Layer
 from tests.support.cli import Cli, Result
 from tests.support.engine import unique_tag
 from tests.support.gitrepo import git
@@ -63,7 +64,7 @@ def cleanup(docker_client: Any, registry: str) -> Iterator[list[tuple[str, str]]
     reg = Registry()
     for repository, digest in pushed:
         for kind in ("sbom", "att"):
-            got = reg.manifest(repository, attest.artifact_tag(digest, kind))
+            got = reg.manifest(repository, artifact_tag(digest, kind))
             if got is not None:
                 delete_from_registry(registry, repository, got[0])
         delete_from_registry(registry, repository, digest)
@@ -78,11 +79,11 @@ def forge(reg: Registry, repository: str, original: str, forged_engine: str, epo
     envelopes' payloads, or left alone). The signatures cannot be made again; they are copied as they are."""
     new = attest.rewrite(reg, repository, forged_engine, "forged", epoch)
     subject = (new.digest, new.size, new.media_type)
-    sbom = attest.fetch_artifact(reg, repository, original, "sbom", attest.SBOM_TYPE)
+    sbom = fetch_artifact(reg, repository, original, "sbom", SBOM_TYPE)
     assert sbom is not None
-    attest.push_artifact(reg, repository, subject, "sbom", sbom, attest.SBOM_TYPE)
+    attest.push_artifact(reg, repository, subject, "sbom", sbom, SBOM_TYPE)
     layers = []
-    for predicate, data in attest.fetch_attestations(reg, repository, original) or []:
+    for predicate, data in fetch_attestations(reg, repository, original) or []:
         env = json.loads(data)
         if rewrite_subject:
             payload = base64.b64decode(env["payload"]).replace(original.removeprefix("sha256:").encode(),
@@ -128,12 +129,12 @@ def test_signed_publication_verifies_and_a_forged_image_fails_key_and_rebuild(
     assert mats["source"]["uri"] == f"git+https://example.invalid/team/stack.git@{pub['revision']}"
     base = docker_client.images.get(base_image)  # .ci/services.sh pushed it: it has a manifest digest
     assert mats["base-image"]["uri"] == f"oci://{sorted(base.attrs['RepoDigests'])[0]}"
-    sbom = json.loads(attest.fetch_artifact(reg, repository, digest, "sbom", attest.SBOM_TYPE) or b"{}")
+    sbom = json.loads(fetch_artifact(reg, repository, digest, "sbom", SBOM_TYPE) or b"{}")
     deps = {d["ref"]: d.get("dependsOn", []) for d in sbom["dependencies"]}
     assert deps["pkg:pypi/toplib@0.3.0"] == ["pkg:pypi/helperdep@1.4"] and deps["pkg:pypi/patcher@1.0.0"] == []
 
     # The `.att` manifest is laid out as cosign lays out attestations: DSSE envelopes, predicate annotated.
-    got = reg.manifest(repository, attest.artifact_tag(digest, "att"))
+    got = reg.manifest(repository, artifact_tag(digest, "att"))
     assert got is not None
     layers = json.loads(got[1])["layers"]
     assert [(x["mediaType"], x["annotations"]["predicateType"]) for x in layers] == [

@@ -37,14 +37,16 @@ def test_a_target_per_cell_with_its_context_wheels_args_output_and_cache() -> No
                      contexts={"wheels": Path("/r/s1/context/groups")}, layout=Path("/r/s1.oci"),
                      cache_from=cache_from, cache_to=cache_to)
     two = BakeTarget(S2, Path("/r/s2/context"), "reg/x:two", no_cache=True)
-    doc = bake_document([one, two], {S1: Path("/w/s1/oci")})
+    exporters = ("type=oci,dest=/w/s1/oci,tar=false,compression=gzip,oci-mediatypes=true",
+                 "type=image,name=reg/x:one,compression=gzip,oci-mediatypes=true")
+    doc = bake_document([one, two], {S1: exporters})
     assert doc["group"] == {"default": {"targets": [S1, S2]}}
     assert doc["target"][S1] == {
         "context": "/r/s1/context", "dockerfile": "Dockerfile", "tags": ["reg/x:one"],
         "args": {"SOURCE_DATE_EPOCH": "315532800"}, "contexts": {"wheels": "/r/s1/context/groups"},
-        "output": ["type=oci,dest=/w/s1/oci,tar=false,name=reg/x:one,compression=gzip,oci-mediatypes=true"],
+        "output": list(exporters),
         "cache-from": [f"type=registry,ref={ref}"], "cache-to": [f"type=registry,ref={ref},mode=max"]}
-    # no layout asked of the exporter: the image is loaded into the engine; no cache named, none written
+    # no exporter chosen (overlay2): the image is loaded into the engine; no cache named, none written
     assert doc["target"][S2] == {"context": "/r/s2/context", "dockerfile": "Dockerfile", "tags": ["reg/x:two"],
                                  "output": ["type=docker"], "no-cache": True}
 

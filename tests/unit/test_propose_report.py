@@ -128,8 +128,8 @@ def test_a_record_quotes_the_command_without_credentials() -> None:
 
 
 def _recorded(build_time: str, pub_time: str, pub_image: str, overrides: tuple = ()) -> Recorded:  # type: ignore[type-arg]
-    from stackctl.image.publish import Publication
     from stackctl.profile.loader import load_stack
+    from stackctl.publish.publication import Publication
     from stackctl.resolve.lock import Lock
     from tests.conftest import STACKS
 

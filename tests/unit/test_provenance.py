@@ -10,8 +10,8 @@ import pytest
 
 from stackctl.base.files import sha256_file
 from stackctl.errors import InputError
-from stackctl.image import attest
 from stackctl.image.context import write_context
+from stackctl.image.layout import canonical, reproducible_config
 from stackctl.image.render import (
     EPOCH_FLOOR,
     BuildPlan,
@@ -21,6 +21,9 @@ from stackctl.image.render import (
     render,
 )
 from stackctl.image.sbom import entries, expected_entries, licences, make_sbom
+from stackctl.publish import attest
+from stackctl.verify.remote import artifact_tag
+from stackctl.verify.sign import statement_materials
 from tests.support.wheels import build_wheel
 
 T1 = "2026-03-01T10:00:00Z"  # 1772359200
@@ -84,15 +87,15 @@ def test_the_published_config_carries_no_clock_and_no_build_host() -> None:
               "history": [{"created": "2026-12-01T05:59:43Z", "comment": "Imported"},
                           {"created": "2026-12-01T06:11:27Z", "created_by": "COPY", "empty_layer": True}],
               "rootfs": {"type": "layers", "diff_ids": ["sha256:1"]}}
-    out = attest.reproducible_config(config, 1772359200)
+    out = reproducible_config(config, 1772359200)
     assert out["created"] == "2026-03-01T10:00:00Z" and {h["created"] for h in out["history"]} == {out["created"]}
     assert not {"container", "container_config", "docker_version"} & set(out)
     assert out["config"] == {"Hostname": "", "Image": "", "Labels": {"a": "b"}, "Env": ["X=1"]}
     assert out["rootfs"] == config["rootfs"] and out["history"][1]["empty_layer"] is True
     # Two engines' configs of the same layers give one byte string, whatever their clocks and hosts.
     other = {**config, "created": "2027-01-01T00:00:00Z", "container": "ffff", "docker_version": "24.0"}
-    assert attest.canonical(attest.reproducible_config(other, 1772359200)) == attest.canonical(out)
-    assert attest.artifact_tag("sha256:abc", "sbom") == "sha256-abc.sbom"
+    assert canonical(reproducible_config(other, 1772359200)) == canonical(out)
+    assert artifact_tag("sha256:abc", "sbom") == "sha256-abc.sbom"
 
 
 def test_the_sbom_is_the_same_bytes_for_the_same_lock_and_names_every_wheel(tmp_path: Path) -> None:
@@ -125,7 +128,7 @@ def test_the_statement_names_the_image_and_its_materials() -> None:
     assert doc["_type"] == "https://in-toto.io/Statement/v1"
     assert doc["subject"] == [{"name": "reg/x", "digest": {"sha256": "f" * 64}}]
     assert doc["predicateType"] == "https://slsa.dev/provenance/v1"
-    deps = attest.statement_materials(doc)
+    deps = statement_materials(doc)
     assert [d["name"] for d in deps] == ["lock", "a.whl"] and deps[1]["annotations"] == {"index": "public"}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stackctl.engine import skopeo
-from stackctl.image.publish import read_records
+from stackctl.publish.publication import read_records
 
 
 def test_a_record_of_an_earlier_version_is_still_read(tmp_path: Path) -> None:

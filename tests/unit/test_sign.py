@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from stackctl.errors import CheckFailed, InputError
-from stackctl.image.sign import (
+from stackctl.verify.sign import (
     CYCLONEDX_PREDICATE,
     ENVELOPE_TYPE,
     PAYLOAD_TYPE,

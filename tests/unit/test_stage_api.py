@@ -13,7 +13,7 @@ import pytest
 
 import stackctl
 
-STAGES = ("base", "profile", "index", "wheels", "resolve", "abi", "image", "engine", "review")
+STAGES = ("base", "profile", "index", "wheels", "resolve", "abi", "image", "verify", "publish", "engine", "review")
 
 
 @pytest.mark.parametrize("stage", STAGES)

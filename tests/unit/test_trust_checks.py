@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stackctl.image import attest
-from stackctl.image.rebuild import compare
+from stackctl.image.layout import canonical, reproducible_config
 from stackctl.image.sbom import depends_on
-from stackctl.image.verify import _base_problems, provenance_problems, retargeted
+from stackctl.publish import attest
+from stackctl.verify.rebuild import compare
+from stackctl.verify.remote import sha256
+from stackctl.verify.verification import _base_problems, provenance_problems, retargeted
 
 SHA = "ab" * 32
 COMMIT = "c" * 40
@@ -88,17 +90,17 @@ def engine_config(diff_ids: list[str], created: str = "2026-12-01T21:00:00.123Z"
 
 def test_a_rebuild_whose_layout_has_the_published_config_has_no_differences() -> None:
     ids = list(CONFIG["rootfs"]["diff_ids"])
-    published = attest.reproducible_config(json.loads(engine_config(ids, "2025-01-01T00:00:00Z")), 1700000000)
-    digest = attest.sha256(attest.canonical(published))
-    got, layers, differences = compare(published, digest, attest.canonical(published))
+    published = reproducible_config(json.loads(engine_config(ids, "2025-01-01T00:00:00Z")), 1700000000)
+    digest = sha256(canonical(published))
+    got, layers, differences = compare(published, digest, canonical(published))
     assert (got, layers, differences) == (digest, tuple(ids), ())
 
 
 def test_a_rebuild_names_the_layer_that_differs() -> None:
     ids = list(CONFIG["rootfs"]["diff_ids"])
-    forged = attest.reproducible_config(json.loads(engine_config([*ids, f"sha256:{'9' * 64}"])), 1700000000)
-    digest = attest.sha256(attest.canonical(forged))
-    rebuilt = attest.canonical(attest.reproducible_config(json.loads(engine_config(ids)), 1700000000))
+    forged = reproducible_config(json.loads(engine_config([*ids, f"sha256:{'9' * 64}"])), 1700000000)
+    digest = sha256(canonical(forged))
+    rebuilt = canonical(reproducible_config(json.loads(engine_config(ids)), 1700000000))
     got, _, differences = compare(forged, digest, rebuilt)
     assert got != digest
     assert differences == (f"the rebuilt config is {got}, the registry's {digest}",

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
-from stackctl.image import attest
 from stackctl.image.app import FROM_APP, PROPERTY_SOURCE
-from stackctl.image.sign import Opened, VerifyingKey
-from stackctl.image.verify import (
+from stackctl.image.render import INSTALLED_PATH
+from stackctl.resolve.lock import Lock, LockedFile, LockedPin
+from stackctl.verify.remote import artifact_tag, sha256
+from stackctl.verify.sign import Opened, VerifyingKey
+from stackctl.verify.verification import (
     Finding,
     _findings,
     _installed_problems,
@@ -18,7 +20,6 @@ from stackctl.image.verify import (
     _signature_problems,
     lock_distributions,
 )
-from stackctl.resolve.lock import Lock, LockedFile, LockedPin
 
 SHA = "ab" * 32
 DIGEST = f"sha256:{'cd' * 32}"
@@ -29,7 +30,7 @@ WANT = lock_distributions(LOCK, TARGET)
 SBOM = json.dumps({"components": [{"name": "x", "version": "1.0", "hashes": [{"alg": "SHA-256", "content": SHA}],
                                    "properties": [{"name": "stackctl:file", "value": "x-1.0-py3-none-any.whl"}]}]})
 LABELS = {"io.stackctl.stack": "s", "io.stackctl.lock-digest": LOCK.digest(), "io.stackctl.target": TARGET,
-          "io.stackctl.sbom-digest": attest.sha256(SBOM.encode()), "io.stackctl.installed": '{"x": "1.0"}',
+          "io.stackctl.sbom-digest": sha256(SBOM.encode()), "io.stackctl.installed": '{"x": "1.0"}',
           "org.opencontainers.image.revision": "c" * 40}
 KEY = VerifyingKey(None, "f" * 64)
 
@@ -52,7 +53,7 @@ def test_an_sbom_that_is_not_json_is_said_and_counts_no_components() -> None:
     bad = _Sbom.of(b"{", None)
     assert bad.components == ()
     assert _sbom_problems(bad, LABELS, DIGEST, None)[1:] == [
-        f"no SBOM beside the image (tag {attest.artifact_tag(DIGEST, 'sbom')})", "the SBOM is not JSON"]
+        f"no SBOM beside the image (tag {artifact_tag(DIGEST, 'sbom')})", "the SBOM is not JSON"]
     assert "the SBOM beside the image is not the one inside it" in _sbom_problems(
         _Sbom.of(SBOM.encode(), b"{}"), LABELS, DIGEST, WANT)
 
@@ -62,8 +63,8 @@ def test_installed_distributions_are_held_to_the_lock_else_the_sbom() -> None:
     assert _installed_problems(b'{"X": "1.0"}', sbom, WANT) == []
     assert _installed_problems(b'{"x": "1.1"}', sbom, None) == ["x is 1.1 in the image, expected 1.0"]
     assert _installed_problems(b"[]", _Sbom.of(None, None), WANT) == [
-        f"{attest.INSTALLED_PATH} is not a JSON object", "x 1.0 missing from the image"]
-    assert _installed_problems(None, sbom, WANT) == [f"{attest.INSTALLED_PATH} is not in the image's top layers"]
+        f"{INSTALLED_PATH} is not a JSON object", "x 1.0 missing from the image"]
+    assert _installed_problems(None, sbom, WANT) == [f"{INSTALLED_PATH} is not in the image's top layers"]
 
 
 def test_what_the_app_phase_installed_is_expected_beside_the_lock() -> None:
@@ -82,7 +83,7 @@ def test_the_sbom_statement_is_required_only_with_a_key_and_carries_the_sbom() -
     sbom = _Sbom.of(SBOM.encode(), None)
     assert _sbom_statement_problems(None, DIGEST, sbom, None) == []
     assert _sbom_statement_problems(None, DIGEST, sbom, KEY) == [
-        f"no SBOM statement beside the image (tag {attest.artifact_tag(DIGEST, 'att')})"]
+        f"no SBOM statement beside the image (tag {artifact_tag(DIGEST, 'att')})"]
     about = {"subject": [{"digest": {"sha256": DIGEST.removeprefix("sha256:")}}]}
     carrying = Opened(b"", {**about, "predicate": json.loads(SBOM)}, 1, True)
     assert _sbom_statement_problems(carrying, DIGEST, sbom, KEY) == []

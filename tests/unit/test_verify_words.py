@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stackctl.image.attest import canonical, sha256
-from stackctl.image.verify import verify_image
+from stackctl.image.layout import canonical
 from stackctl.resolve.lock import Lock, LockedFile, LockedPin
+from stackctl.verify.remote import sha256
+from stackctl.verify.verification import verify_image
 
 
 class Unlabelled:

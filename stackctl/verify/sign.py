@@ -27,6 +27,10 @@ CYCLONEDX_PREDICATE = "https://cyclonedx.org/bom"
 PREDICATE_ANNOTATION = "predicateType"
 COSIGN_SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 COSIGN_CONFIG = "application/vnd.oci.image.config.v1+json"
+# the provenance statement's build type and builder: publish writes them (publish/attest.py), verify holds a
+# statement to them
+BUILD_TYPE = "urn:stackctl:build:docker-classic:v1"  # what externalParameters mean: a stackctl build
+BUILDER_ID = "urn:stackctl:builder"
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -199,7 +203,7 @@ class Layer:
 def attestation_layers(statements: Sequence[bytes], key: SigningKey | None) -> tuple[Layer, ...]:
     """What goes beside an image under its `.att` tag: each statement (exact bytes) in an envelope,
     signed with `key` when one is given. The caller pushes each `Layer.data` as a blob and names them
-    in one manifest (`attest.push_attestations` does both)."""
+    in one manifest (`stackctl.publish.attest.push_attestations` does both)."""
     out = []
     for raw in statements:
         try:
@@ -208,3 +212,8 @@ def attestation_layers(statements: Sequence[bytes], key: SigningKey | None) -> t
             raise InputError("a statement to sign is not a JSON object") from None
         out.append(Layer(envelope(raw, key), predicate))
     return tuple(out)
+
+
+def statement_materials(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    deps = ((doc.get("predicate") or {}).get("buildDefinition") or {}).get("resolvedDependencies")
+    return [d for d in deps or [] if isinstance(d, dict)]

@@ -23,10 +23,10 @@ from typing import Any, Protocol
 from stackctl.base.progress import Steps
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, ServiceError
-from stackctl.image import attest
 from stackctl.image.artefact import Artefact, from_record
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import Engine, RegistryApi
+from stackctl.verify import remote
 
 
 class RebuildEngine(Engine, Protocol):
@@ -54,7 +54,7 @@ def compare(registry_config: Mapping[str, Any], config_digest: str,
     the rebuilt layout's own, as final as the published one (BuildKit's exporter wrote it, or the build made a
     copy's reproducible): rewriting it again here would compare a config no build made."""
     rebuilt = _object(rebuilt_raw)
-    digest = attest.sha256(rebuilt_raw)
+    digest = remote.sha256(rebuilt_raw)
     theirs = [str(x) for x in (registry_config.get("rootfs") or {}).get("diff_ids") or []]
     mine = [str(x) for x in (rebuilt.get("rootfs") or {}).get("diff_ids") or []]
     out = []
@@ -115,7 +115,7 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
     from stackctl.profile.loader import load_stack
 
     began = time.monotonic()
-    digest, manifest, config = attest.remote_image(registry, repository, reference)
+    digest, manifest, config = remote.remote_image(registry, repository, reference)
     config_digest = str(manifest["config"]["digest"])
     labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
     revision = labels.get(f"{OCI}.revision") or ""

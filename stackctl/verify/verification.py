@@ -16,15 +16,19 @@ from packaging.utils import canonicalize_name
 
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ContentMismatch, InputError
-from stackctl.image import attest
 from stackctl.image.app import FREEZE as APP_FREEZE
 from stackctl.image.app import app_installed
 from stackctl.image.labels import LABEL_EPOCH, LABEL_INSTALLED, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, LABEL_TARGET, OCI
+from stackctl.image.layout import iso
 from stackctl.image.protocols import RegistryApi
-from stackctl.image.rebuild import Rebuilt
-from stackctl.image.render import SBOM_PATH
+from stackctl.image.render import INSTALLED_PATH, SBOM_PATH
 from stackctl.image.sbom import SbomEntry, entries
-from stackctl.image.sign import (
+from stackctl.resolve.lock import Lock
+from stackctl.verify import remote
+from stackctl.verify.rebuild import Rebuilt
+from stackctl.verify.sign import (
+    BUILD_TYPE,
+    BUILDER_ID,
     CYCLONEDX_PREDICATE,
     SLSA_PROVENANCE,
     STATEMENT_V1,
@@ -32,8 +36,8 @@ from stackctl.image.sign import (
     VerifyingKey,
     load_public_key,
     open_envelope,
+    statement_materials,
 )
-from stackctl.resolve.lock import Lock
 
 
 @dataclass(frozen=True)
@@ -106,23 +110,23 @@ def read_key(path: Path) -> VerifyingKey:
 def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
             stream_layers: bool, key: VerifyingKey | None) -> Verification:
     """Reads stay here, in the order the checks use them; each check is a function of what was read."""
-    digest, manifest, config = attest.remote_image(registry, repository, reference)
+    digest, manifest, config = remote.remote_image(registry, repository, reference)
     labels: dict[str, str] = (config.get("config") or {}).get("Labels") or {}
     want = lock_distributions(lock, labels.get(LABEL_TARGET, "")) if lock is not None else None
-    files = attest.image_files(registry, repository, manifest, (SBOM_PATH, attest.INSTALLED_PATH, APP_FREEZE))
+    files = remote.image_files(registry, repository, manifest, (SBOM_PATH, INSTALLED_PATH, APP_FREEZE))
     findings = _findings("labels", _label_problems(labels, lock, want, files.get(SBOM_PATH)),
                          "stackctl's labels are present" + (", and agree with the lock" if lock else ""))
-    sbom = _Sbom.of(files.get(SBOM_PATH), attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE))
+    sbom = _Sbom.of(files.get(SBOM_PATH), remote.fetch_artifact(registry, repository, digest, "sbom", remote.SBOM_TYPE))
     findings += _findings("sbom", _sbom_problems(sbom, labels, digest, want),
                           f"{len(sbom.components)} components; in the image, beside it and under its label alike"
                           + (", as the lock has them" if lock else ""))
     # an [image.app] image: the whole gate's record, the lock's wheels and what the app's own build installed
-    installed = files.get(APP_FREEZE, files.get(attest.INSTALLED_PATH))
+    installed = files.get(APP_FREEZE, files.get(INSTALLED_PATH))
     findings += _findings("installed", _installed_problems(installed, sbom, want),
                           "the distributions installed in the image are " + ("the lock's" if lock else "the SBOM's"))
     found = statements(registry, repository, digest, key)
     prov, sbom_st = found.get(SLSA_PROVENANCE), found.get(CYCLONEDX_PREDICATE)
-    materials = attest.statement_materials(prov.statement) if prov is not None else []
+    materials = statement_materials(prov.statement) if prov is not None else []
     findings += _findings("provenance", _provenance_problems(prov, digest, labels, config, want, sbom)
                           + _sbom_statement_problems(sbom_st, digest, sbom, key),
                           f"in-toto statement about {digest[:19]}; {len(materials)} materials agree "
@@ -137,7 +141,7 @@ def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock |
     findings += _findings("reproducible", _epoch_problems(config, epoch), f"config times are SOURCE_DATE_EPOCH {epoch}")
     if stream_layers:
         ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
-        findings += _findings("layers", attest.compare_with_build(registry, repository, digest, ids, labels),
+        findings += _findings("layers", remote.compare_with_build(registry, repository, digest, ids, labels),
                               f"{count(len(ids), 'layer')} hash to their digests and unpack to their diff_ids")
     return Verification(f"{repository}@{digest}", digest, manifest["config"]["digest"],
                         lock.digest() if lock else None, tuple(findings), len(sbom.components), len(materials))
@@ -211,11 +215,11 @@ def _sbom_problems(sbom: _Sbom, labels: Mapping[str, str], digest: str,
     problems = []
     if sbom.in_image is None:
         problems.append(f"{SBOM_PATH} is not in the image's top layers")
-    elif attest.sha256(sbom.in_image) != labels.get(LABEL_SBOM):
-        problems.append(f"{SBOM_PATH} hashes to {attest.sha256(sbom.in_image)}, label {LABEL_SBOM} says "
+    elif remote.sha256(sbom.in_image) != labels.get(LABEL_SBOM):
+        problems.append(f"{SBOM_PATH} hashes to {remote.sha256(sbom.in_image)}, label {LABEL_SBOM} says "
                         f"{labels.get(LABEL_SBOM)}")
     if sbom.beside is None:
-        problems.append(f"no SBOM beside the image (tag {attest.artifact_tag(digest, 'sbom')})")
+        problems.append(f"no SBOM beside the image (tag {remote.artifact_tag(digest, 'sbom')})")
     elif sbom.in_image is not None and sbom.beside != sbom.in_image:
         problems.append("the SBOM beside the image is not the one inside it")
     if sbom.document is not None and not sbom.readable:
@@ -233,13 +237,13 @@ def _installed_problems(raw: bytes | None, sbom: _Sbom, want: Mapping[str, tuple
     """The distributions the gate recorded in the image are the lock's and the app phase's (without a lock:
     the SBOM's)."""
     if raw is None:
-        return [f"{attest.INSTALLED_PATH} is not in the image's top layers"]
+        return [f"{INSTALLED_PATH} is not in the image's top layers"]
     problems = []
     try:
         installed = {canonicalize_name(k): str(v) for k, v in json.loads(raw).items()}
     except (ValueError, RecursionError, AttributeError):
         installed = {}
-        problems.append(f"{attest.INSTALLED_PATH} is not a JSON object")
+        problems.append(f"{INSTALLED_PATH} is not a JSON object")
     expected = ({k: v for k, (v, _) in want.items()} | app_installed(sbom.document) if want is not None else
                 {canonicalize_name(c.name): c.version for c in sbom.components})
     return problems + _differences("the image", installed, expected)
@@ -250,10 +254,10 @@ def _provenance_problems(prov: Opened | None, digest: str, labels: Mapping[str, 
     """The provenance statement beside the image is about it, holds against its labels, config and a lock,
     and names the wheels the SBOM names."""
     if prov is None:
-        return [f"no provenance statement beside the image (tag {attest.artifact_tag(digest, 'att')})"]
+        return [f"no provenance statement beside the image (tag {remote.artifact_tag(digest, 'att')})"]
     doc = prov.statement
     problems = retargeted("the provenance statement", doc, digest) + provenance_problems(doc, labels, config, want)
-    wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in attest.statement_materials(doc)
+    wheels = {str(m.get("name")): str((m.get("digest") or {}).get("sha256")) for m in statement_materials(doc)
               if str(m.get("name", "")).endswith(".whl")}
     sbom_wheels = {c.filename: c.sha256 for c in sbom.components if c.filename}
     if sbom.document is not None and wheels != sbom_wheels:
@@ -266,7 +270,7 @@ def _sbom_statement_problems(sbom_st: Opened | None, digest: str, sbom: _Sbom,
                              key: VerifyingKey | None) -> list[str]:
     """The SBOM statement beside the image is about it and carries the SBOM in it; with a key it must be there."""
     if sbom_st is None:
-        return [] if key is None else [f"no SBOM statement beside the image (tag {attest.artifact_tag(digest, 'att')})"]
+        return [] if key is None else [f"no SBOM statement beside the image (tag {remote.artifact_tag(digest, 'att')})"]
     problems = retargeted("the SBOM statement", sbom_st.statement, digest)
     if sbom.document is not None and sbom_st.statement.get("predicate") != _json_or_none(sbom.document):
         problems.append("the SBOM statement's predicate is not the SBOM in the image")
@@ -291,9 +295,9 @@ def _epoch_problems(config: Mapping[str, Any], epoch: str) -> list[str]:
     """The published config carries SOURCE_DATE_EPOCH: the digest anyone rebuilding gets again."""
     if not epoch.isdigit():
         return [f"label {LABEL_EPOCH} is missing"]
-    if config.get("created") != attest.iso(int(epoch)):
+    if config.get("created") != iso(int(epoch)):
         return [f"config created {config.get('created')} is not SOURCE_DATE_EPOCH {epoch} "
-                f"({attest.iso(int(epoch))}): not the reproducible manifest `stackctl publish` writes"]
+                f"({iso(int(epoch))}): not the reproducible manifest `stackctl publish` writes"]
     return []
 
 
@@ -309,12 +313,12 @@ def statements(registry: RegistryApi, repository: str, digest: str,
     """predicate type → the envelope beside the image carrying it (opened; with `key`, its signatures
     checked). An `.att` artifact of an older publication (a bare statement) reads as an unsigned one."""
     out: dict[str, Opened] = {}
-    found = attest.fetch_attestations(registry, repository, digest)
+    found = remote.fetch_attestations(registry, repository, digest)
     for predicate, data in found or []:
-        opened = open_envelope(data, key, f"{repository}:{attest.artifact_tag(digest, 'att')}")
+        opened = open_envelope(data, key, f"{repository}:{remote.artifact_tag(digest, 'att')}")
         out.setdefault(str(opened.statement.get("predicateType") or predicate), opened)
     if not out:
-        bare = attest.fetch_artifact(registry, repository, digest, "att", attest.STATEMENT_TYPE)
+        bare = remote.fetch_artifact(registry, repository, digest, "att", remote.STATEMENT_TYPE)
         doc = _json_or_none(bare) if bare is not None else None
         if isinstance(doc, dict):
             out[str(doc.get("predicateType"))] = Opened(bare or b"", doc, 0, False if key is not None else None)
@@ -340,17 +344,17 @@ def provenance_problems(doc: Mapping[str, Any], labels: Mapping[str, str], confi
     predicate = doc.get("predicate") or {}
     definition = predicate.get("buildDefinition") or {}
     run = predicate.get("runDetails") or {}
-    if definition.get("buildType") != attest.BUILD_TYPE:
-        problems.append(f"buildType is {definition.get('buildType')!r}, not stackctl's {attest.BUILD_TYPE}")
+    if definition.get("buildType") != BUILD_TYPE:
+        problems.append(f"buildType is {definition.get('buildType')!r}, not stackctl's {BUILD_TYPE}")
     builder = (run.get("builder") or {}).get("id")
-    if builder != attest.BUILDER_ID:
-        problems.append(f"builder id is {builder!r}, not {attest.BUILDER_ID}")
+    if builder != BUILDER_ID:
+        problems.append(f"builder id is {builder!r}, not {BUILDER_ID}")
     params = definition.get("externalParameters") or {}
     for param, label in (("stack", LABEL_STACK), ("target", LABEL_TARGET), ("revision", f"{OCI}.revision")):
         if param in params and params[param] != labels.get(label):
             problems.append(f"externalParameters.{param} is {params[param]!r}, label {label} says "
                             f"{labels.get(label)!r}")
-    by_name = {m.get("name"): m for m in attest.statement_materials(doc)}
+    by_name = {m.get("name"): m for m in statement_materials(doc)}
     lock_hex = ((by_name.get("lock") or {}).get("digest") or {}).get("sha256")
     if f"sha256:{lock_hex}" != labels.get(LABEL_LOCK):
         problems.append(f"provenance names lock sha256:{lock_hex}, label {LABEL_LOCK} says {labels.get(LABEL_LOCK)}")
@@ -385,7 +389,7 @@ def base_in_registry(registry: RegistryApi, base: Mapping[str, Any],
     first = repository.partition("/")[0]
     if "/" not in repository or not ("." in first or ":" in first or first == "localhost"):
         return [], f"the base image {repository} names no registry host: not read"
-    _, _, base_config = attest.remote_image(registry, repository, digest)
+    _, _, base_config = remote.remote_image(registry, repository, digest)
     theirs = list((base_config.get("rootfs") or {}).get("diff_ids") or [])
     ours = list((config.get("rootfs") or {}).get("diff_ids") or [])
     if not theirs or ours[:len(theirs)] != theirs:
@@ -431,14 +435,14 @@ class Attached:
 
 
 def attached(registry: RegistryApi, repository: str, digest: str) -> Attached:
-    sbom = attest.fetch_artifact(registry, repository, digest, "sbom", attest.SBOM_TYPE)
+    sbom = remote.fetch_artifact(registry, repository, digest, "sbom", remote.SBOM_TYPE)
     found = statements(registry, repository, digest, None)
     prov = found.get(SLSA_PROVENANCE)
     doc: dict[str, Any] = prov.statement if prov is not None else {}
     materials = tuple((str(m.get("name")), ",".join(f"{k}:{v}" for k, v in (m.get("digest") or {}).items()))
-                      for m in attest.statement_materials(doc))
-    return Attached(attest.artifact_tag(digest, "sbom") if sbom is not None else None, _sbom_entries(sbom) or (),
-                    attest.artifact_tag(digest, "att") if found else None, doc.get("predicateType"),
+                      for m in statement_materials(doc))
+    return Attached(remote.artifact_tag(digest, "sbom") if sbom is not None else None, _sbom_entries(sbom) or (),
+                    remote.artifact_tag(digest, "att") if found else None, doc.get("predicateType"),
                     ((doc.get("predicate") or {}).get("runDetails") or {}).get("builder"), materials)
 
 

@@ -22,13 +22,13 @@ from stackctl.base.times import now_iso
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ContentMismatch, InputError, ServiceError
 from stackctl.image.artefact import Artefact, check_blobs, from_record
-from stackctl.image.attest import Material
 from stackctl.image.buildlog import ImageFacts
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, OCI, ImageRef
 from stackctl.image.protocols import RegistryApi
-from stackctl.image.sign import SigningKey
 from stackctl.profile.model import Stack
+from stackctl.publish.attest import Material
 from stackctl.resolve.lock import Lock
+from stackctl.verify.sign import SigningKey
 
 SMALL_LAYER = 64 << 20  # a layer read whole for the image's own records (the SBOM lives in a small top layer)
 
@@ -122,7 +122,7 @@ def check_copy(registry: PushApi, repository: str, artefact: Artefact, diff_ids:
     """What differs between the registry's copy and the artefact: the manifest by digest (byte for byte), the
     config (size, diff_ids and labels) and each layer blob's presence and size. The layers' bytes are the
     digests the registry checked as skopeo uploaded them, and the layout's were hashed before the copy."""
-    from stackctl.image.attest import compare_with_build
+    from stackctl.verify.remote import compare_with_build
 
     try:  # bytes that do not hash to their digest are a forged copy: a failed check, not a service fault
         got = registry.manifest(repository, artefact.digest)
@@ -157,8 +157,9 @@ def publish(artefact: Artefact, ref: ImageRef, registry: PushApi, copy: Copier, 
 
     The layout's image goes to the registry by digest (`copy`), is checked there against the layout, gets
     its SBOM and provenance beside it, and only then the tag. Any failure before leaves the tag where it was."""
-    from stackctl.image import attest
     from stackctl.image.render import SBOM_PATH
+    from stackctl.publish import attest
+    from stackctl.verify.remote import sha256
 
     config = _config(artefact)
     labels: dict[str, str] = dict((config.get("config") or {}).get("Labels") or {})
@@ -185,8 +186,8 @@ def publish(artefact: Artefact, ref: ImageRef, registry: PushApi, copy: Copier, 
     sbom = layout_files(artefact, (SBOM_PATH,)).get(SBOM_PATH)
     if sbom is None:
         raise CheckFailed(f"{ref}: {SBOM_PATH} is not in the image's top layers")
-    if attest.sha256(sbom) != labels.get(LABEL_SBOM):
-        raise CheckFailed(f"{SBOM_PATH} in the image hashes to {attest.sha256(sbom)}, the label says "
+    if sha256(sbom) != labels.get(LABEL_SBOM):
+        raise CheckFailed(f"{SBOM_PATH} in the image hashes to {sha256(sbom)}, the label says "
                           f"{labels.get(LABEL_SBOM)}")
     when = now_iso(now)
     repo = ref.repository
@@ -284,7 +285,7 @@ def base_facts(build: Mapping[str, Any], stack: Stack) -> ImageFacts | None:
 
 def read_signing_key(path: Path) -> SigningKey:
     """The PEM private key `--sign-key` names; messages name the file, never its content."""
-    from stackctl.image.sign import load_private_key
+    from stackctl.verify.sign import load_private_key
 
     try:
         data = path.read_bytes()
@@ -341,10 +342,9 @@ def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts
     remote, the lock by digest, the base image by manifest digest (by image id where it was never in a
     registry), and every wheel the image installs by sha256; from the build record, its times and id."""
     from stackctl.base.urls import strip_userinfo
-    from stackctl.image.app import app_materials
-    from stackctl.image.attest import Material
     from stackctl.image.labels import LABEL_TARGET
     from stackctl.image.render import plan_layers
+    from stackctl.publish.attest import Material
 
     build = build or {}
     target = local.label(LABEL_TARGET) or ""
@@ -366,6 +366,9 @@ def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts
     parameters = (("stack", stack.name), ("target", target), ("profile", list(stack.sources)),
                   ("revision", revision), ("ref", local.label(f"{OCI}.version") or ""))
     timing = tuple((k, str(build[v])) for k, v in (("started", "started"), ("finished", "time")) if build.get(v))
+    # the builder as the build record names it (engine, builder, buildx) over the publishing side's facts
+    made_by = build.get("engine")
+    builder = {**builder, **({str(k): str(v) for k, v in made_by.items()} if isinstance(made_by, dict) else {})}
     return Evidence(parameters, tuple(materials), tuple(sorted(builder.items())),
                     base.layers if base is not None else (), str(build.get("invocation") or ""), timing)
 
@@ -373,7 +376,7 @@ def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts
 def base_material(name: str, base: ImageFacts) -> Material:
     """The base image by the manifest digest a registry knows it by (`repo@sha256:...`, the engine's
     RepoDigests); an image never pushed or pulled has none, and is named by its image id, marked so."""
-    from stackctl.image.attest import Material
+    from stackctl.publish.attest import Material
 
     pinned = sorted(base.repo_digests)
     annotations: tuple[tuple[str, Any], ...] = (("name", name), ("image_id", base.id), ("layers", len(base.layers)))
@@ -383,3 +386,20 @@ def base_material(name: str, base: ImageFacts) -> Material:
                         annotations)
     return Material("base-image", f"docker-image-id:{base.id}", (("sha256", base.id.removeprefix("sha256:")),),
                     (*annotations, ("local_only", True)))
+
+
+def app_materials(labels: Mapping[str, str]) -> list[Material]:
+    """The provenance's materials of an [image.app] image: the stack image it was built on, the project's
+    Dockerfile by digest and its build context at the revision built (empty for a stack image)."""
+    from stackctl.image.app import LABEL_APP_CONTEXT, LABEL_APP_DOCKERFILE, LABEL_APP_DOCKERFILE_PATH, LABEL_STACK_IMAGE
+
+    dockerfile, stack_id = labels.get(LABEL_APP_DOCKERFILE), labels.get(LABEL_STACK_IMAGE)
+    if not dockerfile or not stack_id:
+        return []
+    context, _, revision = labels.get(LABEL_APP_CONTEXT, "").rpartition("@")
+    commit = revision.removesuffix("-dirty")
+    return [Material("stack-image", f"docker-image:{labels.get(f'{OCI}.base.name', '')}",
+                     (("sha256", stack_id.removeprefix("sha256:")),)),
+            Material("app-dockerfile", "file:" + labels.get(LABEL_APP_DOCKERFILE_PATH, "Dockerfile"),
+                     (("sha256", dockerfile.removeprefix("sha256:")),)),
+            Material("app-context", f"git:{commit}", (("gitCommit", commit),), (("path", context or "."),))]
