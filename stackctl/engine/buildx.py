@@ -77,6 +77,13 @@ class BuildxEngine:
         self.exporters = 2 if major.isdigit() and int(major) >= 26 else 1
         self.transfer = None
 
+    @property
+    def registry_cache(self) -> bool:
+        """Whether BuildKit's own cache export (`cache-to type=registry`) works here: the docker driver refuses
+        it on overlay2 ("Cache export is not supported for the docker driver", measured on 26.1.5), not on the
+        containerd store."""
+        return self.containerd_store
+
     def env(self) -> dict[str, str]:
         """The environment buildx runs in for this engine."""
         return buildx_env(self._url)

@@ -48,7 +48,8 @@ class PoolEngine(Engine, Protocol):
 class BakeEngine(Engine, Protocol):
     """A BuildKit engine: it builds a queue of cells as one bake (engine/bake.py)."""
 
-    registry_cache: bool  # whether its builder exports the cache to a registry
+    @property
+    def registry_cache(self) -> bool: ...  # whether its builder exports the cache to a registry
 
     def named_contexts(self, context: Path, given: Mapping[str, Path] | None = None) -> dict[str, Path]: ...
     def bake(self, targets: Sequence[BakeTarget], on_step: Callable[[str], Steps | None],

@@ -166,3 +166,14 @@ def test_a_lone_target_is_not_prefixed_by_buildx_and_keeps_every_vertex() -> Non
                         "logs": [{"vertex": "sha256:a", "stream": 1, "data": _b64("ok\n")}]})
     assert [v["name"] for v in parts[S1]["vertexes"]] == ["[layer01-core 1/1] RUN x", "exporting to image"]
     assert len(parts[S1]["logs"]) == 1
+
+
+def test_the_buildkit_engine_is_a_bake_engine_so_build_all_bakes_on_it() -> None:
+    """build --all bakes on an engine that has every member of the protocol; one missing sends its cells down
+    the classic path, whose build call BuildxEngine does not take."""
+    from stackctl.engine.buildx import BuildxEngine
+    from stackctl.image.matrix import BakeEngine
+
+    members = [m for m in dir(BakeEngine) if not m.startswith("_")]
+    assert {"bake", "named_contexts", "registry_cache", "build", "facts"} <= set(members)
+    assert [m for m in members if not hasattr(BuildxEngine, m)] == []
