@@ -8,6 +8,8 @@ the same build cold on that engine (what a second build host does without it), i
 3. engine B builds post2 again with `--no-cache`: what B does when nothing tells it what A pushed.
 
     python benchmarks/pool.py [--core-mb 300] [--installer uv|pip] [--json]
+    STACKCTL_POOL_A=unix:///run/stackctl-d26c.sock STACKCTL_POOL_B=unix:///run/stackctl-dbench.sock \
+        python benchmarks/pool.py          # BuildKit: bake on each engine, BuildKit's registry cache between them
 
 Needs the engines, registry and base image `.ci/services.sh` starts (the second engine: `.ci/engine2.sh`).
 The stack is the synthetic, torch-shaped one of benchmarks/image.py: a big vendor train of incompressible
@@ -38,8 +40,10 @@ from tests.support.engine import _engine_shared, dangling_stage_images, remove_n
 from tests.support.imagestack import make_stack_repo  # noqa: E402
 from tests.support.imagetest import remove_images  # noqa: E402
 
-FIRST = "unix:///var/run/docker.sock"
-SECOND = os.environ.get("STACKCTL_TEST_ENGINE2") or "unix:///run/stackctl-engine2.sock"
+# STACKCTL_POOL_A / STACKCTL_POOL_B: other engines, e.g. two Docker 26 engines of the containerd store, where
+# `build --all` bakes through BuildKit and shares its registry cache instead of stage images
+FIRST = os.environ.get("STACKCTL_POOL_A") or "unix:///var/run/docker.sock"
+SECOND = os.environ.get("STACKCTL_POOL_B") or os.environ.get("STACKCTL_TEST_ENGINE2") or "unix:///run/stackctl-engine2.sock"
 REGISTRY = os.environ.get("STACKCTL_TEST_REGISTRY") or "127.0.0.1:5000"
 BASE = "stackctl-base:bookworm"
 

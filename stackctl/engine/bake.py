@@ -13,6 +13,7 @@ BuildKit's cache), until every target has either its result or its own failure.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -24,7 +25,15 @@ from stackctl.base.files import write_atomic
 from stackctl.base.progress import Steps
 from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.errors import ServiceError, StackctlError
-from stackctl.image.bakefile import Baked, BakeSplit, BakeTarget, bake_document, failed_on_its_own, merged
+from stackctl.image.bakefile import (
+    Baked,
+    BakeSplit,
+    BakeTarget,
+    bake_document,
+    failed_on_its_own,
+    merged,
+    with_sibling_caches,
+)
 from stackctl.image.buildlog import BuildResult
 from stackctl.image.rawjson import Folder, Stream, documents
 
@@ -47,12 +56,28 @@ def _bake_error(trailer: str) -> str:
     return said or (lines[-1] if lines else "it exited with an error")
 
 
+def _cache_tags(target: BakeTarget, on_event: Callable[[str, str], None]) -> list[str]:
+    """The tags of the target's cache repository; none (said) where the registry does not list them."""
+    from stackctl.engine.registry import Registry
+
+    if not target.cache_from:
+        return []
+    repo = target.cache_from[0].rpartition("ref=")[2].partition(",")[0].rpartition(":")[0]
+    try:
+        return Registry().tags(repo)
+    except StackctlError as exc:
+        on_event(target.name, f"cache: no sibling caches, {repo} lists no tags: {exc}")
+        return []
+
+
 def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[str], Steps | None],
              on_event: Callable[[str, str], None]) -> dict[str, Baked]:
     """Each target's result, or its failure (BuildFailed for a step or the gate, ServiceError for the engine).
     Raises only when buildx cannot be run at all."""
     if not targets:
         return {}
+    targets = [dataclasses.replace(t, cache_from=with_sibling_caches(t.cache_from, _cache_tags(t, on_event)))
+               for t in targets]
     out: dict[str, Baked] = {}
     work = Path(tempfile.mkdtemp(prefix=".bake.", dir=targets[0].context.parent.parent))
     try:

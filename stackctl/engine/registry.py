@@ -212,6 +212,18 @@ class Registry:
         _checked(r, digest, what)
         return digest, bytes(r.content)
 
+    def tags(self, repository: str) -> list[str]:
+        """The repository's tags (the first 1000 the registry lists); none for a repository it does not have."""
+        c = self._client(repository)
+        r = c.request("GET", f"/v2/{c.ref.name}/tags/list?n=1000", missing_ok=True)
+        if r is None:
+            return []
+        try:
+            listed = r.json().get("tags") or []
+        except ValueError:
+            raise ServiceError(f"registry {c.ref.registry}: its tag list of {c.ref.name} is not JSON") from None
+        return [t for t in listed if isinstance(t, str)]
+
     def blob(self, repository: str, digest: str) -> bytes:
         c = self._client(repository)
         r = c.get(f"/v2/{c.ref.name}/blobs/{digest}")

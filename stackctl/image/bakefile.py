@@ -73,6 +73,28 @@ def registry_cache(ref: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (f"type=registry,ref={ref}",), (f"type=registry,ref={ref},mode=max",)
 
 
+SIBLING_CACHES = 8  # other stacks' caches a target imports beside its own: each import costs a manifest fetch
+
+
+def with_sibling_caches(cache_from: tuple[str, ...], tags: Sequence[str]) -> tuple[str, ...]:
+    """A target's cache-from (its own registry cache first), then the other build caches its cache repository
+    holds: a sibling stack built elsewhere (the same groups, one pin moved) wrote the group stages this one
+    needs under its own tag. Those of the same target come first (the longest common ending of the tag)."""
+    if not cache_from:
+        return cache_from
+    repo, _, mine = cache_from[0].rpartition("ref=")[2].partition(",")[0].rpartition(":")
+
+    def shared_end(tag: str) -> int:
+        n = 0
+        while n < min(len(tag), len(mine)) and tag[-1 - n] == mine[-1 - n]:
+            n += 1
+        return n
+
+    others = sorted((t for t in set(tags) if t.startswith(CACHE_TAG_PREFIX) and t != mine),
+                    key=lambda t: (-shared_end(t), t))[:SIBLING_CACHES]
+    return cache_from + tuple(f"type=registry,ref={repo}:{t}" for t in others)
+
+
 def bake_document(targets: Sequence[BakeTarget], outputs: Mapping[str, Sequence[str]] | None = None
                   ) -> dict[str, Any]:
     """The bake file (JSON) of `targets`: its default group names them all, in order. `outputs`: a target's

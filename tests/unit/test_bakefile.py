@@ -177,3 +177,19 @@ def test_the_buildkit_engine_is_a_bake_engine_so_build_all_bakes_on_it() -> None
     members = [m for m in dir(BakeEngine) if not m.startswith("_")]
     assert {"bake", "named_contexts", "registry_cache", "build", "facts"} <= set(members)
     assert [m for m in members if not hasattr(BuildxEngine, m)] == []
+
+
+def test_a_target_imports_its_own_cache_first_then_its_siblings_of_the_same_target() -> None:
+    from stackctl.image.bakefile import SIBLING_CACHES, registry_cache, with_sibling_caches
+
+    repo = "127.0.0.1:5000/team/cache"
+    own, _ = registry_cache(cache_ref(repo, "post2", "cp311-linux_x86_64"))
+    tags = ["buildcache-post2-cp311-linux_x86_64", "buildcache-post1-cp311-linux_aarch64",
+            "buildcache-post1-cp311-linux_x86_64", "latest",
+            *(f"buildcache-old{n}-cp310-linux_x86_64" for n in range(9))]
+    got = with_sibling_caches(own, tags)
+    assert got[0] == own[0]  # its own first: the import the build's log reports on
+    assert got[1] == f"type=registry,ref={repo}:buildcache-post1-cp311-linux_x86_64"  # the sibling, same target
+    assert len(got) == 1 + SIBLING_CACHES and f"type=registry,ref={repo}:latest" not in got
+    assert len(set(got)) == len(got)
+    assert with_sibling_caches((), tags) == ()  # no registry cache asked for: none imported
