@@ -73,6 +73,22 @@ def reproducible(artefact: Artefact, epoch: int) -> Artefact:
     return read_layout(layout, made_by=artefact.made_by)
 
 
+def canonical_manifest(artefact: Artefact) -> Artefact:
+    """The layout's manifest in its one byte form (`canonical`): skopeo writes the manifest it was given when
+    it changed no layer and its own when it compressed one, so two copies of one image could differ in bytes."""
+    layout = artefact.layout
+    manifest = json.loads(blob_path(layout, artefact.digest).read_bytes())
+    body = canonical(manifest)
+    digest = _put(layout, body)
+    if digest == artefact.digest:
+        return artefact
+    media = str(manifest.get("mediaType") or artefact.manifest.media_type)
+    write_atomic(layout / "index.json", canonical(
+        {"schemaVersion": 2, "manifests": [{"mediaType": media, "digest": digest, "size": len(body)}]}))
+    blob_path(layout, artefact.digest).unlink(missing_ok=True)
+    return read_layout(layout, made_by=artefact.made_by)
+
+
 def build_artefact(engine: LayoutEngine, image: str, dest: Path, labels: dict[str, str]) -> Artefact:
     """The built image copied out of the engine into `dest`, its config reproducible."""
     epoch = labels.get(LABEL_EPOCH, "")
