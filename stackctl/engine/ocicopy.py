@@ -124,10 +124,13 @@ def export_layout(export: tarfile.TarFile, out: Path, gzipped: dict[str, tuple[B
     legacy one or Docker 25's OCI layout) written as an OCI layout at `out`: the config as it is, each layer
     either the previous layout's gzip blob (hard-linked) or the export's tar, checked against its diff_id.
     The layers kept, or None where a layer is not a plain tar (skopeo then reads the export itself)."""
-    def member(name: str) -> IO[bytes]:
-        got = export.extractfile(name)
+    def member(name: object) -> IO[bytes]:
+        try:
+            got = export.extractfile(name) if isinstance(name, str) else None
+        except KeyError:  # manifest.json names a file the export lacks
+            got = None
         if got is None:
-            raise UnexpectedExport(name)
+            raise UnexpectedExport(f"{name!r}: not a file of the export")
         return got
 
     try:

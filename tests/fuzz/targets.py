@@ -30,7 +30,8 @@ from typing import Any
 from stackctl.errors import InputError, StackctlError
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope", "dockerfile", "layout")
+KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope", "dockerfile", "layout",
+         "export")
 
 # --- mutations -------------------------------------------------------------------------------------
 # ("flip", pos, value) | ("insert", pos, bytes) | ("delete", pos, length) | ("dup", pos, length)
@@ -209,11 +210,13 @@ class Corpus:
     dockerfiles: tuple[bytes, ...] = ()
     layouts: tuple[bytes, ...] = ()  # the index.json of a build's OCI image layout
     layout: Path | None = None  # that layout, whose index.json the target replaces
+    exports: tuple[bytes, ...] = ()  # an engine's export (`docker save`, the legacy format)
 
     def seeds(self, kind: str) -> tuple[bytes, ...]:
         return {"profile": tuple(self.profiles.values()), "lock": (self.lock,), "html": (self.html,),
                 "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "engines": (self.engines,),
-                "envelope": self.envelopes, "dockerfile": self.dockerfiles, "layout": self.layouts}[kind]
+                "envelope": self.envelopes, "dockerfile": self.dockerfiles, "layout": self.layouts,
+                "export": self.exports}[kind]
 
 
 PROJECT = "torch"
@@ -296,7 +299,7 @@ def make_corpus(tmp: Path) -> Corpus:
                    b"ARG BASE=x\nFROM scratch AS a\nFROM ${BASE} AS runtime\nRUN a \\\n  b\n")
     return Corpus(profiles, _lock_text(stacks, "torch-2.11-post2.toml"), html, js, _wheel_seeds(tmp, elves), elves,
                   envelopes=envelopes, public_key=public, dockerfiles=dockerfiles,
-                  layouts=(_layout_seed(tmp / "layout"),), layout=tmp / "layout")
+                  layouts=(_layout_seed(tmp / "layout"),), layout=tmp / "layout", exports=(_export_seed(),))
 
 
 def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
@@ -359,6 +362,20 @@ def _layout_seed(root: Path) -> bytes:
         {**manifest, "mediaType": "application/vnd.oci.image.manifest.v1+json"}]}).encode()
     (root / "index.json").write_bytes(index)
     return index
+
+
+def _export_seed() -> bytes:
+    """`docker save`'s export of a one-layer image in the legacy format (20.10's): the layer's tar, its
+    config naming the layer's diff_id, and manifest.json naming both."""
+    import hashlib
+
+    layer = _tar({"etc/hostname": b"fuzz\n"})
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Labels": {}},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": ["fuzz:1"], "Layers": ["0a/layer.tar"]}]).encode()
+    return _tar({"0a/layer.tar": layer, config_name: config, "manifest.json": manifest})
 
 
 # --- targets ---------------------------------------------------------------------------------------
@@ -570,10 +587,29 @@ def target_layout(corpus: Corpus, data: bytes) -> None:
     assert got.layout == corpus.layout and got.size > 0
 
 
+def target_export(corpus: Corpus, data: bytes) -> None:
+    """Read a fuzzed engine export into a layout as the build's copy does: a layout, or None (skopeo then
+    reads the export whole), or UnexpectedExport / TarError, which the copy answers the same way."""
+    import tarfile
+    import tempfile
+
+    from stackctl.engine.ocicopy import UnexpectedExport, export_layout
+    from stackctl.image.artefact import read_layout
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as export:
+                kept = export_layout(export, Path(tmp) / "source", {})
+        except (tarfile.TarError, UnexpectedExport):
+            return
+        if kept is not None:  # what it wrote is a layout skopeo can read, every layer checked
+            assert kept == 0 and read_layout(Path(tmp) / "source").layers
+
+
 TARGETS: dict[str, Callable[[Corpus, bytes], None]] = {
     "profile": target_profile, "lock": target_lock, "html": target_html, "json": target_json,
     "wheel": target_wheel, "elf": target_elf, "engines": target_engines, "envelope": target_envelope,
-    "dockerfile": target_dockerfile, "layout": target_layout,
+    "dockerfile": target_dockerfile, "layout": target_layout, "export": target_export,
 }
 
 
