@@ -160,7 +160,10 @@ def export_layout(export: tarfile.TarFile, out: Path, gzipped: dict[str, tuple[B
             blob, path = gzipped[diff_id]
             target = blobs / blob.digest.removeprefix("sha256:")
             if not target.exists():
-                os.link(path, target)
+                try:
+                    os.link(path, target)
+                except OSError:  # another file system, or links refused: the bytes, copied
+                    shutil.copyfile(path, target)
             layers.append({"mediaType": OCI_LAYER_GZIP, "digest": blob.digest, "size": blob.size})
             kept += 1
             continue
