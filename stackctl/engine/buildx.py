@@ -28,7 +28,7 @@ from stackctl.image.artefact import Artefact, read_layout, settle_layout
 from stackctl.image.bakefile import Baked, BakeTarget
 from stackctl.image.buildlog import BuildResult, ImageFacts
 from stackctl.image.rawjson import Folder, Stream, documents, fold, result_of
-from stackctl.image.render import WHEELS_CONTEXT
+from stackctl.image.render import wheels_context
 
 # The exporter's options for the layout. The render already dates every file (SOURCE_DATE_EPOCH dates the config),
 # so neither `rewrite-timestamp` nor `force-compression` is asked for: each re-read and re-gzipped every layer on
@@ -92,7 +92,8 @@ class BuildxEngine:
         """The build's named contexts: the wheels' where the render mounts them from one (`mounts`)."""
         named = dict(given or {})
         if self.mounts == "named" and (context / "groups").is_dir():
-            named.setdefault(WHEELS_CONTEXT, context / "groups")
+            for group in sorted(p for p in (context / "groups").iterdir() if p.is_dir()):
+                named.setdefault(wheels_context(group.name), group)
         return named
 
     def outputs(self, oci: Path, tag: str | None, layout: Path | None) -> tuple[str, ...]:

@@ -24,11 +24,13 @@ from stackctl.resolve.lock import Lock, LockedFile
 PREFIX = "/opt/stack"
 SBOM_PATH = "/opt/stackctl/sbom.cdx.json"  # where every image keeps its SBOM
 INSTALLED_PATH = "/opt/stackctl/installed.json"  # what its gate found installed (Dockerfile.in's --freeze)
+GATE_SPEC_PATH = "/opt/stackctl/gate/gate.json"
+STACK_FILES = (GATE_SPEC_PATH, SBOM_PATH)  # the stack's own tree (rootfs/stack/), the gate step's to put in place
 ROOTFS = "rootfs"  # context directories copied onto / in the final stage: venv/ below the groups, stack/ above
 # The host name the install stages fetch their wheels from when `stackctl build` serves them: no such host
 # exists; the build's proxy (a predefined build argument, outside the builder's cache key) is the server.
 WHEEL_HOST = "stackctl-wheelhouse"
-# The build context BuildKit's install stages mount their wheels from (`--build-context wheels=DIR`)
+# The prefix of the build contexts BuildKit's install stages mount their wheels from (`wheels_context`)
 WHEELS_CONTEXT = "wheels"
 HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 CLASSIC_NOTE = "# syntax is the classic builder's: no BuildKit features, so Debian's engine 20.10 builds it as is."
@@ -65,6 +67,16 @@ class LayerGroup:
         commit, on another day or engine, writes the same bytes.
         """
         return max((_seconds(i.upload_time) for i in self.items), default=EPOCH_FLOOR)
+
+
+def wheels_context(group: str) -> str:
+    """The named build context of one group's wheels (`--build-context wheels-GROUP=CONTEXT/groups/GROUP`).
+
+    A context a group: with one context for all groups, each stage mounting its own directory of it, BuildKit
+    sent that context once for each stage, and a rebuild after torchada moved sent the torch wheel's
+    directory again (1.1-1.3 s of the torch stack's rebuild on Docker 26, on its critical path: the cached
+    torch stage's key waits for it). A group's own context is sent again only when its wheels change."""
+    return f"{WHEELS_CONTEXT}-{group}"
 
 
 def _seconds(iso: str | None) -> int:
@@ -123,8 +135,8 @@ class BuildPlan:
     # none (`.dockerignore`); False: each stage copies its wheels from the context.
     serve_wheels: bool = False
     # How BuildKit's install stages reach their wheels: "" the classic builder's COPY (or the wheel server);
-    # "named": bind-mounted from the build context `wheels` (`--build-context wheels=CONTEXT/groups`), which the
-    # main context then leaves out; "context": bind-mounted from the main context, for a BuildKit whose
+    # "named": bind-mounted from the group's build context (`--build-context wheels-GROUP=CONTEXT/groups/GROUP`),
+    # which the main context then leaves out; "context": bind-mounted from the main context, for a BuildKit whose
     # Dockerfile frontend has no named contexts (20.10's v0.8).
     mounts: Literal["", "named", "context"] = ""
 
@@ -302,6 +314,30 @@ def rootfs_copy(tree: str, mounts: str) -> str:
     return f"COPY --from=rootfs-{tree} /export/ /" if mounts else f"COPY {ROOTFS}/{tree}/ /"
 
 
+GATE_ARGV = ("/opt/venv/bin/python", "-B", "/opt/stackctl/gate/gate.py", GATE_SPEC_PATH,
+             "--freeze", INSTALLED_PATH, "--epoch")
+
+
+def gate_step(stack_files: tuple[str, ...], epoch: int, mounts: str) -> str:
+    """The final stage's last step: the stack's own files (the gate's spec, the SBOM: absolute paths) onto /,
+    then the gate, whose imports and record are dated `epoch`.
+
+    The classic builder copies the tree from the context. Under BuildKit one RUN both copies and gates: the
+    stack's tree changes with every pin, and a stage of its own (as the venv's tree has) would cost a rebuild a
+    container's start beside the one the gate needs anyway. The tree is bind-mounted at /mnt, a directory
+    images have, so no mount stub is made and removed under a directory of the layer; the files are copied
+    rather than their directories (which BuildKit's transfer dates by the clock), and the files and the
+    directories they land in get `epoch`."""
+    argv = [*GATE_ARGV, str(epoch)]
+    if not mounts:
+        return f"COPY {ROOTFS}/stack/ /\nRUN {json.dumps(argv)}"
+    dirs = sorted({str(parent) for f in stack_files for parent in Path(f).parents if str(parent) != "/"})
+    copy = " \\\n && ".join(f"cp /mnt{f} {f}" for f in stack_files)
+    dated = " ".join((*dirs, *stack_files))
+    return (f"RUN --mount=type=bind,source={ROOTFS}/stack,target=/mnt mkdir -p {' '.join(dirs)} \\\n"
+            f" && {copy} \\\n && touch -h -d @{epoch} {dated} \\\n && exec {' '.join(argv)}")
+
+
 def render(plan: BuildPlan, templates: Templates) -> Rendered:
     if plan.python and not re.fullmatch(r"\d+\.\d+", plan.python):
         raise InputError(f"{plan.stack}: image python {plan.python!r} is not MAJOR.MINOR")
@@ -312,7 +348,7 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         stage = f"layer{n:02d}-{group.name}"
         members = ", ".join(i.name for i in group.items)
         if plan.mounts:
-            wheels = f"from={WHEELS_CONTEXT},source={group.name}" if plan.mounts == "named" \
+            wheels = f"from={wheels_context(group.name)}" if plan.mounts == "named" \
                 else f"source=groups/{group.name}"
         else:
             wheels = f"groups/{group.name}/requirements.txt" if plan.serve_wheels else f"groups/{group.name}/"
@@ -341,11 +377,11 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         labels = "LABEL " + " \\\n      ".join(f"{label_value(k)}={label_value(v)}" for k, v in plan.labels)
     dockerfile = Template(templates.dockerfile).substitute(
         stack=plan.stack, target=plan.target, base=plan.base, python=plan.python,
-        stages="".join(stages) + (rootfs_stage("venv", EPOCH_FLOOR) + rootfs_stage("stack", e) if plan.mounts else ""),
+        stages="".join(stages) + (rootfs_stage("venv", EPOCH_FLOOR) if plan.mounts else ""),
         path=":".join(["/opt/venv/bin", *(f"{d}/bin" for d in dirs),
                        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]),
         copies="\n".join(copies), labels=labels, tools=tools, epoch=e,
-        copy_venv=rootfs_copy("venv", plan.mounts), copy_stack=rootfs_copy("stack", plan.mounts),
+        copy_venv=rootfs_copy("venv", plan.mounts), gate=gate_step(STACK_FILES, e, plan.mounts),
         builder_note=BUILDKIT_NOTE if plan.mounts else CLASSIC_NOTE,
         # pip is what installs without another installer; with one, ensurepip's seconds buy nothing
         venv="python3 -m venv /opt/venv \\\n && /opt/venv/bin/python -m pip --version" if plan.installer is None
@@ -356,7 +392,7 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
     files += [ContextFile(f"{ROOTFS}/venv/opt/stackctl/layers.pth", text=pth, epoch=EPOCH_FLOOR),
               ContextFile(f"{ROOTFS}/venv/opt/stackctl/gate/gate.py", text=templates.gate_script,
                           epoch=EPOCH_FLOOR),
-              ContextFile(f"{ROOTFS}/stack/opt/stackctl/gate/gate.json", text=plan.gate_spec, epoch=e),
+              ContextFile(f"{ROOTFS}/stack{GATE_SPEC_PATH}", text=plan.gate_spec, epoch=e),
               ContextFile(f"{ROOTFS}/stack{SBOM_PATH}", text=plan.sbom or "{}\n", epoch=e),
               ContextFile("Dockerfile", text=dockerfile, epoch=e)]
     if plan.mounts:

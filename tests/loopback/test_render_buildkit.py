@@ -1,4 +1,4 @@
-"""The render for BuildKit: the wheels bind-mounted into each install stage from the named context `wheels` (or
+"""The render for BuildKit: the wheels bind-mounted into each install stage from its group's named context (or
 the main context where the frontend has none), nothing to pull, and the classic render left as it was."""
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ def test_buildkit_stages_mount_the_wheels_from_the_named_context(tmp_path: Path)
     classic = render(plan, load_templates())
     named = render(dataclasses.replace(plan, mounts="named"), load_templates())
     assert "RUN --mount" not in classic.dockerfile and "COPY groups/deps/ /tmp/group/" in classic.dockerfile
-    assert "RUN --mount=type=bind,from=wheels,source=deps,target=/tmp/group" in named.dockerfile
+    # a context a group: a rebuild sends the builder only the groups whose wheels changed
+    for group in plan.groups:
+        assert f"RUN --mount=type=bind,from=wheels-{group.name},target=/tmp/group" in named.dockerfile
     assert "COPY groups/" not in named.dockerfile
     assert "# syntax=" not in named.dockerfile
     files = {f.path: f for f in named.files}
-    assert files[".dockerignore"].text == "groups/\n"  # the wheels travel only in the `wheels` context
+    assert files[".dockerignore"].text == "groups/\n"  # the wheels travel only in the groups' contexts
     assert "rootfs/venv/etc/hosts" in files and "rootfs/venv/etc/hosts" not in {f.path for f in classic.files}
     # the install command itself is the classic one: only the way the wheels arrive differs
     assert classic.dockerfile.count("--require-hashes") == named.dockerfile.count("--require-hashes")
@@ -38,3 +40,18 @@ def test_a_frontend_without_named_contexts_mounts_from_the_main_context(tmp_path
     assert "RUN --mount=type=bind,source=groups/deps,target=/tmp/group" in ctx.dockerfile
     assert ".dockerignore" not in {f.path for f in ctx.files}
 
+
+
+def test_under_buildkit_the_gate_step_puts_the_stack_tree_in_place(tmp_path: Path) -> None:
+    """The stack's own files (gate spec, SBOM) change with every pin: under BuildKit the gate's step copies them
+    from a mount of the context and dates them, with no stage of their own for a rebuild to start."""
+    plan = _plan(tmp_path)
+    named = render(dataclasses.replace(plan, mounts="named"), load_templates()).dockerfile
+    classic = render(plan, load_templates()).dockerfile
+    assert "rootfs-stack" not in named and "COPY rootfs/stack/ /" in classic
+    gate = named[named.index("RUN --mount=type=bind,source=rootfs/stack,target=/mnt"):]
+    assert "cp /mnt/opt/stackctl/gate/gate.json /opt/stackctl/gate/gate.json" in gate
+    assert "cp /mnt/opt/stackctl/sbom.cdx.json /opt/stackctl/sbom.cdx.json" in gate
+    assert (f"touch -h -d @{plan.epoch} /opt /opt/stackctl /opt/stackctl/gate /opt/stackctl/gate/gate.json "
+            "/opt/stackctl/sbom.cdx.json") in gate
+    assert gate.index("touch -h") < gate.index("exec /opt/venv/bin/python -B /opt/stackctl/gate/gate.py")
