@@ -55,3 +55,24 @@ def test_under_buildkit_the_gate_step_puts_the_stack_tree_in_place(tmp_path: Pat
     assert (f"touch -h -d @{plan.epoch} /opt /opt/stackctl /opt/stackctl/gate /opt/stackctl/gate/gate.json "
             "/opt/stackctl/sbom.cdx.json") in gate
     assert gate.index("touch -h") < gate.index("exec /opt/venv/bin/python -B /opt/stackctl/gate/gate.py")
+
+
+def test_every_context_a_stage_mounts_is_one_the_build_names(tmp_path: Path) -> None:
+    """buildx is given one `--build-context wheels-GROUP=CONTEXT/groups/GROUP` for each group the render mounts."""
+    import re
+
+    from stackctl.engine.buildx import BuildxEngine
+
+    plan = _plan(tmp_path)
+    dockerfile = render(dataclasses.replace(plan, mounts="named"), load_templates()).dockerfile
+    ctx = tmp_path / "ctx"
+    for group in plan.groups:
+        (ctx / "groups" / group.name).mkdir(parents=True)
+    engine = object.__new__(BuildxEngine)  # named_contexts reads the engine's `mounts` alone
+    engine.mounts = "named"
+    named = engine.named_contexts(ctx, {"other": tmp_path})
+    mounted = set(re.findall(r"--mount=type=bind,from=([a-z0-9-]+),", dockerfile))
+    assert mounted == {f"wheels-{g.name}" for g in plan.groups} and len(mounted) == len(plan.groups) > 1
+    assert {k: v for k, v in named.items() if k in mounted} == {m: ctx / "groups" / m[len("wheels-"):]
+                                                                for m in mounted}
+    assert named["other"] == tmp_path  # contexts the caller gives stay
