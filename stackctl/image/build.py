@@ -154,9 +154,9 @@ def stage_build(req: BuildRequest, engine: Engine, *, on_fetch: Progress | None 
         assert prep.plan is not None
         prep = dataclasses.replace(prep, plan=dataclasses.replace(
             prep.plan, mounts="named" if mounts == "named" else "context"))
-        wheels_how = ("mounted into the install stages from the build context `wheels`" if mounts == "named"
-                      else "mounted into the install stages from the build context (this BuildKit has no named "
-                      "contexts)")
+        wheels_how = ("mounted into the install stages from each group's build context `wheels-GROUP`"
+                      if mounts == "named" else
+                      "mounted into the install stages from the build context (this BuildKit has no named contexts)")
     prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
     # with an app on top, the published image is the final one: its layout takes STACK.oci, the stack
     # image's goes beside it

@@ -84,7 +84,7 @@ def check_cell(cell: dict[str, object], tmp: Path, records: str, engine: EngineC
     record = json.loads(Path(str(cell["record"])).read_text())
     assert Path(str(cell["record"])) == tmp / records / f"{cell['stack']}.build.json"
     assert record["builder"] == "buildkit" and record["image_id"] == cell["image_id"]
-    assert record["wheels_how"] == "mounted into the install stages from the build context `wheels`"
+    assert record["wheels_how"] == "mounted into the install stages from each group's build context `wheels-GROUP`"
     assert record["gate"][-1].startswith("gate ok: "), record["gate"]
     assert "PASS import patcher version=1.0.0" in record["gate"]
     assert record["fingerprint_digest"] and record["labels"]
