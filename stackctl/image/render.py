@@ -325,7 +325,9 @@ def gate_step(stack_files: tuple[str, ...], epoch: int, mounts: str) -> str:
     The classic builder copies the tree from the context. Under BuildKit one RUN both copies and gates: the
     stack's tree changes with every pin, and a stage of its own (as the venv's tree has) would cost a rebuild a
     container's start beside the one the gate needs anyway. The tree is bind-mounted at /mnt, a directory
-    images have, so no mount stub is made and removed under a directory of the layer; the files are copied
+    distributions' images have, so no mount stub is made and removed under a directory of the layer (a base
+    without /mnt would get `/` in the layer, dated by the clock: its digest then differs build to build,
+    which `verify --rebuild` reports); the files are copied
     rather than their directories (which BuildKit's transfer dates by the clock), and the files and the
     directories they land in get `epoch`."""
     argv = [*GATE_ARGV, str(epoch)]
