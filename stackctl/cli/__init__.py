@@ -29,6 +29,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "image": ("tag", "gate", "render", "build", "publish", "inspect"),
     "provenance": ("verify",),
     "ab": ("ab",),
+    "bisect": ("bisect",),
     "report": ("report",),
 
 }

@@ -1,0 +1,460 @@
+"""`stackctl bisect CONTROL CANDIDATE --trial T`: the edge. Each comparison the search asks for is an intermediate
+stack (a profile extending the control, in a working directory), resolved, ABI-checked, built (unchanged layer
+groups from the build cache) and A/B'd against the control with `ab`; its outcome goes back to the pure search
+(`search.py`, `judge.py`).
+
+Every finished step is written to the working directory's ledger at once, so an interrupted run keeps them and a
+second run reuses each step made for the same locks, plan, trial and metric.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stackctl.base.times import now_iso
+from stackctl.bisect.judge import judge_trial
+from stackctl.bisect.search import AMBIGUOUS, Outcome, SearchResult, search_units
+from stackctl.bisect.units import PinMove, Unit, Units, intermediate_profile, plan_units
+from stackctl.errors import CheckFailed, InputError, StackctlError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+if TYPE_CHECKING:
+    from stackctl.ab import Plan
+    from stackctl.profile.model import Stack
+    from stackctl.resolve import Lock
+
+RECORD_KIND = "bisect"
+LEDGER = "steps.json"
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One comparison: the stack (the control with `units` moved), what became of it and what it cost."""
+
+    units: tuple[str, ...]  # unit names
+    role: str  # what the search asked it for: candidate, search, alone, without, interaction
+    stack: str
+    profile: str
+    outcome: str  # good | bad | skip
+    verdict: str  # ab's word, or the stage that could not make the stack: "cannot resolve", "ABI", "build"
+    why: str
+    delta_pct: float | None = None
+    regressions: tuple[str, ...] = ()
+    lock_digest: str | None = None
+    image: str | None = None
+    record: str | None = None  # the step's ab record
+    seconds: float = 0.0
+    built: bool = False
+    compared: bool = False
+    reused: bool = False  # from an earlier run's ledger
+    key: str = ""  # what makes a recorded step reusable: locks, plan, trial, metric
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """A finding of the search: the units (one culprit, an interaction's set, or an ambiguous range)."""
+
+    kind: str  # culprit | interaction | ambiguous
+    units: tuple[str, ...]
+    pins: tuple[str, ...]  # distribution names
+    moves: tuple[PinMove, ...]
+    alone: str | None  # the control with these units alone: good | bad | skip
+    without: str | None  # the candidate without them
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    control: str
+    candidate: str
+    trial: str
+    metric: str | None
+    plan: str
+    plan_digest: str
+    units: tuple[Unit, ...]
+    kept: tuple[str, ...]  # differences that are not pin moves: only the candidate has them
+    candidate_outcome: str
+    culprits: tuple[Culprit, ...]
+    ambiguous: tuple[Culprit, ...]
+    steps: tuple[Step, ...]
+    builds: int
+    comparisons: int
+    reused: int
+    seconds: float
+    started: str
+    finished: str
+    complete: bool
+    status: str  # done | interrupted
+    conclusion: str
+    work_dir: str
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def failing(self) -> bool:
+        """Exit 1: the search could not name what makes the candidate regress."""
+        return self.status != "done" or not self.complete or (
+            self.candidate_outcome == Outcome.BAD.value and not self.culprits)
+
+
+@dataclass(frozen=True)
+class BisectOptions:
+    control: str  # the profiles as the user named them
+    candidate: str
+    plan: Plan
+    trial: str
+    metric: str | None = None
+    index: tuple[str, ...] = ()  # NAME=URL
+    inventory: str | None = None
+    work_dir: Path | None = None  # default RECORD_DIR/bisect/CANDIDATE
+    record_dir: Path = Path("build")
+    builder: str | None = None
+    command: str = ""
+
+
+# --- the working directory ------------------------------------------------------------------------------
+
+def copy_chain(profile_arg: str, work: Path) -> Path:
+    """The control's profile and every profile it extends, copied byte for byte into `work`: an intermediate
+    there extends the control by name, as profiles of one directory do."""
+    from stackctl.base.files import write_atomic
+    from stackctl.profile.locate import resolve_profile_arg
+    from stackctl.profile.sources import split_ref
+
+    source, name = split_ref(resolve_profile_arg(profile_arg))
+    first = work / name
+    seen: set[str] = set()
+    while name not in seen:
+        seen.add(name)
+        text = source.read(name)
+        write_atomic(work / name, text)
+        try:
+            parent = tomllib.loads(text).get("stack", {}).get("extends")
+        except ValueError:
+            break
+        if not isinstance(parent, str):
+            break
+        name = parent if parent.endswith(".toml") else f"{parent}.toml"
+    return first
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_ledger(work: Path) -> dict[str, dict[str, Any]]:
+    """Steps of earlier runs by key; a ledger that cannot be read is started afresh."""
+    try:
+        data = json.loads((work / LEDGER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    steps = data.get("steps") if isinstance(data, dict) else None
+    return {str(s["key"]): s for s in steps or () if isinstance(s, dict) and s.get("key")}
+
+
+def _write_ledger(work: Path, steps: Mapping[str, dict[str, Any]]) -> None:
+    from stackctl.base.files import write_atomic
+
+    write_atomic(work / LEDGER, json.dumps({"steps": list(steps.values())}, indent=1, sort_keys=True) + "\n")
+
+
+def _step_from(d: Mapping[str, Any]) -> Step:
+    return Step(tuple(d.get("units") or ()), str(d.get("role", "")), str(d.get("stack", "")),
+                str(d.get("profile", "")), str(d.get("outcome", "skip")), str(d.get("verdict", "")),
+                str(d.get("why", "")), d.get("delta_pct"), tuple(d.get("regressions") or ()), d.get("lock_digest"),
+                d.get("image"), d.get("record"), float(d.get("seconds") or 0.0), False, False, True,
+                str(d.get("key", "")))
+
+
+# --- one step -------------------------------------------------------------------------------------------
+
+class _Bisect:
+    def __init__(self, opts: BisectOptions, control: Stack, candidate: Stack, units: Units, work: Path,
+                 say: Say) -> None:
+        from stackctl.index.config import parse_overrides
+        from stackctl.resolve import make_client
+
+        self.opts, self.control, self.candidate, self.units, self.work, self.say = (
+            opts, control, candidate, units, work, say)
+        self.overrides = parse_overrides(list(opts.index))
+        self.client = make_client()
+        self.ledger = read_ledger(work)
+        self.steps: list[Step] = []
+        self.control_image: str | None = None
+        self.control_lock: Lock | None = None
+
+    # the stacks' locks: the user's own where it was made from the profile, else resolved here
+    def lock_of(self, stack: Stack, profile_arg: str) -> tuple[Path, Lock]:
+        from stackctl.resolve import lock_path, read_lock, resolve_stack
+
+        path = lock_path(profile_arg)
+        if path.exists():
+            found = read_lock(path)
+            if found.made_from(stack):
+                return path, found
+        here = self.work / f"{stack.name}.lock"
+        self.say(f"{stack.name}: resolving (its lock {path} is {'not made from it' if path.exists() else 'missing'})")
+        return here, resolve_stack(stack, self.client, self.overrides, write_to=here)
+
+    def build(self, profile: str, lock: Path) -> str:
+        from stackctl.engine import BuildOptions, build_stack
+
+        built = build_stack(BuildOptions(profile=profile, lock=lock, index=self.opts.index, allow_dirty=True,
+                                         record_dir=self.work, builder=self.opts.builder),
+                            say=lambda line, _level: self.say(f"  {line}"))
+        return built.image
+
+    def key(self, lock: Lock) -> str:
+        assert self.control_lock is not None
+        parts = (self.control_lock.digest(), lock.digest(), self.opts.plan.digest, self.opts.trial,
+                 self.opts.metric or "")
+        return _digest("\0".join(parts))[:32]
+
+    def start(self) -> None:
+        """The control: its lock and its image, which every comparison runs against."""
+        path, self.control_lock = self.lock_of(self.control, self.opts.control)
+        self.say(f"control {self.control.name}: building")
+        self.control_image = self.build(self.opts.control, path)
+        self.say(f"control {self.control.name}: {self.control_image}")
+
+    def profile_for(self, idx: tuple[int, ...]) -> tuple[str, Stack, str]:
+        """(profile argument, stack, profile path) of the control with units `idx` moved; all of them: the
+        candidate itself."""
+        from stackctl.profile.loader import load_stack
+        from stackctl.profile.locate import load_profile, profile_file
+
+        if len(idx) == len(self.units.units):
+            return self.opts.candidate, load_profile(self.opts.candidate), str(profile_file(self.opts.candidate))
+        chosen = [self.units.units[i] for i in idx]
+        label = "-".join(str(i + 1) for i in idx) if len(idx) <= 6 else f"{len(idx)}units"
+        name = f"{self.candidate.name}-bisect-{label}"
+        text = intermediate_profile(self.control, self.candidate, chosen, name, "bisect-")
+        tag = f"bisect-{_digest(text)[:16]}"
+        text = intermediate_profile(self.control, self.candidate, chosen, name, tag)
+        path = self.work / f"{name}.toml"
+        from stackctl.base.files import write_atomic
+
+        write_atomic(path, text)
+        return str(path), load_stack(path), str(path)
+
+    def compare(self, idx: tuple[int, ...], role: str) -> Outcome:
+        started = time.monotonic()
+        names = tuple(self.units.units[i].name for i in idx)
+        n = len(self.steps) + 1
+        what = "the candidate" if len(idx) == len(self.units.units) else ", ".join(names)
+        self.say(f"step {n} ({role}): the control with {what}")
+        step = self._compare(idx, role, names)
+        step = replace(step, seconds=step.seconds if step.reused else time.monotonic() - started)
+        self.steps.append(step)
+        if step.key and not step.reused:
+            self.ledger[step.key] = _jsonable(step)
+            _write_ledger(self.work, self.ledger)
+        delta = f", {step.delta_pct:+.1f} %" if step.delta_pct is not None else ""
+        nodes = f", regressed: {', '.join(step.regressions)}" if step.regressions else ""
+        self.say(f"step {n}: {step.outcome} ({step.verdict}{delta}{nodes})"
+                 + (" — reused from an earlier run" if step.reused else "") + (f": {step.why}" if step.why else ""))
+        return Outcome(step.outcome)
+
+    def _compare(self, idx: tuple[int, ...], role: str, names: tuple[str, ...]) -> Step:
+        from stackctl.errors import ServiceError
+        from stackctl.resolve import resolve_stack
+
+        arg, stack, profile = self.profile_for(idx)
+        whole = len(idx) == len(self.units.units)
+
+        def skip(verdict: str, why: str, **kw: Any) -> Step:
+            return Step(names, role, stack.name, profile, Outcome.SKIP.value, verdict, why, **kw)
+
+        try:
+            if whole:
+                lock_file, lock = self.lock_of(stack, arg)
+            else:
+                self.say(f"  {stack.name}: resolving")
+                lock_file = self.work / f"{stack.name}.lock"
+                lock = resolve_stack(stack, self.client, self.overrides, write_to=lock_file)
+        except ServiceError:
+            raise
+        except StackctlError as exc:
+            return skip("cannot resolve", str(exc))
+        key = self.key(lock)
+        if key in self.ledger:
+            return replace(_step_from(self.ledger[key]), units=names, role=role)
+        if not whole:
+            problem = self.abi(arg, lock_file, stack.name)
+            if problem is not None:
+                return replace(skip("ABI", problem, lock_digest=lock.digest()), key=key)
+        self.say(f"  {stack.name}: building")
+        try:
+            image = self.build(arg, lock_file)
+        except ServiceError:
+            raise
+        except StackctlError as exc:
+            return replace(skip("build", str(exc).splitlines()[0], lock_digest=lock.digest(), built=True), key=key)
+        self.say(f"  {stack.name}: {image}; A/B against the control on {self.opts.trial}")
+        return replace(self.ab(stack, arg, image, names, role, profile, lock.digest()), key=key)
+
+    def abi(self, profile: str, lock: Path, name: str) -> str | None:
+        from stackctl.abi import check_targets
+
+        self.say(f"  {name}: ABI check")
+        try:
+            outcome = check_targets([profile], lock=lock, inventory=self.opts.inventory, overrides=self.overrides,
+                                    record=self.work / f"{name}.abi.json", command=self.opts.command)
+        except CheckFailed as exc:
+            return str(exc)
+        return str(outcome.problems[0]) if outcome.problems else None
+
+    def ab(self, stack: Stack, arg: str, image: str, names: tuple[str, ...], role: str, profile: str,
+           lock_digest: str) -> Step:
+        from stackctl.ab import record_ab, run_ab
+
+        assert self.control_image is not None
+        rep = run_ab(self.control, stack, (self.opts.control, arg), self.opts.plan,
+                     images=(self.control_image, image), record_dir=self.work, say=lambda line: self.say(f"  {line}"))
+        where = self.work / "ab" / f"{stack.name}.ab.json"
+        record_ab(rep, where, self.opts.command, self.control, stack)
+        base = Step(names, role, stack.name, profile, Outcome.SKIP.value, "", "", lock_digest=lock_digest,
+                    image=image, record=str(where), built=True, compared=True)
+        failed_gates = [g for g in rep.gates if not g.ok]
+        if failed_gates:
+            g = failed_gates[0]
+            return replace(base, verdict="gate", why=f"the gate failed in the {g.leg} leg: {g.problem}")
+        trial = next((t for t in rep.trials if t.trial == self.opts.trial), None)
+        if trial is None:
+            return replace(base, verdict="not run", why=f"ab gave no verdict of {self.opts.trial}")
+        j = judge_trial(trial, self.opts.metric)
+        return replace(base, outcome=j.outcome.value, verdict=j.verdict, delta_pct=j.delta_pct,
+                       regressions=j.regressions)
+
+
+def _jsonable(step: Step) -> dict[str, Any]:
+    from stackctl.base.jsonout import to_jsonable
+
+    out: dict[str, Any] = to_jsonable(step)
+    return out
+
+
+# --- the whole run --------------------------------------------------------------------------------------
+
+def _culprit(units: Units, kind: str, idx: tuple[int, ...], alone: Outcome | None,
+             without: Outcome | None) -> Culprit:
+    chosen = [units.units[i] for i in idx]
+    moves = tuple(m for u in chosen for m in u.moves)
+    return Culprit(kind, tuple(u.name for u in chosen), tuple(m.pin for m in moves), moves,
+                   alone.value if alone else None, without.value if without else None)
+
+
+def conclusion(units: Units, result: SearchResult | None, culprits: tuple[Culprit, ...],
+               ambiguous: tuple[Culprit, ...], trial: str) -> str:
+    """The run in one sentence."""
+    if result is None:
+        return "interrupted before the search ended; the steps finished are kept and a second run reuses them"
+    if result.candidate is Outcome.GOOD:
+        return f"{units.candidate} does not regress on {trial} against {units.control}: nothing to bisect"
+    if result.candidate is Outcome.SKIP:
+        return f"cannot tell whether {units.candidate} regresses on {trial}: nothing to bisect from"
+    said = []
+    for c in culprits:
+        what = " + ".join(c.units)
+        if c.kind == "interaction":
+            said.append(f"{what} regress only together (an interaction; no one of them regresses alone)")
+        else:
+            said.append(f"{what} ({'; '.join(m.words() for m in c.moves)})")
+    for a in ambiguous:
+        said.append(f"one of {', '.join(a.units)} (the stacks between could not be compared)")
+    if not said:
+        return f"no culprit named: {units.candidate} regresses, but the search could not tell which move does it"
+    head = "culprit: " if len(culprits) + len(ambiguous) == 1 else "culprits: "
+    tail = "" if result.complete else "; the search could not finish (skips), so there may be more"
+    return head + "; ".join(said) + tail
+
+
+def run_bisect(opts: BisectOptions, *, say: Say = lambda _: None) -> BisectReport:
+    """Bisect the moves from the control to the candidate on one trial (and metric) of the plan."""
+    from stackctl.profile.locate import load_profile
+
+    started_at, started = now_iso(), time.monotonic()
+    control, candidate = load_profile(opts.control), load_profile(opts.candidate)
+    trial = opts.plan.trial(opts.trial)
+    if trial is None:
+        known = ", ".join(t.name for t in opts.plan.trials)
+        raise InputError(f"{opts.plan.path}: no trial {opts.trial!r} in the plan (trials: {known})")
+    if opts.metric is not None and opts.metric not in {m.name for m in trial.metrics}:
+        known = ", ".join(m.name for m in trial.metrics) or "none: a tests trial has no metrics"
+        raise InputError(f"--metric {opts.metric}: trial {opts.trial} has no such metric (metrics: {known})")
+    plan = opts.plan.select((opts.trial,))
+    opts = replace(opts, plan=plan)
+    units = plan_units(control, candidate)
+    if not units.units:
+        raise InputError(f"{candidate.name} moves no pin from {control.name}: nothing to bisect",
+                         hint="bisect looks for the pin move that makes a candidate regress; `stackctl diff` "
+                         "shows what else differs")
+    work = opts.work_dir or opts.record_dir / "bisect" / candidate.name
+    if work.resolve() == (Path("stacks").resolve()):
+        raise InputError(f"--work-dir {work}: intermediate profiles never go into stacks/")
+    copy_chain(opts.control, work)
+    say(f"{len(units.units)} units of moves: " + "; ".join(f"{i + 1}. {u.name}" for i, u in enumerate(units.units)))
+    if units.kept:
+        say(f"not bisected (only the candidate has them): {', '.join(units.kept)}")
+    run = _Bisect(opts, control, candidate, units, work, say)
+    result: SearchResult | None = None
+    status = "done"
+    try:
+        run.start()
+        result = search_units(len(units.units), run.compare)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        report = _report(opts, units, run, result, status, started_at, started, work)
+        _record_quietly(report, opts, control, candidate)
+        raise
+    return _report(opts, units, run, result, status, started_at, started, work)
+
+
+def _report(opts: BisectOptions, units: Units, run: _Bisect, result: SearchResult | None, status: str,
+            started_at: str, started: float, work: Path) -> BisectReport:
+    found = result.findings if result else ()
+    culprits = tuple(_culprit(units, f.kind, f.units, f.alone, f.without) for f in found if f.kind != AMBIGUOUS)
+    ambiguous = tuple(_culprit(units, f.kind, f.units, f.alone, f.without) for f in found if f.kind == AMBIGUOUS)
+    steps = tuple(run.steps)
+    problems: list[str] = []
+    if result is not None and result.candidate is not Outcome.GOOD and not culprits:
+        problems.append(conclusion(units, result, culprits, ambiguous, opts.trial))
+    elif result is not None and not result.complete:
+        problems.append("the search could not finish: a stack it needed could not be compared")
+    return BisectReport(
+        units.control, units.candidate, opts.trial, opts.metric, opts.plan.path, opts.plan.digest, units.units,
+        units.kept, result.candidate.value if result else "", culprits, ambiguous, steps,
+        builds=sum(s.built for s in steps) + (1 if run.control_image else 0),
+        comparisons=sum(s.compared for s in steps),
+        reused=sum(s.reused for s in steps), seconds=time.monotonic() - started, started=started_at,
+        finished=now_iso(), complete=bool(result and result.complete), status=status,
+        conclusion=conclusion(units, result, culprits, ambiguous, opts.trial), work_dir=str(work),
+        problems=tuple(problems))
+
+
+def record_bisect(report: BisectReport, path: Path, command: str, control: Stack, candidate: Stack,
+                  lock_digest: str | None = None) -> None:
+    """The record `report` quotes, under the candidate's stack."""
+    from stackctl.base.evidence import write_evidence
+
+    write_evidence(path, RECORD_KIND, candidate.name, report, command=command, lock_digest=lock_digest,
+                   profile_digests=(control.digest(), candidate.digest()))
+
+
+def _record_quietly(report: BisectReport, opts: BisectOptions, control: Stack, candidate: Stack) -> None:
+    """On Ctrl-C: the record of the steps finished, where `report` reads it (a failure to write it is not
+    worth more than the interruption itself)."""
+    with contextlib.suppress(StackctlError):
+        record_bisect(report, opts.record_dir / f"{candidate.name}.{RECORD_KIND}.json", opts.command, control,
+                      candidate)

@@ -1,0 +1,173 @@
+"""bisect's pure parts: the units of moves two profiles make, the intermediate profile, the search (against hand-made
+oracles: one culprit anywhere, two culprits, an interaction, skips) and the reading of ab's verdicts."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from stackctl.bisect import Outcome, intermediate_profile, judge_trial, plan_units, search_units
+from stackctl.profile.loader import load_stack
+from tests.conftest import STACKS
+from tests.support.profiles import write_profile
+
+GOOD, BAD, SKIP = Outcome.GOOD, Outcome.BAD, Outcome.SKIP
+
+
+def _five(tmp_path: Path) -> tuple[Path, Path]:
+    """Five packages move: alpha and beta one release train, gamma, delta, and kern built against delta."""
+    control = write_profile(tmp_path, "control", {
+        "gamma": "1.0", "alpha": {"version": "1.0", "train": "ab"}, "beta": {"version": "1.0", "train": "ab"},
+        "delta": "2.0", "kern": "0.5+delta2.0", "steady": "3.0", "gone": "1.0"})
+    candidate = write_profile(tmp_path, "candidate", {
+        "gamma": "1.1", "alpha": {"version": "1.1", "train": "ab"}, "beta": {"version": "1.1", "train": "ab"},
+        "delta": "2.1", "kern": "0.5+delta2.1", "steady": {"version": "3.0", "note": "a note is no move"},
+        "fresh": "0.1"})
+    return control, candidate
+
+
+def test_units_move_a_train_whole_and_a_build_with_the_pin_its_label_names(tmp_path: Path) -> None:
+    control, candidate = _five(tmp_path)
+    units = plan_units(load_stack(control), load_stack(candidate))
+    assert [(u.name, u.pins) for u in units.units] == [
+        ("gamma", ("gamma",)), ("train ab", ("alpha", "beta")), ("delta + kern", ("delta", "kern")),
+        ("gone", ("gone",)), ("fresh", ("fresh",))]
+    delta = units.units[2]
+    assert delta.why == ("kern 0.5+delta2.1 is built against delta 2.1",)
+    assert [m.change for m in units.units[3].moves + units.units[4].moves] == ["removed", "added"]
+    assert units.kept == ()
+
+
+def test_the_musa_upgrade_is_two_units_deep_ep_with_its_torch() -> None:
+    units = plan_units(load_stack(STACKS / "torch-2.11-post1.toml"), load_stack(STACKS / "torch-2.11-post2.toml"))
+    assert [u.name for u in units.units] == ["train musa-torch + deep_ep", "torchada"]
+    assert units.units[0].pins == ("torch", "torch_musa", "torchvision", "torchaudio", "deep_ep")
+    assert ("deep_ep 1.1.0+musa5.2.0torch2.11.0.post2 is built against torch 2.11.0.post2+musa5.2.0"
+            in units.units[0].why)
+    # post2 also moves vendor modules to find_spec in the gate: not a pin move, said, never bisected
+    assert any("gate" in k or "pins that keep their version" in k for k in units.kept)
+
+
+def test_a_label_names_a_version_and_not_a_longer_one(tmp_path: Path) -> None:
+    control = write_profile(tmp_path, "c", {"torch": "2.11.0.post1", "ext": "1.0+torch2.11.0.post1"})
+    candidate = write_profile(tmp_path, "n", {"torch": "2.11.0.post2", "ext": "1.0+torch2.11.0.post20"})
+    units = plan_units(load_stack(control), load_stack(candidate))
+    assert [u.pins for u in units.units] == [("torch",), ("ext",)]
+
+
+def test_an_intermediate_extends_the_control_and_moves_only_its_units(tmp_path: Path) -> None:
+    control, candidate = _five(tmp_path)
+    c, n = load_stack(control), load_stack(candidate)
+    units = plan_units(c, n)
+    text = intermediate_profile(c, n, [units.units[1], units.units[3], units.units[4]], "candidate-bisect-2-4-5")
+    path = control.parent / "candidate-bisect-2-4-5.toml"
+    path.write_text(text)
+    mid = load_stack(path)
+    assert mid.extends == "control"
+    versions = {p.name: p.version for p in mid.pins}
+    assert versions == {"gamma": "1.0", "alpha": "1.1", "beta": "1.1", "delta": "2.0", "kern": "0.5+delta2.0",
+                        "steady": "3.0", "fresh": "0.1"}  # gone is removed, fresh added, the train moved whole
+    assert next(p for p in mid.pins if p.name == "alpha").train == "ab"
+
+
+# --- the search ----------------------------------------------------------------------------------------
+
+def oracle(bad_sets: Iterable[frozenset[int]], skip: Callable[[frozenset[int]], bool] = lambda s: False,
+           calls: list[tuple[int, ...]] | None = None) -> Callable[[tuple[int, ...], str], Outcome]:
+    """Bad when the subset holds one of `bad_sets` whole; a skip where `skip` says so."""
+    sets = list(bad_sets)
+
+    def compare(units: tuple[int, ...], role: str) -> Outcome:
+        if calls is not None:
+            calls.append(units)
+        s = frozenset(units)
+        if skip(s):
+            return SKIP
+        return BAD if any(b <= s for b in sets) else GOOD
+
+    return compare
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 9])
+def test_one_culprit_anywhere_is_found_verified_and_named_alone(k: int) -> None:
+    for culprit in range(k):
+        calls: list[tuple[int, ...]] = []
+        result = search_units(k, oracle([frozenset({culprit})], calls=calls))
+        assert [(f.units, f.kind, f.alone, f.without) for f in result.findings] == [((culprit,), "culprit", BAD, GOOD)]
+        assert result.complete and result.candidate is BAD
+        assert len(calls) == len(set(calls))  # each subset once
+        # the candidate, ⌈log2 k⌉ prefixes at most, the unit alone and the candidate without it
+        assert len(calls) <= 1 + math.ceil(math.log2(k)) + 2 if k > 1 else len(calls) == 1
+
+
+def test_two_culprits_are_both_named() -> None:
+    result = search_units(5, oracle([frozenset({1}), frozenset({3})]))
+    assert [(f.units, f.kind, f.alone) for f in result.findings] == [((1,), "culprit", BAD), ((3,), "culprit", BAD)]
+    assert result.findings[0].without is BAD and result.findings[1].without is GOOD and result.complete
+
+
+def test_an_interaction_is_said_with_the_smallest_set() -> None:
+    result = search_units(6, oracle([frozenset({1, 4})]))
+    assert [(f.units, f.kind, f.alone, f.without) for f in result.findings] == [
+        ((1, 4), "interaction", BAD, GOOD)]
+    three = search_units(7, oracle([frozenset({0, 2, 5})]))
+    assert [(f.units, f.kind) for f in three.findings] == [((0, 2, 5), "interaction")]
+
+
+def test_a_stack_that_cannot_be_made_is_stepped_over() -> None:
+    # unit 2 needs unit 3 to resolve: any set with 2 and without 3 is a skip
+    calls: list[tuple[int, ...]] = []
+    result = search_units(6, oracle([frozenset({4})], skip=lambda s: 2 in s and 3 not in s, calls=calls))
+    assert [(f.units, f.kind) for f in result.findings] == [((4,), "culprit")] and result.complete
+    assert (0, 1, 2) in calls  # the prefix asked for first was a skip, the search went on past it
+
+
+def test_when_every_stack_between_is_skipped_the_range_is_named() -> None:
+    result = search_units(4, oracle([frozenset({1})], skip=lambda s: 0 in s and len(s) < 4))
+    assert [(f.units, f.kind) for f in result.findings] == [((0, 1, 2, 3), "ambiguous")]
+    assert not result.complete and not result.culprits
+
+
+def test_a_candidate_that_does_not_regress_ends_the_search_at_once() -> None:
+    calls: list[tuple[int, ...]] = []
+    result = search_units(5, oracle([], calls=calls))
+    assert result.candidate is GOOD and result.findings == () and calls == [(0, 1, 2, 3, 4)] and result.complete
+    undecided = search_units(5, lambda units, role: SKIP)
+    assert undecided.candidate is SKIP and not undecided.complete
+
+
+def test_every_single_and_pair_of_culprits_among_six() -> None:
+    for n in (1, 2):
+        for bad in itertools.combinations(range(6), n):
+            result = search_units(6, oracle([frozenset({b}) for b in bad]))
+            assert sorted(u for f in result.findings for u in f.units) == list(bad), bad
+            assert all(f.kind == "culprit" for f in result.findings)
+
+
+# --- ab's verdicts, read narrowly ------------------------------------------------------------------------
+
+def _trial(verdict: str, metrics: tuple[tuple[str, str, float], ...] = (), nodes: tuple[str, ...] = ()
+           ) -> SimpleNamespace:
+    tests = SimpleNamespace(regressions=tuple(SimpleNamespace(node=n) for n in nodes)) if nodes else None
+    return SimpleNamespace(trial="t", kind="bench", verdict=verdict, failing=verdict == "regressed", tests=tests,
+                           metrics=tuple(SimpleNamespace(metric=m, verdict=v, delta_pct=d) for m, v, d in metrics))
+
+
+@pytest.mark.parametrize(("verdict", "outcome"), [
+    ("regressed", BAD), ("pass", GOOD), ("neutral", GOOD), ("improved", GOOD), ("neutral-to-positive", GOOD),
+    ("flaky", GOOD), ("fails on both", GOOD), ("undecided", SKIP), ("inconclusive", SKIP), ("broken", SKIP)])
+def test_a_trial_verdict_is_good_bad_or_cannot_tell(verdict: str, outcome: Outcome) -> None:
+    assert judge_trial(_trial(verdict)).outcome is outcome  # type: ignore[arg-type]
+
+
+def test_a_named_metric_decides_alone_and_its_delta_and_the_failing_nodes_are_kept() -> None:
+    trial = _trial("regressed", (("ops", "neutral", 1.0), ("ms", "regressed", 41.5)))
+    assert judge_trial(trial, "ops").outcome is GOOD  # type: ignore[arg-type]
+    judged = judge_trial(trial, "ms")  # type: ignore[arg-type]
+    assert judged.outcome is BAD and judged.delta_pct == 41.5
+    assert judge_trial(_trial("regressed", nodes=("t::a",))).regressions == ("t::a",)  # type: ignore[arg-type]
