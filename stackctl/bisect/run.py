@@ -447,8 +447,10 @@ def record_bisect(report: BisectReport, path: Path, command: str, control: Stack
                   lock_digest: str | None = None) -> None:
     """The record `report` quotes, under the candidate's stack."""
     from stackctl.base.evidence import write_evidence
+    from stackctl.base.jsonout import to_jsonable
 
-    write_evidence(path, RECORD_KIND, candidate.name, report, command=command, lock_digest=lock_digest,
+    result = to_jsonable(report) | {"failing": report.failing}
+    write_evidence(path, RECORD_KIND, candidate.name, result, command=command, lock_digest=lock_digest,
                    profile_digests=(control.digest(), candidate.digest()))
 
 

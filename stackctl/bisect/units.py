@@ -47,12 +47,9 @@ class Unit:
     """Moves that go together; `why` says what couples them (empty for a pin that moves alone)."""
 
     name: str
+    pins: tuple[str, ...]  # the distributions it moves, as `moves` names them
     moves: tuple[PinMove, ...]
     why: tuple[str, ...] = ()
-
-    @property
-    def pins(self) -> tuple[str, ...]:
-        return tuple(m.pin for m in self.moves)
 
     def words(self) -> str:
         return "; ".join(m.words() for m in self.moves)
@@ -147,7 +144,8 @@ def plan_units(control: Stack, candidate: Stack) -> Units:
         train_of = {k: (after.get(k) or before[k]).train for k in members}
         parts = [f"train {t}" for t in dict.fromkeys(t for t in train_of.values() if t)]
         parts += [moves[k].pin for k in members if not train_of[k]]
-        units.append(Unit(" + ".join(parts), tuple(moves[k] for k in members), tuple(why.get(root, ()))))
+        units.append(Unit(" + ".join(parts), tuple(moves[k].pin for k in members), tuple(moves[k] for k in members),
+                          tuple(why.get(root, ()))))
     return Units(control.name, candidate.name, tuple(units), _kept(control, candidate, before, after, keys))
 
 

@@ -67,6 +67,8 @@ class Recorded:
     validation: Evidence | None = None  # `stackctl ab`'s record, and the build records of the stacks it ran
     validation_path: str = ""
     validation_builds: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    bisect: Evidence | None = None  # `stackctl bisect`'s latest record for the candidate: a section only when there
+    bisect_path: str = ""
     now: str = ""
     problems: tuple[str, ...] = field(default=())
 
@@ -92,6 +94,10 @@ def build_report(ev: Recorded) -> Report:
         _scan(ev),
         _validation(ev),
     ]
+    if ev.bisect is not None:
+        from stackctl.review.bisect import bisect_section
+
+        sections.append(bisect_section(ev.bisect, ev.bisect_path, new.digest()))
     return Report(new.name, ev.old.name if ev.old else None, _summary(ev, sections, digest), tuple(sections))
 
 
@@ -491,6 +497,7 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
         "pubs": record_dir / "publications.jsonl",
         "scan": default_record("scan", new.name, record_dir),
         "ab": default_record("ab", new.name, record_dir),
+        "bisect": default_record("bisect", new.name, record_dir),
     }
     validation = read_evidence(paths["ab"], "ab")
     legs = validation.result if validation is not None and isinstance(validation.result, dict) else {}
@@ -506,7 +513,8 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
         old_build=_read_json(paths["old_build"]) if old else None, old_build_path=str(paths["old_build"]),
         publications=tuple(read_records(paths["pubs"])), publications_path=str(paths["pubs"]),
         scan=read_evidence(paths["scan"], "scan"), scan_path=str(paths["scan"]),
-        validation=validation, validation_path=str(paths["ab"]), validation_builds=builds, now=now)
+        validation=validation, validation_path=str(paths["ab"]), validation_builds=builds,
+        bisect=read_evidence(paths["bisect"], "bisect"), bisect_path=str(paths["bisect"]), now=now)
 
 
 def report_for(new: Stack, profile_arg: str, lock: Path | None = None, *, since: str | None = None,
