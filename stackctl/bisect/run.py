@@ -216,9 +216,12 @@ class _Bisect:
         return built.image
 
     def key(self, lock: Lock) -> str:
+        """A step is reused for the same locks, plan file, trial as run (its repeat too) and metric."""
+        from stackctl.base.jsonout import to_jsonable
+
         assert self.control_lock is not None
-        parts = (self.control_lock.digest(), lock.digest(), self.opts.plan.digest, self.opts.trial,
-                 self.opts.metric or "")
+        trial = json.dumps(to_jsonable(self.opts.plan.trial(self.opts.trial)), sort_keys=True)
+        parts = (self.control_lock.digest(), lock.digest(), self.opts.plan.digest, trial, self.opts.metric or "")
         return _digest("\0".join(parts))[:32]
 
     def start(self) -> None:
@@ -380,8 +383,10 @@ def conclusion(units: Units, result: SearchResult | None, culprits: tuple[Culpri
     return head + "; ".join(said) + tail
 
 
-def run_bisect(opts: BisectOptions, *, say: Say = lambda _: None) -> BisectReport:
-    """Bisect the moves from the control to the candidate on one trial (and metric) of the plan."""
+def run_bisect(opts: BisectOptions, *, say: Say = lambda _: None,
+               interrupted: Callable[[BisectReport], None] | None = None) -> BisectReport:
+    """Bisect the moves from the control to the candidate on one trial (and metric) of the plan. On Ctrl-C,
+    `interrupted` is given the report of the steps finished (to record it) before KeyboardInterrupt goes on."""
     from stackctl.profile.locate import load_profile
 
     started_at, started = now_iso(), time.monotonic()
@@ -415,8 +420,9 @@ def run_bisect(opts: BisectOptions, *, say: Say = lambda _: None) -> BisectRepor
         result = search_units(len(units.units), run.compare)
     except KeyboardInterrupt:
         status = "interrupted"
-        report = _report(opts, units, run, result, status, started_at, started, work)
-        _record_quietly(report, opts, control, candidate)
+        if interrupted is not None:
+            with contextlib.suppress(StackctlError):  # worth less than the interruption itself
+                interrupted(_report(opts, units, run, result, status, started_at, started, work))
         raise
     return _report(opts, units, run, result, status, started_at, started, work)
 
@@ -452,11 +458,3 @@ def record_bisect(report: BisectReport, path: Path, command: str, control: Stack
     result = to_jsonable(report) | {"failing": report.failing}
     write_evidence(path, RECORD_KIND, candidate.name, result, command=command, lock_digest=lock_digest,
                    profile_digests=(control.digest(), candidate.digest()))
-
-
-def _record_quietly(report: BisectReport, opts: BisectOptions, control: Stack, candidate: Stack) -> None:
-    """On Ctrl-C: the record of the steps finished, where `report` reads it (a failure to write it is not
-    worth more than the interruption itself)."""
-    with contextlib.suppress(StackctlError):
-        record_bisect(report, opts.record_dir / f"{candidate.name}.{RECORD_KIND}.json", opts.command, control,
-                      candidate)

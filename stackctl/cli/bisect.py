@@ -106,12 +106,16 @@ def bisect(
     the_plan = load_plan(plan or profile_file(candidate).parent / DEFAULT_PLAN).repeated(repeat)
     opts = BisectOptions(control, candidate, the_plan, trial, metric, tuple(index or ()), inventory, work_dir,
                          record_dir, builder, invoked())
-    rep: BisectReport = run_bisect(opts, say=_progress)
-    if not no_record:
-        stacks = load_profile(control), load_profile(candidate)
-        where = record or record_dir / f"{stacks[1].name}.bisect.json"
-        record_bisect(rep, where, invoked(), stacks[0], stacks[1])
-        _progress(f"recorded {where}")
+    stacks = load_profile(control), load_profile(candidate)
+    where = record or record_dir / f"{stacks[1].name}.bisect.json"
+
+    def keep(rep: BisectReport) -> None:
+        if not no_record:
+            record_bisect(rep, where, invoked(), stacks[0], stacks[1])
+            _progress(f"recorded {where}" + (" (interrupted: the steps finished)" if rep.status != "done" else ""))
+
+    rep: BisectReport = run_bisect(opts, say=_progress, interrupted=keep)
+    keep(rep)
     result = to_jsonable(rep) | {"failing": rep.failing}
 
     def human() -> None:

@@ -12,6 +12,10 @@ every step recorded.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -20,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REPO
 from tests.support.cli import Cli
 from tests.support.engine import Cleanup, unique_tag
 from tests.support.gitrepo import git
@@ -261,8 +266,29 @@ def test_the_move_that_slows_the_benchmark_is_named_alone(cli: Cli, repo: Path) 
 
 
 def test_two_culprits_are_both_named_and_a_stack_that_cannot_resolve_is_skipped(cli: Cli, repo: Path) -> None:
+    # Ctrl-C in the third step: exit 130, the two steps finished recorded, and the next run starts after them
+    proc = subprocess.Popen([sys.executable, "-m", "stackctl", "bisect", "stacks/control.toml",
+                             "stacks/candidate.toml", "--trial", "all"], cwd=repo, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "step 3 (search)" in line:
+                proc.send_signal(signal.SIGINT)
+                break
+        said = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, said
+    assert "error: interrupted" in said and "Traceback" not in said
+    interrupted = json.loads((repo / "build" / "candidate.bisect.json").read_text())["result"]
+    assert interrupted["status"] == "interrupted" and len(interrupted["steps"]) == 2
+
     code, result, err = _bisect(cli, repo, "--trial", "all")
     assert code == 0, err
+    assert [s["reused"] for s in result["steps"][:3]] == [True, True, False]
     assert _named(result) == [("culprit", ["delta"]), ("culprit", ["eps"])]
     skipped = [s for s in result["steps"] if s["outcome"] == "skip"]
     assert [(s["units"], s["verdict"]) for s in skipped] == [(["gamma"], "cannot resolve")]
