@@ -171,3 +171,40 @@ def test_a_named_metric_decides_alone_and_its_delta_and_the_failing_nodes_are_ke
     judged = judge_trial(trial, "ms")  # type: ignore[arg-type]
     assert judged.outcome is BAD and judged.delta_pct == 41.5
     assert judge_trial(_trial("regressed", nodes=("t::a",))).regressions == ("t::a",)  # type: ignore[arg-type]
+
+
+# --- the report's section ----------------------------------------------------------------------------------
+
+def _record(profile_digest: str) -> object:
+    from stackctl.base.evidence import Evidence
+
+    move = {"pin": "eps", "before": "1.0", "after": "1.1"}
+    result = {
+        "control": "control", "candidate": "candidate", "trial": "unit", "metric": None, "failing": False,
+        "conclusion": "culprit: eps (eps 1.0 → 1.1)", "builds": 5, "comparisons": 4, "seconds": 61.0,
+        "units": [{"name": "eps", "pins": ["eps"], "moves": [move], "why": []}],
+        "culprits": [{"kind": "culprit", "units": ["eps"], "pins": ["eps"], "moves": [move], "alone": "bad",
+                      "without": "good"}],
+        "ambiguous": [],
+        "steps": [{"units": ["gamma"], "role": "search", "stack": "candidate-bisect-1", "outcome": "skip",
+                   "verdict": "cannot resolve", "why": "no solution", "delta_pct": None, "regressions": [],
+                   "record": None, "reused": False},
+                  {"units": ["eps"], "role": "alone", "stack": "candidate-bisect-4", "outcome": "bad",
+                   "verdict": "regressed", "why": "", "delta_pct": None, "regressions": ["check::test_eps_zero"],
+                   "record": "build/bisect/candidate/ab/candidate-bisect-4.ab.json", "reused": True}],
+    }
+    return Evidence("bisect", "stackctl bisect control candidate --trial unit", "2026-12-04T17:00:00Z", "candidate",
+                    None, ("sha256:c", profile_digest), result)
+
+
+def test_report_quotes_the_culprits_and_steps_and_says_when_the_profile_moved_on() -> None:
+    from stackctl.review.bisect import bisect_section
+
+    section = bisect_section(_record("sha256:n"), "build/candidate.bisect.json", "sha256:n")  # type: ignore[arg-type]
+    assert section.status == "ok" and "culprit: eps (eps 1.0 → 1.1)" in section.text
+    culprits, steps = section.tables
+    assert culprits.rows == (("culprit", "eps", "eps 1.0 → 1.1", "bad", "good"),)
+    assert steps.rows[0][4:6] == ("skip", "cannot resolve: no solution")
+    assert steps.rows[1][0] == "2 (reused)" and steps.rows[1][6] == "regressed: check::test_eps_zero"
+    stale = bisect_section(_record("sha256:old"), "build/candidate.bisect.json", "sha256:n")  # type: ignore[arg-type]
+    assert stale.status == "stale" and "Rerun: `stackctl bisect control candidate --trial unit`" in stale.text
