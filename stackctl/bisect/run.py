@@ -192,6 +192,7 @@ class _Bisect:
         self.ledger = read_ledger(work)
         self.steps: list[Step] = []
         self.control_image: str | None = None
+        self.control_built = False
         self.control_lock: Lock | None = None
 
     # the stacks' locks: the user's own where it was made from the profile, else resolved here
@@ -207,13 +208,26 @@ class _Bisect:
         self.say(f"{stack.name}: resolving (its lock {path} is {'not made from it' if path.exists() else 'missing'})")
         return here, resolve_stack(stack, self.client, self.overrides, write_to=here)
 
-    def build(self, profile: str, lock: Path) -> str:
-        from stackctl.engine import BuildOptions, build_stack
+    def build(self, profile: str, lock_file: Path, stack: Stack, lock: Lock) -> tuple[str, bool]:
+        """The stack's image, and whether it was built now: an image this working directory's build record says
+        was built for this profile and lock, still in the engine under that id, is used as it is."""
+        from stackctl.engine import BuildOptions, DockerEngine, build_stack
 
-        built = build_stack(BuildOptions(profile=profile, lock=lock, index=self.opts.index, allow_dirty=True,
+        try:
+            done = json.loads((self.work / f"{stack.name}.build.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            done = None
+        if (isinstance(done, dict) and done.get("lock_digest") == lock.digest()
+                and done.get("profile_digest") == stack.digest() and isinstance(done.get("image"), str)):
+            facts = DockerEngine().facts(done["image"])
+            if facts is not None and facts.id == done.get("image_id"):
+                self.say(f"  {stack.name}: {done['image']}, built for this lock before (its build record)")
+                return done["image"], False
+        self.say(f"  {stack.name}: building")
+        built = build_stack(BuildOptions(profile=profile, lock=lock_file, index=self.opts.index, allow_dirty=True,
                                          record_dir=self.work, builder=self.opts.builder),
                             say=lambda line, _level: self.say(f"  {line}"))
-        return built.image
+        return built.image, True
 
     def key(self, lock: Lock) -> str:
         """A step is reused for the same locks, plan file, trial as run (its repeat too) and metric."""
@@ -227,8 +241,8 @@ class _Bisect:
     def start(self) -> None:
         """The control: its lock and its image, which every comparison runs against."""
         path, self.control_lock = self.lock_of(self.control, self.opts.control)
-        self.say(f"control {self.control.name}: building")
-        self.control_image = self.build(self.opts.control, path)
+        self.control_image, self.control_built = self.build(self.opts.control, path, self.control,
+                                                            self.control_lock)
         self.say(f"control {self.control.name}: {self.control_image}")
 
     def profile_for(self, idx: tuple[int, ...]) -> tuple[str, Stack, str]:
@@ -297,15 +311,14 @@ class _Bisect:
             problem = self.abi(arg, lock_file, stack.name)
             if problem is not None:
                 return replace(skip("ABI", problem, lock_digest=lock.digest()), key=key)
-        self.say(f"  {stack.name}: building")
         try:
-            image = self.build(arg, lock_file)
+            image, built = self.build(arg, lock_file, stack, lock)
         except ServiceError:
             raise
         except StackctlError as exc:
             return replace(skip("build", str(exc).splitlines()[0], lock_digest=lock.digest(), built=True), key=key)
         self.say(f"  {stack.name}: {image}; A/B against the control on {self.opts.trial}")
-        return replace(self.ab(stack, arg, image, names, role, profile, lock.digest()), key=key)
+        return replace(self.ab(stack, arg, image, names, role, profile, lock.digest()), key=key, built=built)
 
     def abi(self, profile: str, lock: Path, name: str) -> str | None:
         from stackctl.abi import check_targets
@@ -441,7 +454,7 @@ def _report(opts: BisectOptions, units: Units, run: _Bisect, result: SearchResul
     return BisectReport(
         units.control, units.candidate, opts.trial, opts.metric, opts.plan.path, opts.plan.digest, units.units,
         units.kept, result.candidate.value if result else "", culprits, ambiguous, steps,
-        builds=sum(s.built for s in steps) + (1 if run.control_image else 0),
+        builds=sum(s.built for s in steps) + run.control_built,
         comparisons=sum(s.compared for s in steps),
         reused=sum(s.reused for s in steps), seconds=time.monotonic() - started, started=started_at,
         finished=now_iso(), complete=bool(result and result.complete), status=status,
