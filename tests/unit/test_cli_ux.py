@@ -281,7 +281,7 @@ def test_every_command_reports_json_and_pr_facing_ones_markdown() -> None:
     for name, command in commands.items():
         options = {o for p in command.params for o in p.opts}
         assert "--json" in options, name
-        markdown = {"diff", "outdated", "scan", "abi", "wheel-diff", "propose", "report", "ab"}
+        markdown = {"diff", "outdated", "scan", "abi", "wheel-diff", "propose", "report", "ab", "bisect"}
         assert ("--markdown" in options) == (name in markdown), name
         for option, metavar in (("--index", "NAME=URL"), ("--target", "LABEL"), ("--lock", "PATH")):
             param = next((p for p in command.params if option in p.opts), None)
