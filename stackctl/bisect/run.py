@@ -248,6 +248,7 @@ class _Bisect:
     def profile_for(self, idx: tuple[int, ...]) -> tuple[str, Stack, str]:
         """(profile argument, stack, profile path) of the control with units `idx` moved; all of them: the
         candidate itself."""
+        from stackctl.base.files import write_atomic
         from stackctl.profile.loader import load_stack
         from stackctl.profile.locate import load_profile, profile_file
 
@@ -256,13 +257,10 @@ class _Bisect:
         chosen = [self.units.units[i] for i in idx]
         label = "-".join(str(i + 1) for i in idx) if len(idx) <= 6 else f"{len(idx)}units"
         name = f"{self.candidate.name}-bisect-{label}"
-        text = intermediate_profile(self.control, self.candidate, chosen, name, "bisect-")
-        tag = f"bisect-{_digest(text)[:16]}"
-        text = intermediate_profile(self.control, self.candidate, chosen, name, tag)
+        # an image tag of its own: the control's template would give stacks between one tag for many
+        tag = f"bisect-{_digest(intermediate_profile(self.control, self.candidate, chosen, name))[:16]}"
         path = self.work / f"{name}.toml"
-        from stackctl.base.files import write_atomic
-
-        write_atomic(path, text)
+        write_atomic(path, intermediate_profile(self.control, self.candidate, chosen, name, tag))
         return str(path), load_stack(path), str(path)
 
     def compare(self, idx: tuple[int, ...], role: str) -> Outcome:
