@@ -2,7 +2,8 @@
 profile declares) or an interpreter on the host (`--python`, a GPU host without an engine).
 
 Both run the same runner (`legrun.py`) with the same job, so a trial sees the same work directory, output
-directory and environment either way; each run starts afresh (a new container, a new temporary directory).
+directory and environment either way; each run starts afresh (a new container, a new temporary directory). The
+stacks' gate in a leg is one more run of that runner (`run._gate_in_leg`), so it sees what the trials see.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from stackctl.errors import InputError
 
 if TYPE_CHECKING:
     from stackctl.engine.docker import DockerEngine
-    from stackctl.image.gaterun import GateRun
     from stackctl.profile.model import Devices, Stack
 
 RUN_DIR = "/tmp/stackctl-ab"  # in an image: the runner, its job and result, the output directory
@@ -37,8 +37,6 @@ class LegRunner(Protocol):
         """Run the runner with `job` (work, out and the rest filled in here), `files` (relative to the work
         directory) laid down first; the runner's result document."""
         ...
-
-    def gate(self, stack: Stack, spec: str, devices: Devices | None) -> GateRun: ...
 
 
 def plan_files(root: Path, names: tuple[str, ...]) -> dict[str, bytes]:
@@ -87,11 +85,6 @@ class ImageLeg:
             return _failed_result(status, f"the runner left no result (exit {status}): {_last_line(err)}", err)
         return _result(fetched)
 
-    def gate(self, stack: Stack, spec: str, devices: Devices | None) -> GateRun:
-        from stackctl.engine.gating import gate_image
-
-        return gate_image(self.leg.ref, spec, self.python, devices=devices, engine=self.engine)
-
 
 @dataclass
 class PythonLeg:
@@ -122,11 +115,6 @@ class PythonLeg:
             except FileNotFoundError:
                 return _failed_result(proc.returncode, f"the runner left no result (exit {proc.returncode}): "
                                       f"{_last_line(proc.stderr)}", proc.stderr)
-
-    def gate(self, stack: Stack, spec: str, devices: Devices | None) -> GateRun:
-        from stackctl.image.gaterun import run_gate
-
-        return run_gate(stack, self.leg.ref, spec)
 
 
 def _result(raw: bytes) -> dict[str, Any]:

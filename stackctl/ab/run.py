@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 from stackctl.ab.legs import LegRunner, image_legs, plan_files, python_legs, with_facts
 from stackctl.ab.plan import Plan, Trial, TrialKind
 from stackctl.ab.runs import FAILED, Leg, Run, read_run
+from stackctl.ab.stats import REGRESSED, UNDECIDED
 from stackctl.ab.verdicts import CANDIDATE, CONTROL, TrialVerdict, schedule, skipped, trial_verdict
 from stackctl.base.times import now_iso
 from stackctl.errors import InputError
 
 if TYPE_CHECKING:
+    from stackctl.image.gaterun import GateRun
     from stackctl.profile.model import Stack
 
 RECORD_KIND = "ab"
@@ -66,7 +68,30 @@ def _has_device_phase(stack: Stack) -> bool:
                                           or any(p.phase is GatePhase.DEVICE for p in stack.probes))
 
 
-def _gates(stack: Stack, runner: LegRunner, target: str | None, say: Say) -> list[GateCheck]:
+GATE_DIR = ".stackctl-gate"  # under the run's work directory
+
+
+def _gate_in_leg(plan: Plan, runner: LegRunner, spec: str, files: dict[str, bytes]) -> GateRun:
+    """The gate as one more run of the leg's runner: the interpreter, flags, environment, work directory (the
+    plan's files) and devices every trial gets, so what the gate certifies is what the trials import (a
+    PYTHONPATH of the plan's shadows a package for both, or for neither)."""
+    from stackctl.base.assets import asset_root
+    from stackctl.image.gaterun import GateRun
+
+    files = {**files, f"{GATE_DIR}/gate.py": (asset_root() / "gates" / "gate.py").read_bytes(),
+             f"{GATE_DIR}/gate.json": spec.encode("utf-8")}
+    job = {"argv": ["{python}", f"{{work}}/{GATE_DIR}/gate.py", f"{{work}}/{GATE_DIR}/gate.json"],
+           "env": dict(plan.env), "leg": runner.leg.role, "run": 0, "timeout": 600, "collect": [],
+           "devices": False}
+    result = runner.run(job, files, 600)
+    if result.get("error") and not result.get("stdout"):
+        raise InputError(f"{runner.leg.role} leg {runner.leg.ref}: cannot run the gate: {result['error']}")
+    return GateRun.from_output(f"{runner.leg.python or 'python'} in {runner.leg.ref}", int(result.get("exit", -1)),
+                               str(result.get("stdout", "")), str(result.get("stderr", "")))
+
+
+def _gates(plan: Plan, stack: Stack, runner: LegRunner, files: dict[str, bytes], target: str | None,
+           say: Say) -> list[GateCheck]:
     from stackctl.image.gaterun import gate_spec_text, verdict
     from stackctl.profile.model import GatePhase
 
@@ -77,7 +102,7 @@ def _gates(stack: Stack, runner: LegRunner, target: str | None, say: Say) -> lis
     for phase in phases:
         name = phase.value if phase is not None else "all"
         say(f"{runner.leg.role}: gate of {stack.name} ({name}) in {runner.leg.ref}")
-        run = runner.gate(stack, gate_spec_text(stack, None, target, phase), stack.devices if phase else None)
+        run = _gate_in_leg(plan, runner, gate_spec_text(stack, None, target, phase), files)
         problem = verdict(stack.name, run)
         out.append(GateCheck(runner.leg.role, name, run.passed, run.failed, problem is None,
                              str(problem) if problem else None, tuple(run.lines)))
@@ -85,6 +110,7 @@ def _gates(stack: Stack, runner: LegRunner, target: str | None, say: Say) -> lis
 
 
 def _job(plan: Plan, trial: Trial, leg: str, run: int, first: bool) -> dict[str, Any]:
+    """What the runner in the leg is given for one run of `trial` (a sweep's values are in its argv already)."""
     collect = list(trial.outputs)
     if trial.kind is TrialKind.TESTS:
         collect.append(trial.junit)
@@ -114,11 +140,13 @@ def _has_failures(run: Run) -> bool:
 def run_trial(plan: Plan, trial: Trial, runners: dict[str, LegRunner], files: dict[str, bytes],
               say: Say) -> list[Run]:
     """The trial's schedule (control first, alternating), a tests run with failures run again up to `rerun`
-    times in the same leg straight away."""
+    times in the same leg straight away. A benchmark with a metric still undecided then gets one more bracket
+    (T C) at a time, as Pinpoint adds attempts to a comparison it cannot yet call, until every metric is
+    decided or it has `max_repeat` brackets."""
     runs: list[Run] = []
     counter = {CONTROL: 0, CANDIDATE: 0}
-    plan_runs = schedule(trial.kind, trial.repeat)
-    for order, (leg, rep) in enumerate(plan_runs):
+
+    def one(order: int, leg: str, rep: int, planned: int) -> None:
         attempts = 1 + (trial.rerun if trial.kind is TrialKind.TESTS else 0)
         for attempt in range(attempts):
             started = now_iso()
@@ -126,9 +154,27 @@ def run_trial(plan: Plan, trial: Trial, runners: dict[str, LegRunner], files: di
             counter[leg] += 1
             run = read_run(trial, leg, order, rep, attempt, started, result)
             runs.append(run)
-            say(_run_line(trial, run, order, len(plan_runs)))
+            say(_run_line(trial, run, order, planned))
             if not _has_failures(run):
                 break
+
+    plan_runs = schedule(trial.kind, trial.repeat)
+    for order, (leg, rep) in enumerate(plan_runs):
+        one(order, leg, rep, len(plan_runs))
+    if trial.kind is not TrialKind.BENCH:
+        return runs
+    for bracket in range(trial.repeat, trial.max_repeat):
+        if any(r.error for r in runs):
+            break  # a broken benchmark is judged as broken, not measured on
+        undecided = [m for m in trial_verdict(trial, runs, plan.alpha, True).metrics if m.verdict == UNDECIDED]
+        if not undecided:
+            break
+        for m in undecided:
+            say(f"{trial.name}: {m.metric} undecided after {bracket} brackets, {m.why}; "
+                f"adding bracket {bracket + 1} (at most {trial.max_repeat})")
+        planned = 2 * bracket + 3
+        one(planned - 2, CANDIDATE, bracket, planned)
+        one(planned - 1, CONTROL, bracket + 1, planned)
     return runs
 
 
@@ -145,8 +191,11 @@ def _run_line(trial: Trial, run: Run, order: int, total: int) -> str:
 
 def run_ab(control: Stack, candidate: Stack, args: tuple[str, str], plan: Plan, *,
            images: tuple[str, ...] = (), pythons: tuple[str, ...] = (), record_dir: Path = Path("build"),
-           target: str | None = None, say: Say = lambda _: None) -> AbReport:
-    """Both legs, the gate in each, every trial's runs, the verdicts."""
+           target: str | None = None, max_repeat: int | None = None, allow_undecided: bool = False,
+           say: Say = lambda _: None) -> AbReport:
+    """Both legs, the gate in each, every trial's runs, the verdicts. `max_repeat` and `allow_undecided` stand
+    for the plan's where given (`--max-repeat`, `--allow-undecided`)."""
+    plan = plan.repeated(None, max_repeat, allow_undecided)
     if images and pythons:
         raise InputError("give --image or --python, not both: both legs run the same way")
     for opt, values in (("--image", images), ("--python", pythons)):
@@ -165,7 +214,7 @@ def run_ab(control: Stack, candidate: Stack, args: tuple[str, str], plan: Plan, 
     gates: list[GateCheck] = []
     if plan.gate:
         for stack, runner in ((control, legs[0]), (candidate, legs[1])):
-            gates += _gates(stack, runner, target, say)
+            gates += _gates(plan, stack, runner, files, target, say)
     verdicts: list[TrialVerdict] = []
     runs: list[Run] = []
     for trial in plan.trials:
@@ -179,11 +228,34 @@ def run_ab(control: Stack, candidate: Stack, args: tuple[str, str], plan: Plan, 
             continue
         trial_runs = run_trial(plan, trial, runners, files, say)
         runs += trial_runs
-        verdicts.append(trial_verdict(trial, trial_runs, plan.alpha))
+        verdict = trial_verdict(trial, trial_runs, plan.alpha, plan.allow_undecided)
+        verdicts.append(verdict)
+        say(f"{trial.name}: {verdict.verdict}" + "".join(f"; {m.metric} {m.verdict}, {m.why}" for m in verdict.metrics))
     problems = [f"gate of the {g.leg} ({g.phase}): {g.problem}" for g in gates if not g.ok]
-    problems += [f"{v.trial}: {v.verdict}" + (f" ({v.errors[0]})" if v.errors else "") for v in verdicts if v.failing]
+    problems += [problem(v) for v in verdicts if v.failing]
     return AbReport(plan.name, plan.path, plan.digest, plan.description, legs[0].leg, legs[1].leg, tuple(gates),
                     tuple(verdicts), tuple(runs), started, now_iso(), bool(problems), tuple(problems))
+
+
+def problem(v: TrialVerdict) -> str:
+    """Why a failing trial fails, naming what failed: the nodes, the metrics and their intervals, the runs."""
+    what: list[str] = []
+    if v.tests is not None:
+        what += [n.node for n in v.tests.regressions]
+        what += [f"only on the control: {n}" for n in v.tests.only_control]
+        what += [f"only on the candidate: {n}" for n in v.tests.only_candidate]
+    for m in v.metrics:
+        if m.verdict == REGRESSED:
+            what.append(f"{m.metric} {m.why}")
+        elif m.verdict == UNDECIDED:
+            more = f"; about {m.needed} brackets would decide it" if m.needed else ""
+            reach = f"these runs can tell ±{m.reach_pct:.3g}%" if m.reach_pct is not None else "no spread to judge by"
+            what.append(f"{m.metric} {m.delta_pct:+.2f}% after {len(m.brackets)} brackets, {reach}, "
+                        f"not ±{m.band:g}%{more}")
+    what += [o.file + " differs" for o in v.outputs if not o.equal]
+    what += list(v.errors[:1])
+    return f"{v.trial}: {v.verdict}" + (f" ({'; '.join(what[:4])}" + (f" and {len(what) - 4} more" if len(what) > 4
+                                                                      else "") + ")" if what else "")
 
 
 def record_ab(report: AbReport, path: Path, command: str, control: Stack, candidate: Stack) -> None:

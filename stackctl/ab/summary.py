@@ -10,8 +10,8 @@ from typing import Any
 
 SUMMARY_COLUMNS = ("trial", "configuration", "correctness", "candidate vs control", "verdict")
 SWEEP_COLUMNS = ("sweep", "stack", "result", "status")
-METRIC_COLUMNS = ("trial", "metric", "control mean", "candidate mean", "delta", "median (control / candidate)",
-                  "spread (control / candidate)", "control drift", "Mann-Whitney p", "verdict")
+METRIC_COLUMNS = ("trial", "metric", "control", "candidate", "delta (brackets)", "interval", "control drift",
+                  "pooled samples (secondary)", "verdict")
 LEG_COLUMNS = ("leg", "stack", "image / interpreter", "digest", "revision", "python", "device")
 
 
@@ -60,11 +60,53 @@ def _correctness(t: Mapping[str, Any]) -> str:
     return "; ".join(p for p in parts if p) or "—"
 
 
+def _interval(m: Mapping[str, Any]) -> str:
+    if m.get("low_pct") is None or m.get("high_pct") is None:
+        return "unbounded"
+    return f"[{m['low_pct']:+.3f}%, {m['high_pct']:+.3f}%]"
+
+
 def _performance(t: Mapping[str, Any]) -> str:
     metrics = t.get("metrics") or []
     if not metrics:
         return "not a perf test"
-    return "; ".join(f"{m['metric']} {m['delta_pct']:+.3f}% (p={m['p']:.2g})" for m in metrics)
+    return "; ".join(f"{m['metric']} {m['delta_pct']:+.3f}% {_interval(m)}" for m in metrics)
+
+
+def _label(t: Mapping[str, Any]) -> str:
+    return " ".join(f"{k.upper()}{v}" for k, v in t.get("cell") or ())
+
+
+def _sweep_performance(cells: Sequence[Mapping[str, Any]]) -> str:
+    """A sweep as the pull request writes it: per metric each cell's delta ("BS1 -0.279%; BS4 -0.078%"), or the
+    range of the deltas when every cell is neutral ("-0.148% to +0.242%")."""
+    names = list(dict.fromkeys(m["metric"] for t in cells for m in t.get("metrics") or []))
+    if not names:
+        return "not a perf test"
+    parts = []
+    for name in names:
+        found = [(t, m) for t in cells for m in t.get("metrics") or [] if m["metric"] == name]
+        lead = f"{name} " if len(names) > 1 else ""
+        if all(m["verdict"] == "neutral" for _, m in found):
+            deltas = [m["delta_pct"] for _, m in found]
+            parts.append(f"{lead}{min(deltas):+.3f}% to {max(deltas):+.3f}%, all neutral")
+        else:
+            parts.append(lead + "; ".join(f"{_label(t)} {m['delta_pct']:+.3f}%"
+                                          + ("" if m["verdict"] == "neutral" else f" ({m['verdict']})")
+                                          for t, m in found))
+    return "; ".join(parts)
+
+
+_WORST = ("broken", "outputs differ", "inventory changed", "regressed", "undecided", "fails on both", "flaky",
+          "neutral-to-positive", "neutral", "improved", "pass", "skipped")
+
+
+def _sweeps(trials: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """The trials in the plan's order, each sweep's cells gathered under its name."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for t in trials:
+        groups.setdefault(str(t.get("sweep") or t["trial"]), []).append(t)
+    return list(groups.items())
 
 
 def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
@@ -77,9 +119,19 @@ def summary_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
         bad = [f"{g['leg']} ({g['phase']}): {g['failed']} failed" for g in gates if not g["ok"]]
         rows.append(("installed dependency gate", config, "passed on both stacks" if ok else "; ".join(bad),
                      "not a perf test", "Pass" if ok else "Fail"))
-    for t in result.get("trials") or []:
-        rows.append((str(t["trial"]), str(t.get("config") or "—"), _correctness(t), _performance(t),
-                     str(t["verdict"]).capitalize()))
+    for name, cells in _sweeps(result.get("trials") or []):
+        if not cells[0].get("sweep"):
+            t = cells[0]
+            rows.append((str(t["trial"]), str(t.get("config") or "—"), _correctness(t), _performance(t),
+                         str(t["verdict"]).capitalize()))
+            continue
+        keys = [k for k, _ in cells[0]["cell"]]
+        values = {k: list(dict.fromkeys(v for t in cells for kk, v in t["cell"] if kk == k)) for k in keys}
+        config = "; ".join(f"{k} = {', '.join(vs)}" for k, vs in values.items())
+        correct = "; ".join(dict.fromkeys(c for t in cells if (c := _correctness(t)) != "—")) or "—"
+        verdicts = [str(t["verdict"]) for t in cells]
+        worst = min(verdicts, key=lambda v: _WORST.index(v) if v in _WORST else 0)
+        rows.append((name, f"sweep {config}", correct, _sweep_performance(cells), worst.capitalize()))
     return rows
 
 
@@ -102,16 +154,25 @@ def metric_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for t in result.get("trials") or []:
         for m in t.get("metrics") or []:
-            c, d = m["control"], m["candidate"]
             unit = f" {m['unit']}" if m.get("unit") else ""
-            spread_c = float(c["stdev"]) / float(c["mean"]) * 100 if c["mean"] else 0.0
-            spread_d = float(d["stdev"]) / float(d["mean"]) * 100 if d["mean"] else 0.0
-            rows.append((str(t["trial"]), f"{m['metric']} ({m['better']} is better)", _num(c["mean"]) + unit,
-                         _num(d["mean"]) + unit, f"{m['delta_pct']:+.3f}%",
-                         f"{_num(c['median'])} / {_num(d['median'])} ({m['median_delta_pct']:+.3f}%)",
-                         f"±{spread_c:.2f}% / ±{spread_d:.2f}%", f"{m['drift_pct']:.2f}%", f"{m['p']:.3g}",
-                         f"{m['verdict']} (band ±{m['band']:g}%)"))
+            verdict = f"{m['verdict']} (band ±{m['band']:g}%"
+            if m["verdict"] == "neutral":
+                verdict += f", equivalence p={m['equivalence_p']:.2g}"
+            elif m["verdict"] == "undecided":
+                verdict += f"; these runs can tell ±{m['reach_pct']:.3g}%" if m.get("reach_pct") is not None else ""
+                verdict += f"; about {m['needed']} brackets would decide it" if m.get("needed") else ""
+            rows.append((str(t["trial"]), f"{m['metric']} ({m['better']} is better)",
+                         _leg(m["control"]) + unit, _leg(m["candidate"]) + unit, f"{m['delta_pct']:+.3f}%",
+                         f"{_interval(m)} at {float(m['level']) * 100:.3g}%, {len(m['brackets'])} brackets",
+                         f"{m['drift_pct']:.2f}%", f"{m['pooled_delta_pct']:+.3f}%, Mann-Whitney p={m['p']:.3g}",
+                         verdict + ")"))
     return rows
+
+
+def _leg(s: Mapping[str, Any]) -> str:
+    """A leg's pooled samples: the mean and the spread of one sample around it."""
+    spread = float(s["stdev"]) / float(s["mean"]) * 100 if s["mean"] else 0.0
+    return f"{_num(s['mean'])} ±{abs(spread):.2f}%"
 
 
 def leg_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
@@ -124,7 +185,9 @@ def leg_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
             device += f" ({leg['devices']})"
         if seen:
             device += f"; seen: {seen}"
-        rows.append((role, str(leg["stack"]), str(leg["ref"]), str(leg.get("digest") or leg.get("image_id") or "—"),
+        # an image that was never pushed has no registry digest: its id is a digest of its config, and says so
+        digest = leg.get("digest") or (f"image id {leg['image_id']}" if leg.get("image_id") else "—")
+        rows.append((role, str(leg["stack"]), str(leg["ref"]), str(digest),
                      str(leg.get("revision") or "—"), str(leg.get("python") or "—"), device))
     return rows
 

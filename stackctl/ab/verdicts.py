@@ -3,27 +3,36 @@
 - tests: the two legs' inventories of node ids must be the same; per node, its status on each leg over all
   of that leg's runs (a node that failed in one run and passed in another is flaky); a node failing only on
   the candidate is a regression, named;
-- bench: per metric, each leg's summary, the candidate's delta against the bracketing control, the control's
-  own drift, Mann-Whitney U, and neutral / improved / regressed / inconclusive (`stats.bench_verdict`);
+- bench: per metric, each bracket's delta (a candidate run against the mean of the control runs around it), their
+  confidence interval held against the band: neutral / improved / regressed / undecided (`stats.bench_verdict`);
+  each leg's pooled summary, the control's drift and the pooled Mann-Whitney U as secondary figures;
 - outputs: the digest of each exact-output file must be one and the same over every run of both legs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stackctl.ab.plan import Better, Metric, Trial, TrialKind
 from stackctl.ab.runs import FAILED, MISSING, PASSED, SKIPPED, Run
 from stackctl.ab.stats import (
-    INCONCLUSIVE,
     REGRESSED,
+    UNDECIDED,
+    Bracket,
     Summary,
     bench_verdict,
+    brackets,
+    brackets_needed,
     delta_pct,
     drift_pct,
+    equivalence_p,
+    interval,
     mann_whitney,
+    run_statistic,
     summarize,
+    why,
 )
 
 CONTROL, CANDIDATE = "control", "candidate"
@@ -78,15 +87,22 @@ class MetricVerdict:
     unit: str
     better: Better
     band: float
-    control: Summary
-    candidate: Summary
-    delta_pct: float  # candidate mean against the bracketing control's mean
-    median_delta_pct: float
-    drift_pct: float  # the control's own movement between adjacent runs
-    u: float
-    p: float
-    verdict: str  # neutral | improved | regressed | inconclusive
+    verdict: str  # neutral | improved | regressed | undecided
     why: str
+    delta_pct: float  # the mean of the bracket deltas: the run is the unit
+    low_pct: float | None  # its confidence interval at `level`; None where unbounded (fewer than two brackets)
+    high_pct: float | None
+    level: float
+    brackets: tuple[Bracket, ...]
+    equivalence_p: float  # two one-sided tests of "within ±band"
+    reach_pct: float | None  # the smallest band these brackets could call neutral
+    needed: int | None  # undecided: about how many brackets in all would decide it, if the spread holds
+    drift_pct: float  # the control's own movement between adjacent runs (shown, not a veto)
+    control: Summary  # secondary: the pooled samples of each leg
+    candidate: Summary
+    pooled_delta_pct: float  # the candidate's pooled mean against the control's
+    u: float  # the pooled samples' Mann-Whitney U and two-sided p
+    p: float
 
 
 @dataclass(frozen=True)
@@ -103,12 +119,15 @@ class TrialVerdict:
     kind: TrialKind
     config: str
     verdict: str
-    failing: bool  # what makes `ab` exit 1: a regression, a changed inventory, differing outputs, a broken run
+    failing: bool  # what makes `ab` exit 1: a regression, a changed inventory, differing outputs, a broken run,
+    # an undecided benchmark (unless allowed)
     tests: TestsVerdict | None = None
     metrics: tuple[MetricVerdict, ...] = ()
     outputs: tuple[OutputVerdict, ...] = ()
     errors: tuple[str, ...] = ()  # runs that gave nothing to judge, each as "leg run N: why"
     note: str = ""  # a skipped trial's reason
+    sweep: str = ""  # a sweep's cell: the sweep's name, and the cell's values
+    cell: tuple[tuple[str, str], ...] = ()
 
 
 def schedule(kind: TrialKind, repeat: int) -> tuple[tuple[str, int], ...]:
@@ -178,18 +197,39 @@ def tests_verdict(control: Sequence[Run], candidate: Sequence[Run]) -> TestsVerd
     )
 
 
+def look_alpha(trial: Trial, alpha: float) -> float:
+    """The level of each look at a benchmark's runs. The verdict is taken after the first `repeat` brackets and
+    again after each bracket added, up to `max_repeat`: a test repeated until it says something would say it by
+    chance far more often than alpha, so alpha is split evenly over the looks the schedule may take (Bonferroni),
+    and the whole sequence is wrong at most alpha of the time."""
+    return alpha / (max(trial.max_repeat, trial.repeat) - trial.repeat + 1)
+
+
 def metric_verdict(metric: Metric, control: Sequence[Run], candidate: Sequence[Run], alpha: float) -> MetricVerdict:
-    """`control` in schedule order: each adjacent pair brackets one candidate run."""
+    """Each candidate run against the control runs around it in the schedule; the verdict from the interval of
+    those deltas at 1 - alpha: inside the band it is equivalence shown by two one-sided tests at alpha / 2, wholly
+    beyond it a difference larger than the band shown at alpha / 2 on that side; either wrong call at most alpha / 2
+    of the time, both together at most alpha."""
     c_runs = [r.sample(metric.name) for r in sorted(control, key=lambda r: r.order)]
+    t_runs = [r.sample(metric.name) for r in sorted(candidate, key=lambda r: r.order)]
+    c_stats = [run_statistic(r) for r in c_runs]
+    found = brackets(c_stats, [run_statistic(r) for r in t_runs])
+    deltas = [b.delta_pct for b in found]
+    iv = interval(deltas, 1 - alpha)
+    verdict = bench_verdict(iv, metric.band, metric.better)
     c_all = [x for r in c_runs for x in r]
-    t_all = [x for r in candidate for x in r.sample(metric.name)]
+    t_all = [x for r in t_runs for x in r]
     cs, ts = summarize(c_all), summarize(t_all)
-    delta = delta_pct(cs.mean, ts.mean)
-    drift = drift_pct(c_runs)
     u, p = mann_whitney(c_all, t_all)
-    verdict, why = bench_verdict(delta, p, drift, metric.band, metric.better, alpha)
-    return MetricVerdict(metric.name, metric.unit, metric.better, metric.band, cs, ts, delta,
-                         delta_pct(cs.median, ts.median), drift, u, p, verdict, why)
+    return MetricVerdict(metric.name, metric.unit, metric.better, metric.band, verdict,
+                         why(verdict, iv, metric.band), iv.mean, _bounded(iv.low), _bounded(iv.high), iv.level,
+                         found, equivalence_p(deltas, metric.band), _bounded(iv.reach),
+                         brackets_needed(iv, metric.band) if verdict == UNDECIDED else None,
+                         drift_pct(c_stats), cs, ts, delta_pct(cs.mean, ts.mean), u, p)
+
+
+def _bounded(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def outputs_verdict(trial: Trial, control: Sequence[Run], candidate: Sequence[Run]) -> tuple[OutputVerdict, ...]:
@@ -202,8 +242,14 @@ def outputs_verdict(trial: Trial, control: Sequence[Run], candidate: Sequence[Ru
     return tuple(out)
 
 
-def trial_verdict(trial: Trial, runs: Sequence[Run], alpha: float) -> TrialVerdict:
-    """The verdict of one trial from all its runs (reruns included)."""
+def trial_verdict(trial: Trial, runs: Sequence[Run], alpha: float, allow_undecided: bool = False) -> TrialVerdict:
+    """The verdict of one trial from all its runs (reruns included). An undecided benchmark fails, as a
+    regression does, unless `allow_undecided`: what the runs could not tell apart from a regression is not
+    evidence that there is none."""
+    return replace(_verdict(trial, runs, alpha, allow_undecided), sweep=trial.sweep, cell=trial.cell)
+
+
+def _verdict(trial: Trial, runs: Sequence[Run], alpha: float, allow_undecided: bool) -> TrialVerdict:
     control = [r for r in runs if r.leg == CONTROL]
     candidate = [r for r in runs if r.leg == CANDIDATE]
     errors = tuple(f"{r.leg} run {r.repetition + 1}{f' (rerun {r.rerun})' if r.rerun else ''}: {r.error}"
@@ -232,12 +278,12 @@ def trial_verdict(trial: Trial, runs: Sequence[Run], alpha: float) -> TrialVerdi
         return TrialVerdict(trial.name, trial.kind, trial.config, verdict, failing, tv, outputs=outputs, errors=errors)
     if errors:  # a benchmark judged on some of its runs would judge another schedule than the one planned
         return TrialVerdict(trial.name, trial.kind, trial.config, BROKEN, True, errors=errors)
-    metrics = tuple(metric_verdict(m, control, candidate, alpha) for m in trial.metrics)
+    metrics = tuple(metric_verdict(m, control, candidate, look_alpha(trial, alpha)) for m in trial.metrics)
     worst = [m.verdict for m in metrics]
     verdict = (OUTPUTS_DIFFER if differ else REGRESSED if REGRESSED in worst
-               else INCONCLUSIVE if INCONCLUSIVE in worst else _overall(worst))
-    return TrialVerdict(trial.name, trial.kind, trial.config, verdict, verdict in (REGRESSED, OUTPUTS_DIFFER),
-                        metrics=metrics, outputs=outputs)
+               else UNDECIDED if UNDECIDED in worst else _overall(worst))
+    failing = verdict in (REGRESSED, OUTPUTS_DIFFER) or (verdict == UNDECIDED and not allow_undecided)
+    return TrialVerdict(trial.name, trial.kind, trial.config, verdict, failing, metrics=metrics, outputs=outputs)
 
 
 def _overall(verdicts: Sequence[str]) -> str:
@@ -250,4 +296,5 @@ def _overall(verdicts: Sequence[str]) -> str:
 
 
 def skipped(trial: Trial, why: str) -> TrialVerdict:
-    return TrialVerdict(trial.name, trial.kind, trial.config, SKIPPED_TRIAL, False, note=why)
+    return TrialVerdict(trial.name, trial.kind, trial.config, SKIPPED_TRIAL, False, note=why, sweep=trial.sweep,
+                        cell=trial.cell)

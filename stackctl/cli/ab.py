@@ -41,7 +41,8 @@ def render_markdown(result: dict[str, Any]) -> str:
     if sweep := sweep_rows(result):
         out += ["**Test sweeps**", "", markdown_table(list(SWEEP_COLUMNS), [list(r) for r in sweep]), ""]
     if metrics := metric_rows(result):
-        out += ["**Benchmarks** (control brackets the candidate: C T C … C)", "",
+        out += ["**Benchmarks** (each candidate run against the mean of the control runs around it: C T C … C; "
+                "the interval of those deltas against the band)", "",
                 markdown_table(list(METRIC_COLUMNS), [list(r) for r in metrics]), ""]
     out += ["**Legs**", "", markdown_table(list(LEG_COLUMNS), [list(r) for r in leg_rows(result)]), ""]
     if lines := inventory_lines(result):
@@ -90,6 +91,11 @@ def ab(
                                                     "(repeatable).")] = None,
     repeat: Annotated[int | None, typer.Option("--repeat", metavar="N", help="Runs of the candidate for every "
                                                "trial (the control runs one more around a benchmark).")] = None,
+    max_repeat: Annotated[int | None, typer.Option("--max-repeat", metavar="N", help="Brackets a benchmark may "
+                                                   "reach while a metric is undecided (default: the plan's "
+                                                   "max_repeat, else three times repeat).")] = None,
+    allow_undecided: Annotated[bool, typer.Option("--allow-undecided", help="Report an undecided benchmark "
+                                                  "without failing (exit 0).")] = False,
     image: Annotated[list[str] | None, typer.Option("--image", metavar="REF", help="The legs' images, the "
                                                     "control's then the candidate's (default: each stack's "
                                                     "latest build record).")] = None,
@@ -111,8 +117,9 @@ def ab(
     The legs are the stacks' images (their build records, or --image twice) on one engine with the devices
     each profile declares, or host interpreters (--python twice). The stacks' gate runs in each leg first
     (its device phase too where the profile declares devices). A benchmark alternates the legs with the control
-    bracketing the candidate; every run is recorded raw. Exit 1 on a regression, a changed test inventory,
-    differing exact outputs, a broken run or a failed gate.
+    bracketing the candidate and brackets are added while a metric is undecided; every run is recorded raw.
+    Exit 1 on a regression, an undecided benchmark (unless allowed), a changed test inventory, differing exact
+    outputs, a broken run or a failed gate.
     """
     from stackctl.ab import DEFAULT_PLAN, load_plan, record_ab, run_ab
     from stackctl.base import to_jsonable
@@ -122,7 +129,7 @@ def ab(
     one_format(as_json, markdown)
     stacks = load_profile(control), load_profile(candidate)
     the_plan = load_plan(plan or profile_file(candidate).parent / DEFAULT_PLAN)
-    the_plan = the_plan.select(tuple(trial or ())).repeated(repeat)
+    the_plan = the_plan.select(tuple(trial or ())).repeated(repeat, max_repeat, allow_undecided)
     rep: AbReport = run_ab(stacks[0], stacks[1], (control, candidate), the_plan, images=tuple(image or ()),
                            pythons=tuple(python or ()), record_dir=record_dir, target=target, say=_progress)
     if not no_record:

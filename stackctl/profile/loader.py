@@ -208,9 +208,11 @@ def _typename(t: Any) -> str:
     if isinstance(t, dict):
         return "a table"
     if isinstance(t, list):
+        if isinstance(t[0], tuple):  # a validation plan's sweep: strings or numbers
+            return "an array of strings or numbers"
         return "an array of " + ("tables" if isinstance(t[0], dict) else {str: "strings", int: "integers"}[t[0]])
-    if isinstance(t, tuple):  # only [image] bytecode takes one of two types
-        return 'true, false or "pins"'
+    if isinstance(t, tuple):  # [image] bytecode takes one of two types, a sweep's value one of three
+        return 'true, false or "pins"' if bool in t else "a string or a number"
     return {str: "a string", int: "an integer", bool: "true or false", float: "a number"}[_scalar(t)]
 
 

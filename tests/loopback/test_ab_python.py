@@ -4,6 +4,7 @@ host without an engine), the same plan as the engine's legs run; and the plan's 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -89,3 +90,41 @@ def test_plan_errors_name_file_line_and_key(cli: Cli, tmp_path: Path) -> None:
                  f"{plan}:10 trial.1.metric: missing: a bench trial names its metrics"):
         assert line in res.err, res.err
     assert "Traceback" not in res.err
+
+
+def test_the_gate_sees_what_the_trials_see_when_pythonpath_shadows_the_venv(cli: Cli, tmp_path: Path,
+                                                                           envs: dict[str, str]) -> None:
+    """The plan puts a mylib 0.9 first on PYTHONPATH: every trial imports it, so the gate must see it too and fail
+    the pin 1.0, rather than certify the venv's 1.0 that no trial runs."""
+    stacks = write_project(tmp_path)
+    shadow = stacks / "validation" / "shadow"
+    write_site(shadow, "base")
+    shutil.rmtree(shadow / "mylib_tests")  # the library alone: the suite is the venv's
+    lib = shadow / "mylib" / "__init__.py"
+    lib.write_text(lib.read_text().replace('__version__ = "1.0"', '__version__ = "0.9"'))
+    (shadow / "mylib-1.0.dist-info").rename(shadow / "mylib-0.9.dist-info")
+    (shadow / "mylib-0.9.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: mylib\nVersion: 0.9\n")
+    plan = stacks / "validation" / "plan.toml"
+    text = plan.read_text().replace('env = { AB_RUN = "{run}", PYTHONDONTWRITEBYTECODE = "1" }',
+                                    'files = ["shadow"]\nenv = { AB_RUN = "{run}", PYTHONDONTWRITEBYTECODE = "1", '
+                                    'PYTHONPATH = "{work}/shadow" }')
+    text += ('\n[[trial]]\nname = "which"\nkind = "bench"\nrepeat = 2\ncommand = ["{python}", "-c", '
+             '"import json, mylib; print(json.dumps({\'version\': float(mylib.__version__)}))"]\n'
+             '[[trial.metric]]\nname = "version"\nbetter = "higher"\nband = 1\n')
+    plan.write_text(text)
+    res = cli("ab", "stacks/control.toml", "stacks/candidate.toml", "--python", envs["base"], "--python",
+              envs["base"], "--trial", "which", "--json", "--no-record", cwd=tmp_path)
+    assert res.code == 1, res.err
+    result = json.loads(res.out)
+    failed = [ln for g in result["gates"] for ln in g["lines"] if ln.startswith("FAIL ")]
+    assert any("mylib" in ln and "0.9" in ln for ln in failed), result["gates"]
+    # every trial run imported the shadow, which the gate saw and refused
+    assert {x for r in result["runs"] for _, v in r["samples"] for x in v} == {0.9}
+    assert "gate of the control (all)" in res.err.splitlines()[-1]
+    # the reverse: the venv's copy gone from the plan's view, the shadow pinned, the gate passes
+    for name in ("control", "candidate"):
+        p = stacks / f"{name}.toml"
+        p.write_text(p.read_text().replace('expect = "1.0"', 'expect = "0.9"'))
+    res = cli("ab", "stacks/control.toml", "stacks/candidate.toml", "--python", envs["base"], "--python",
+              envs["base"], "--trial", "which", "--json", "--no-record", cwd=tmp_path)
+    assert [g["ok"] for g in json.loads(res.out)["gates"]] == [True, True], res.out

@@ -63,12 +63,13 @@ def _trial(result: dict[str, Any], name: str) -> dict[str, Any]:
 def test_identical_legs_are_neutral_with_one_inventory_and_the_devices_reach_the_legs(
         cli: Cli, tmp_path: Path, images: dict[str, str], cleanup: Cleanup) -> None:
     write_project(tmp_path, devices=True)
-    code, result, err = _ab(cli, tmp_path, images["base"], images["base"])
+    # identical legs on a shared host: equivalence shown, or not yet, but never a difference
+    code, result, err = _ab(cli, tmp_path, images["base"], images["base"], "--allow-undecided")
     assert code == 0, err
     unit, speed = _trial(result, "unit"), _trial(result, "speed")
     assert unit["verdict"] == "pass" and unit["tests"]["same_inventory"]
     assert unit["tests"]["control"]["passed"] == unit["tests"]["candidate"]["passed"] == 4
-    assert speed["verdict"] == "neutral", speed["metrics"]
+    assert speed["verdict"] in ("neutral", "undecided"), speed["metrics"]
     assert speed["outputs"][0]["equal"]
     # the gate ran in both legs, its device phase too, and the device node and variable were there
     assert {(g["leg"], g["phase"], g["ok"]) for g in result["gates"]} == {
@@ -87,8 +88,11 @@ def test_identical_legs_are_neutral_with_one_inventory_and_the_devices_reach_the
     (tmp_path / "stacks" / "bare.toml").write_text(bare.replace('name = "candidate"', 'name = "bare"'))
     ungiven = cli("gate", "stacks/bare.toml", "--image", images["base"], "--phase", "device", cwd=tmp_path)
     assert ungiven.code == 1 and "FAIL probe the device node and its variable are in the leg" in ungiven.out
-    # the benchmark's control bracketed the candidate: C T C T C T C
-    assert [r["leg"] for r in result["runs"] if r["trial"] == "speed"] == ["control", "candidate"] * 3 + ["control"]
+    # the benchmark's control bracketed the candidate: C T C T C T C, and a bracket more while undecided
+    brackets = len(speed["metrics"][0]["brackets"])
+    assert 3 <= brackets <= 12
+    assert [r["leg"] for r in result["runs"] if r["trial"] == "speed"] == ["control", "candidate"] * brackets + [
+        "control"]
     # recorded where report reads it, raw runs included
     record = json.loads((tmp_path / "build" / "candidate.ab.json").read_text())
     assert record["kind"] == "ab" and len(record["result"]["runs"]) == len(result["runs"])
@@ -120,12 +124,17 @@ def test_a_test_added_is_not_the_same_inventory(cli: Cli, tmp_path: Path, images
 
 def test_a_function_made_30_percent_slower_is_regressed(cli: Cli, tmp_path: Path, images: dict[str, str]) -> None:
     write_project(tmp_path)
-    code, result, _ = _ab(cli, tmp_path, images["base"], images["slow"], "--trial", "speed")
+    code, result, err = _ab(cli, tmp_path, images["base"], images["slow"], "--trial", "speed")
     speed = _trial(result, "speed")
-    assert code == 1
-    assert speed["verdict"] == "regressed", speed["metrics"]
     metric = speed["metrics"][0]
-    assert 15 < metric["delta_pct"] < 60 and metric["p"] < 0.05
+    # fails closed: regressed, or on a host too noisy to tell within 12 brackets undecided, never neutral
+    assert code == 1 and speed["verdict"] in ("regressed", "undecided"), metric["why"]
+    assert metric["delta_pct"] > metric["band"]
+    if speed["verdict"] == "regressed":
+        assert metric["low_pct"] > metric["band"]  # the interval wholly beyond the band
+        assert "speed: regressed (work_ms +" in err and "wholly beyond ±10%" in err  # the error line names it
+    else:
+        assert len(metric["brackets"]) == 12 and "speed: undecided (work_ms +" in err
     assert speed["outputs"][0]["equal"]  # slower, and the same answer
 
 
