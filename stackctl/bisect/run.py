@@ -121,6 +121,7 @@ class BisectOptions:
     record_dir: Path = Path("build")
     builder: str | None = None
     command: str = ""
+    max_repeat: int | None = None  # ab's: brackets a benchmark may reach while a metric is undecided
 
 
 # --- the working directory ------------------------------------------------------------------------------
@@ -230,12 +231,13 @@ class _Bisect:
         return built.image, True
 
     def key(self, lock: Lock) -> str:
-        """A step is reused for the same locks, plan file, trial as run (its repeat too) and metric."""
+        """A step is reused for the same locks, plan file, trial as run (its repeats too) and metric."""
         from stackctl.base.jsonout import to_jsonable
 
         assert self.control_lock is not None
         trial = json.dumps(to_jsonable(self.opts.plan.trial(self.opts.trial)), sort_keys=True)
-        parts = (self.control_lock.digest(), lock.digest(), self.opts.plan.digest, trial, self.opts.metric or "")
+        parts = (self.control_lock.digest(), lock.digest(), self.opts.plan.digest, trial, self.opts.metric or "",
+                 str(self.opts.max_repeat or ""))
         return _digest("\0".join(parts))[:32]
 
     def start(self) -> None:
@@ -335,7 +337,8 @@ class _Bisect:
 
         assert self.control_image is not None
         rep = run_ab(self.control, stack, (self.opts.control, arg), self.opts.plan,
-                     images=(self.control_image, image), record_dir=self.work, say=lambda line: self.say(f"  {line}"))
+                     images=(self.control_image, image), record_dir=self.work, max_repeat=self.opts.max_repeat,
+                     say=lambda line: self.say(f"  {line}"))
         where = self.work / "ab" / f"{stack.name}.ab.json"
         record_ab(rep, where, self.opts.command, self.control, stack)
         base = Step(names, role, stack.name, profile, Outcome.SKIP.value, "", "", lock_digest=lock_digest,

@@ -71,6 +71,9 @@ def bisect(
                                               "validation/plan.toml beside the candidate's profile).")] = None,
     repeat: Annotated[int | None, typer.Option("--repeat", metavar="N", help="Runs of each intermediate stack "
                                                "in the trial.")] = None,
+    max_repeat: Annotated[int | None, typer.Option("--max-repeat", metavar="N", help="Brackets a benchmark may "
+                                                   "reach while a metric is undecided, as in `ab` (an undecided "
+                                                   "comparison is a skip).")] = None,
     index: IndexOpt = None,
     inventory: Annotated[str | None, typer.Option("--inventory", metavar="FILE", help="Base image inventory for "
                                                   "each intermediate's ABI check (default: the profile's).")] = None,
@@ -105,7 +108,7 @@ def bisect(
     one_format(as_json, markdown)
     the_plan = load_plan(plan or profile_file(candidate).parent / DEFAULT_PLAN).repeated(repeat)
     opts = BisectOptions(control, candidate, the_plan, trial, metric, tuple(index or ()), inventory, work_dir,
-                         record_dir, builder, invoked())
+                         record_dir, builder, invoked(), max_repeat)
     stacks = load_profile(control), load_profile(candidate)
     where = record or record_dir / f"{stacks[1].name}.bisect.json"
 
