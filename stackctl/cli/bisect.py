@@ -23,8 +23,10 @@ def _progress(line: str) -> None:
 
 
 def _figures(result: dict[str, Any]) -> str:
-    return (f"{result['builds']} builds, {result['comparisons']} comparisons"
-            + (f" ({result['reused']} steps reused)" if result.get("reused") else "")
+    from stackctl.base import count
+
+    return (f"{count(result['builds'], 'build')}, {count(result['comparisons'], 'comparison')}"
+            + (f" ({count(result['reused'], 'step')} reused)" if result.get("reused") else "")
             + f" in {result['seconds']:.0f} s")
 
 
