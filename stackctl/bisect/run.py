@@ -388,12 +388,16 @@ def conclusion(units: Units, result: SearchResult | None, culprits: tuple[Culpri
             said.append(f"{what} regress only together (an interaction; no one of them regresses alone)")
         else:
             said.append(f"{what} ({'; '.join(m.words() for m in c.moves)})")
-    for a in ambiguous:
-        said.append(f"one of {', '.join(a.units)} (the stacks between could not be compared)")
+    ranges = [f"one of {', '.join(a.units)}" for a in ambiguous]
+    why = "the stacks between could not be compared with the control (see the skipped steps)"
     if not said:
+        if ranges:
+            return f"no single culprit named: it is {'; '.join(ranges)}; {why}"
         return f"no culprit named: {units.candidate} regresses, but the search could not tell which move does it"
-    head = "culprit: " if len(culprits) + len(ambiguous) == 1 else "culprits: "
-    tail = "" if result.complete else "; the search could not finish (skips), so there may be more"
+    head = "culprit: " if len(said) == 1 else "culprits: "
+    tail = f"; and {'; '.join(ranges)} ({why})" if ranges else ""
+    if not result.complete and not ranges:
+        tail += "; the search could not finish (a skip), so there may be more"
     return head + "; ".join(said) + tail
 
 

@@ -208,3 +208,21 @@ def test_report_quotes_the_culprits_and_steps_and_says_when_the_profile_moved_on
     assert steps.rows[1][0] == "2 (reused)" and steps.rows[1][6] == "regressed: check::test_eps_zero"
     stale = bisect_section(_record("sha256:old"), "build/candidate.bisect.json", "sha256:n")  # type: ignore[arg-type]
     assert stale.status == "stale" and "Rerun: `stackctl bisect control candidate --trial unit`" in stale.text
+
+
+def test_the_conclusion_names_culprits_ranges_and_the_candidate_that_does_not_regress(tmp_path: Path) -> None:
+    from stackctl.bisect.run import _culprit, conclusion
+
+    control, candidate = _five(tmp_path)
+    units = plan_units(load_stack(control), load_stack(candidate))
+    two = search_units(5, oracle([frozenset({2}), frozenset({4})]))
+    culprits = tuple(_culprit(units, f.kind, f.units, f.alone, f.without) for f in two.findings)
+    assert conclusion(units, two, culprits, (), "unit") == (
+        "culprits: delta + kern (delta 2.0 → 2.1; kern 0.5+delta2.0 → 0.5+delta2.1); fresh (fresh — → 0.1)")
+    cannot = search_units(5, oracle([frozenset({2})], skip=lambda s: len(s) < 5))
+    ranges = tuple(_culprit(units, f.kind, f.units, f.alone, f.without) for f in cannot.findings)
+    assert conclusion(units, cannot, (), ranges, "unit").startswith(
+        "no single culprit named: it is one of gamma, train ab, delta + kern, gone, fresh; the stacks between")
+    fine = search_units(5, oracle([]))
+    assert conclusion(units, fine, (), (), "unit") == (
+        "candidate does not regress on unit against control: nothing to bisect")
