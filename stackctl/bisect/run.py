@@ -405,7 +405,7 @@ def run_bisect(opts: BisectOptions, *, say: Say = lambda _: None,
                interrupted: Callable[[BisectReport], None] | None = None) -> BisectReport:
     """Bisect the moves from the control to the candidate on one trial (and metric) of the plan. On Ctrl-C,
     `interrupted` is given the report of the steps finished (to record it) before KeyboardInterrupt goes on."""
-    from stackctl.profile.locate import load_profile
+    from stackctl.profile.locate import load_profile, profile_file
 
     started_at, started = now_iso(), time.monotonic()
     control, candidate = load_profile(opts.control), load_profile(opts.candidate)
@@ -424,8 +424,11 @@ def run_bisect(opts: BisectOptions, *, say: Say = lambda _: None,
                          hint="bisect looks for the pin move that makes a candidate regress; `stackctl diff` "
                          "shows what else differs")
     work = opts.work_dir or opts.record_dir / "bisect" / candidate.name
-    if work.resolve() == (Path("stacks").resolve()):
-        raise InputError(f"--work-dir {work}: intermediate profiles never go into stacks/")
+    homes = {profile_file(a).resolve().parent for a in (opts.control, opts.candidate)} | {Path("stacks").resolve()}
+    if work.resolve() in homes:
+        raise InputError(f"--work-dir {work}: the profiles of the stacks between would lie among the real ones "
+                         "(every command that reads a directory of profiles would take them for stacks)",
+                         hint="give a directory of its own, e.g. build/bisect/NAME")
     copy_chain(opts.control, work)
     say(f"{len(units.units)} units of moves: " + "; ".join(f"{i + 1}. {u.name}" for i, u in enumerate(units.units)))
     if units.kept:

@@ -14,6 +14,7 @@ import pytest
 from stackctl.bisect import Outcome, intermediate_profile, judge_trial, plan_units, search_units
 from stackctl.profile.loader import load_stack
 from tests.conftest import STACKS
+from tests.support.cli import Cli
 from tests.support.profiles import write_profile
 
 GOOD, BAD, SKIP = Outcome.GOOD, Outcome.BAD, Outcome.SKIP
@@ -226,3 +227,15 @@ def test_the_conclusion_names_culprits_ranges_and_the_candidate_that_does_not_re
     fine = search_units(5, oracle([]))
     assert conclusion(units, fine, (), (), "unit") == (
         "candidate does not regress on unit against control: nothing to bisect")
+
+
+def test_bad_input_is_one_error_line_and_exit_2(cli: Cli) -> None:
+    post1, post2 = str(STACKS / "torch-2.11-post1.toml"), str(STACKS / "torch-2.11-post2.toml")
+    for args, said in (
+            (["--trial", "nonesuch"], "no trial 'nonesuch' in the plan (trials: unfiltered-ut,"),
+            (["--trial", "unfiltered-ut", "--metric", "ms"], "--metric ms: trial unfiltered-ut has no such metric"),
+            (["--trial", "unfiltered-ut", "--work-dir", str(STACKS)], "would lie among the real ones")):
+        r = cli("bisect", post1, post2, *args)
+        assert r.code == 2 and r.err.startswith("error: ") and said in r.err, r.err
+    same = cli("bisect", post1, post1, "--trial", "unfiltered-ut", "--plan", str(STACKS / "validation" / "plan.toml"))
+    assert same.code == 2 and "moves no pin from torch-2.11-post1: nothing to bisect" in same.err
