@@ -67,6 +67,7 @@ class Recorded:
     validation: Evidence | None = None  # `stackctl ab`'s record, and the build records of the stacks it ran
     validation_path: str = ""
     validation_builds: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    validation_pictures: frozenset[str] = frozenset()  # the SVG files beside the ab record
     now: str = ""
     problems: tuple[str, ...] = field(default=())
 
@@ -430,7 +431,8 @@ def _files_read(n: object) -> str:
 def _validation(ev: Recorded) -> Section:
     from stackctl.review.validation import validation_section
 
-    return validation_section(ev.validation, ev.validation_path, ev.validation_builds, ev.new_arg)
+    return validation_section(ev.validation, ev.validation_path, ev.validation_builds, ev.new_arg,
+                              ev.validation_pictures)
 
 
 # --- reading the records ------------------------------------------------------------------------
@@ -506,7 +508,9 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
         old_build=_read_json(paths["old_build"]) if old else None, old_build_path=str(paths["old_build"]),
         publications=tuple(read_records(paths["pubs"])), publications_path=str(paths["pubs"]),
         scan=read_evidence(paths["scan"], "scan"), scan_path=str(paths["scan"]),
-        validation=validation, validation_path=str(paths["ab"]), validation_builds=builds, now=now)
+        validation=validation, validation_path=str(paths["ab"]), validation_builds=builds,
+        validation_pictures=frozenset(str(p) for p in paths["ab"].parent.glob(paths["ab"].stem + ".*.svg")),
+        now=now)
 
 
 def report_for(new: Stack, profile_arg: str, lock: Path | None = None, *, since: str | None = None,
