@@ -58,7 +58,8 @@ flock -w 600 9 || die "another run of services.sh holds $LOCK_FILE"
 # Packages
 # --------------------------------------------------------------------------
 # skopeo copies a build's OCI image layout to the registry (publish).
-PACKAGES=(docker.io docker-registry debootstrap skopeo)
+# chromium: the tests open `report --html` in a real headless browser.
+PACKAGES=(docker.io docker-registry debootstrap skopeo chromium)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)

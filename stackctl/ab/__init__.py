@@ -11,6 +11,7 @@ from stackctl.base.lazy import lazy_api
 
 if TYPE_CHECKING:
     from stackctl.ab.plan import DEFAULT_PLAN, Plan, load_plan
+    from stackctl.ab.plot import picture_name
     from stackctl.ab.run import AbReport, GateCheck, record_ab, run_ab
     from stackctl.ab.runs import Leg, Run
     from stackctl.ab.summary import (
@@ -29,12 +30,13 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PLAN", "LEG_COLUMNS", "METRIC_COLUMNS", "SUMMARY_COLUMNS", "SWEEP_COLUMNS", "AbReport", "GateCheck", "Leg",
     "MetricVerdict", "Plan", "Run", "TestsVerdict", "TrialVerdict", "inventory_lines", "leg_rows", "load_plan",
-    "metric_rows", "record_ab", "run_ab", "summary_rows", "sweep_rows",
+    "metric_rows", "picture_name", "record_ab", "run_ab", "summary_rows", "sweep_rows",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
     __getattr__ = lazy_api(__name__, {
         "plan": ("DEFAULT_PLAN", "Plan", "load_plan"),
+        "plot": ("picture_name",),
         "run": ("AbReport", "GateCheck", "record_ab", "run_ab"),
         "runs": ("Leg", "Run"),
         "summary": ("LEG_COLUMNS", "METRIC_COLUMNS", "SUMMARY_COLUMNS", "SWEEP_COLUMNS", "inventory_lines", "leg_rows",

@@ -258,9 +258,21 @@ def problem(v: TrialVerdict) -> str:
                                                                       else "") + ")" if what else "")
 
 
-def record_ab(report: AbReport, path: Path, command: str, control: Stack, candidate: Stack) -> None:
-    """The record `report` reads: the whole report, raw runs included, under the candidate's stack."""
+def record_ab(report: AbReport, path: Path, command: str, control: Stack, candidate: Stack) -> tuple[str, ...]:
+    """The record `report` reads: the whole report, raw runs included, under the candidate's stack; and beside it
+    a picture of each benchmark metric (when matplotlib, the `plots` extra, is there): the pictures' paths, or
+    () without them."""
+    from stackctl.ab.plot import PlotsMissing, pictures
+    from stackctl.base import to_jsonable
     from stackctl.base.evidence import write_evidence
+    from stackctl.base.files import write_atomic
 
     write_evidence(path, RECORD_KIND, candidate.name, report, command=command,
                    profile_digests=(control.digest(), candidate.digest()))
+    try:
+        drawn = pictures(to_jsonable(report), str(path))
+    except PlotsMissing:
+        return ()
+    for name, svg in drawn.items():
+        write_atomic(name, svg)
+    return tuple(drawn)

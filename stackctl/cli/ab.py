@@ -44,6 +44,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         out += ["**Benchmarks** (each candidate run against the mean of the control runs around it: C T C … C; "
                 "the interval of those deltas against the band)", "",
                 markdown_table(list(METRIC_COLUMNS), [list(r) for r in metrics]), ""]
+        out += [f"![{markdown_text(Path(p).name)}]({p})" for p in result.get("pictures") or ()]
+        out += [""] if result.get("pictures") else []
     out += ["**Legs**", "", markdown_table(list(LEG_COLUMNS), [list(r) for r in leg_rows(result)]), ""]
     if lines := inventory_lines(result):
         out += ["```", *lines, "```", ""]
@@ -68,6 +70,8 @@ def _human(result: dict[str, Any]) -> None:
         console.print(table("test sweeps", SWEEP_COLUMNS, sweep))
     if metrics := metric_rows(result):
         console.print(table("benchmarks", METRIC_COLUMNS, metrics))
+        for p in result.get("pictures") or ():
+            console.print(f"picture: {p}", markup=False)
     console.print(table("legs", LEG_COLUMNS, leg_rows(result)))
     for line in inventory_lines(result):
         console.print(line, markup=False, style="bold red" if "regression" in line or "only on" in line else None)
@@ -132,11 +136,14 @@ def ab(
     the_plan = the_plan.select(tuple(trial or ())).repeated(repeat, max_repeat, allow_undecided)
     rep: AbReport = run_ab(stacks[0], stacks[1], (control, candidate), the_plan, images=tuple(image or ()),
                            pythons=tuple(python or ()), record_dir=record_dir, target=target, say=_progress)
+    drawn: tuple[str, ...] = ()
     if not no_record:
         where = record or record_dir / f"{stacks[1].name}.ab.json"
-        record_ab(rep, where, invoked(), stacks[0], stacks[1])
-        _progress(f"recorded {where}")
-    result = to_jsonable(rep) | {"verdict": rep.verdict}
+        drawn = record_ab(rep, where, invoked(), stacks[0], stacks[1])
+        _progress(f"recorded {where}" + (f" and {len(drawn)} picture(s) beside it" if drawn else ""))
+        if not drawn and any(t.metrics for t in rep.trials):
+            _progress("no pictures: they need matplotlib (pip install 'stackctl[plots]')")
+    result = to_jsonable(rep) | {"verdict": rep.verdict, "pictures": list(drawn)}
 
     def human() -> None:
         if markdown:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -57,6 +58,8 @@ def _markdown_section(s: Section) -> list[str]:
             out += [f"<details><summary>{counted}</summary>", "", body, "", "</details>", ""]
         else:
             out += ([f"**{title}**", ""] if t.title else []) + [body, ""]
+    out += [f"![{markdown_text(Path(p).name)}]({p})" for p in s.pictures]
+    out += [""] if s.pictures else []
     if s.lines:
         fence = "```"
         while fence in "\n".join(s.lines):
@@ -67,6 +70,57 @@ def _markdown_section(s: Section) -> list[str]:
         else:
             out += [*block, ""]
     return out
+
+
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}th,td{border:1px solid #ccc;padding:3px 6px;
+text-align:left;vertical-align:top}th{background:#f3f3f3}pre{background:#f6f6f6;padding:.5em;overflow:auto}
+.status{font-size:12px;padding:1px 6px;border-radius:3px;background:#eee}.ok{background:#d8f0d8}
+.failed{background:#f6d5d5}.stale{background:#f8ecc8}figure{margin:1em 0}svg{max-width:100%;height:auto}"""
+
+
+def _svg(path: str) -> str:
+    """A picture's SVG, inline: the page stays one file a reviewer can open or attach."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"<p>{html.escape(path)}: cannot read the picture ({html.escape(str(exc))})</p>"
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else f"<p>{html.escape(path)} is not an SVG picture</p>"
+
+
+def render_html(rep: Report) -> str:
+    """The report as one self-contained HTML page: every section's tables, lines and pictures."""
+    e = html.escape
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>{e(rep.stack)}: stackctl report</title><style>{_CSS}</style></head><body>",
+           f"<h1>{e(rep.stack)}" + (f" (since {e(rep.since)})" if rep.since else "") + "</h1>",
+           f"<p>{e(rep.summary)}</p>"]
+    for s in rep.sections:
+        klass = s.status.replace(" ", "-")
+        out.append(f'<section id="{e(s.key)}"><h2>{e(s.title)} <span class="status {klass}">{e(s.status)}</span>'
+                   "</h2>")
+        when = f" at {e(s.time)}" if s.time else ""
+        out.append(f"<p><em>from <code>{e(s.source)}</code>{when}</em></p>")
+        if s.text:
+            out.append(f"<p>{e(s.text)}</p>")
+        for t in s.tables:
+            if not t.rows:
+                continue
+            if t.title:
+                out.append(f"<h3>{e(t.title)}</h3>")
+            out.append("<table>")
+            if any(t.columns):
+                out.append("<tr>" + "".join(f"<th>{e(c)}</th>" for c in t.columns) + "</tr>")
+            out += ["<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in t.rows]
+            out.append("</table>")
+        for p in s.pictures:
+            out.append(f'<figure>{_svg(p)}<figcaption>{e(p)}</figcaption></figure>')
+        if s.lines:
+            out.append("<pre>" + e("\n".join(s.lines)) + "</pre>")
+        out.append("</section>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
 
 
 def _print_human(rep: Report) -> None:
@@ -83,6 +137,8 @@ def _print_human(rep: Report) -> None:
                     console.print(f"{key}: {value}", markup=False)
             elif t.rows:
                 console.print(table(t.title or None, list(t.columns), [list(r) for r in t.rows]))
+        for p in s.pictures:
+            console.print(f"picture: {p}", markup=False)
         for line in s.lines:
             console.print(line, markup=False)
 
@@ -100,6 +156,8 @@ def report(
                                              help="Where the build, ABI, wheel-diff, scan and publication "
                                              "records are.")] = Path("build"),
     markdown: MarkdownOpt = False,
+    as_html: Annotated[bool, typer.Option("--html", help="Print one self-contained HTML page: the tables and "
+                                          "the benchmarks' pictures, for a reviewer's browser.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Write the pull request body from the recorded evidence.
@@ -112,11 +170,17 @@ def report(
     from stackctl.review import report_for
 
     one_format(as_json, markdown)
+    if as_html and (as_json or markdown):
+        from stackctl.errors import InputError
+
+        raise InputError("--html excludes --json and --markdown: pick one")
     rep = report_for(load_profile(profile), profile, lock, since=since, since_lock=since_lock, record_dir=record_dir)
 
     def human() -> None:
         if markdown:
             print(render_markdown(rep), end="")
+        elif as_html:
+            print(render_html(rep), end="")
         else:
             _print_human(rep)
 

@@ -67,6 +67,7 @@ class Recorded:
     validation: Evidence | None = None  # `stackctl ab`'s record, and the build records of the stacks it ran
     validation_path: str = ""
     validation_builds: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    validation_pictures: frozenset[str] = frozenset()  # the SVG files beside the ab record
     bisect: Evidence | None = None  # `stackctl bisect`'s latest record for the candidate: a section only when there
     bisect_path: str = ""
     now: str = ""
@@ -436,7 +437,8 @@ def _files_read(n: object) -> str:
 def _validation(ev: Recorded) -> Section:
     from stackctl.review.validation import validation_section
 
-    return validation_section(ev.validation, ev.validation_path, ev.validation_builds, ev.new_arg)
+    return validation_section(ev.validation, ev.validation_path, ev.validation_builds, ev.new_arg,
+                              ev.validation_pictures)
 
 
 # --- reading the records ------------------------------------------------------------------------
@@ -514,6 +516,7 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
         publications=tuple(read_records(paths["pubs"])), publications_path=str(paths["pubs"]),
         scan=read_evidence(paths["scan"], "scan"), scan_path=str(paths["scan"]),
         validation=validation, validation_path=str(paths["ab"]), validation_builds=builds,
+        validation_pictures=frozenset(str(p) for p in paths["ab"].parent.glob(paths["ab"].stem + ".*.svg")),
         bisect=read_evidence(paths["bisect"], "bisect"), bisect_path=str(paths["bisect"]), now=now)
 
 

@@ -25,3 +25,4 @@ class Section:
     tables: tuple[Table, ...] = ()
     lines: tuple[str, ...] = ()  # a log, quoted as written
     text: str = ""  # one paragraph: what the tables say, or why there is nothing
+    pictures: tuple[str, ...] = ()  # SVG files the section shows (paths as recorded)

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from stackctl.ab import METRIC_COLUMNS, SUMMARY_COLUMNS, SWEEP_COLUMNS, metric_rows, summary_rows, sweep_rows
+from stackctl.ab import (
+    METRIC_COLUMNS,
+    SUMMARY_COLUMNS,
+    SWEEP_COLUMNS,
+    metric_rows,
+    picture_name,
+    summary_rows,
+    sweep_rows,
+)
 from stackctl.base.evidence import Evidence
 from stackctl.review.sections import FAILED, NOT_RUN, OK, STALE, Section, Table
 
@@ -62,8 +70,8 @@ def stale_legs(result: Mapping[str, Any], builds: Mapping[str, Mapping[str, Any]
 
 
 def validation_section(record: Evidence | None, record_path: str, builds: Mapping[str, Mapping[str, Any] | None],
-                       candidate_arg: str) -> Section:
-
+                       candidate_arg: str, present: frozenset[str] = frozenset()) -> Section:
+    """`present`: the picture files found beside the record; those of this record's metrics are shown."""
     title = "Validation summary"
     if record is None:
         cmd = f"stackctl ab CONTROL {candidate_arg}"
@@ -92,4 +100,7 @@ def validation_section(record: Evidence | None, record_path: str, builds: Mappin
         text += "; " + "; ".join(result["problems"])
     if stale:
         text = "stale: " + "; ".join(stale) + f". Rerun: `{record.command}`. " + text
-    return Section("validation", title, status, record.command, record.time, tuple(tables), text=text)
+    drawn = tuple(name for t in result.get("trials") or () for m in t.get("metrics") or ()
+                  if (name := picture_name(record_path, str(t["trial"]), str(m["metric"]))) in present)
+    return Section("validation", title, status, record.command, record.time, tuple(tables), text=text,
+                   pictures=drawn)

@@ -128,3 +128,58 @@ def test_the_gate_sees_what_the_trials_see_when_pythonpath_shadows_the_venv(cli:
     res = cli("ab", "stacks/control.toml", "stacks/candidate.toml", "--python", envs["base"], "--python",
               envs["base"], "--trial", "which", "--json", "--no-record", cwd=tmp_path)
     assert [g["ok"] for g in json.loads(res.out)["gates"]] == [True, True], res.out
+
+
+def _chromium() -> str:
+    from tests.support.engine import unavailable
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        unavailable("no chromium to open the report in (Debian's package `chromium`)")
+    return found
+
+
+def test_pictures_beside_the_record_and_the_html_report_in_a_browser(cli: Cli, tmp_path: Path,
+                                                                      envs: dict[str, str]) -> None:
+    write_project(tmp_path)
+    res = cli("ab", "stacks/control.toml", "stacks/candidate.toml", "--python", envs["base"], "--python",
+              envs["base"], "--trial", "speed", "--allow-undecided", "--markdown", cwd=tmp_path)
+    assert res.code == 0, res.err
+    picture = tmp_path / "build" / "candidate.ab.speed.work_ms.svg"
+    svg = picture.read_text()
+    assert svg.startswith("<?xml") and "<svg" in svg
+    # each run's samples in its leg's colour, the brackets' deltas, the band and the interval, the verdict
+    assert "#1f77b4" in svg and "#d62728" in svg
+    for words in ("bracket delta", "band ±10%", "run, in schedule order", "work_ms (ms), lower is better"):
+        assert words in svg, words
+    assert "![candidate.ab.speed.work_ms.svg](build/candidate.ab.speed.work_ms.svg)" in res.out
+    assert "1 picture(s) beside it" in res.err
+    # drawn again from the same record, the same bytes: a picture in a pull request does not churn
+    from stackctl.ab.plot import pictures
+
+    record = json.loads((tmp_path / "build" / "candidate.ab.json").read_text())
+    assert pictures(record["result"], "build/candidate.ab.json") == {"build/candidate.ab.speed.work_ms.svg": svg}
+
+    page = cli("report", "stacks/candidate.toml", "--html", cwd=tmp_path)
+    assert page.code == 0, page.err
+    (tmp_path / "report.html").write_text(page.out)
+    assert page.out.count("<svg") == 1 and "<figcaption>build/candidate.ab.speed.work_ms.svg</figcaption>" in page.out
+    browser = _chromium()
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                          (tmp_path / "report.html").as_uri()], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    # the browser parsed the page into the sections, the tables and the picture inline
+    assert '<section id="validation">' in dom.stdout and "Validation summary" in dom.stdout
+    assert dom.stdout.count("<svg") == 1 and "bracket delta" in dom.stdout
+    shot = tmp_path / "report.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--window-size=1200,2400", f"--screenshot={shot}", (tmp_path / "report.html").as_uri()],
+                   capture_output=True, timeout=120, check=False)
+    assert shot.stat().st_size > 20_000  # a page with a drawn picture, not a blank one
+
+
+def test_report_html_excludes_the_other_formats(cli: Cli, tmp_path: Path) -> None:
+    write_project(tmp_path)
+    res = cli("report", "stacks/candidate.toml", "--html", "--json", cwd=tmp_path)
+    assert res.code == 2 and "error: --html excludes --json and --markdown: pick one" in res.err
