@@ -39,6 +39,7 @@ def metric_svg(trial: str, metric: Mapping[str, Any], runs: Sequence[Mapping[str
 
         matplotlib.use("svg")
         from matplotlib import pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError as exc:
         raise PlotsMissing(str(exc)) from None
 
@@ -57,6 +58,7 @@ def metric_svg(trial: str, metric: Mapping[str, Any], runs: Sequence[Mapping[str
         top.scatter([], [], color=CONTROL_COLOUR, label="control")
         top.scatter([], [], color=CANDIDATE_COLOUR, label="candidate")
         top.legend(loc="best", fontsize=8, frameon=False)
+        top.xaxis.set_major_locator(MaxNLocator(integer=True))
         top.set_xlabel("run, in schedule order (C T C T … C); a bar is the run's median")
         top.set_ylabel(f"{name}" + (f" ({unit})" if unit else "") + f", {metric['better']} is better")
         top.set_title(f"{trial}: {name}", loc="left")
