@@ -287,7 +287,10 @@ class _Bisect:
         from stackctl.errors import ServiceError
         from stackctl.resolve import resolve_stack
 
-        arg, stack, profile = self.profile_for(idx)
+        try:
+            arg, stack, profile = self.profile_for(idx)
+        except StackctlError as exc:  # a moved pin the control's profile cannot take (an index it lacks)
+            return Step(names, role, "", "", Outcome.SKIP.value, "profile", str(exc).splitlines()[0])
         whole = len(idx) == len(self.units.units)
 
         def skip(verdict: str, why: str, **kw: Any) -> Step:

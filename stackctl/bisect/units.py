@@ -25,7 +25,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from stackctl.profile.model import GateRole, Pin, Stack
+from stackctl.profile.model import GateRole, Index, Pin, Stack
 
 
 @dataclass(frozen=True)
@@ -181,6 +181,16 @@ def _gate_table(role: GateRole) -> dict[str, Any]:
     return table
 
 
+def _index_table(index: Index) -> dict[str, Any]:
+    table: dict[str, Any] = {"url": index.url} if index.url else {"from_pip": True}
+    for key in ("username_env", "password_env"):
+        if getattr(index, key):
+            table[key] = getattr(index, key)
+    if not index.netrc:
+        table["netrc"] = False
+    return table
+
+
 def _value(v: Any) -> Any:
     if isinstance(v, tuple):
         return list(v)
@@ -215,10 +225,18 @@ def intermediate_profile(control: Stack, candidate: Stack, chosen: Sequence[Unit
             key = canonicalize_name(move.pin)
             old, new = before.get(key), after.get(key)
             pins[old.name if old is not None else move.pin] = pin_table(old, new)
+    # a moved pin from an index only the candidate declares brings that index's table along (never its secrets:
+    # a profile names the variables that hold them)
+    needed = {after[canonicalize_name(m.pin)].index for u in chosen for m in u.moves
+              if m.after is not None and canonicalize_name(m.pin) in after}
+    indexes = {i.name: _index_table(i) for i in candidate.indexes
+               if i.name in needed and control.index(i.name) is None}
     doc: dict[str, Any] = {"stack": {
         "name": name, "extends": control.name,
         "description": f"{control.name} with " + ("; ".join(u.words() for u in chosen) or "nothing moved"),
     }}
+    if indexes:
+        doc["indexes"] = indexes
     if pins:
         doc["pins"] = pins
     if tag is not None and control.image is not None:

@@ -239,3 +239,17 @@ def test_bad_input_is_one_error_line_and_exit_2(cli: Cli) -> None:
         assert r.code == 2 and r.err.startswith("error: ") and said in r.err, r.err
     same = cli("bisect", post1, post1, "--trial", "unfiltered-ut", "--plan", str(STACKS / "validation" / "plan.toml"))
     assert same.code == 2 and "moves no pin from torch-2.11-post1: nothing to bisect" in same.err
+
+
+def test_a_pin_moved_to_an_index_only_the_candidate_declares_brings_the_index_along(tmp_path: Path) -> None:
+    control = write_profile(tmp_path, "c", {"a": "1.0", "b": "1.0"})
+    candidate = write_profile(tmp_path, "n", {"a": "1.1", "b": {"version": "1.1", "index": "j"}},
+                              index_extra='[indexes.j]\nurl = "http://127.0.0.1:2/simple/"\n'
+                                          'password_env = "J_PASSWORD"\n')
+    c, n = load_stack(control), load_stack(candidate)
+    units = plan_units(c, n)
+    path = control.parent / "n-bisect-2.toml"
+    path.write_text(intermediate_profile(c, n, [units.units[1]], "n-bisect-2"))
+    mid = load_stack(path)
+    assert {p.name: (p.version, p.index) for p in mid.pins} == {"a": ("1.0", "i"), "b": ("1.1", "j")}
+    assert mid.index("j") == n.index("j")
