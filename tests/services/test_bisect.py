@@ -251,6 +251,8 @@ def test_the_move_that_breaks_a_test_is_named_alone_and_a_second_run_reuses_ever
     report = cli("report", "stacks/candidate.toml", "--markdown", cwd=repo)
     section = report.out[report.out.index("### Bisect"):]
     assert "culprit" in section and "eps 1.0 → 1.1" in section and "build/candidate.bisect.json" in section
+    page = cli("report", "stacks/candidate.toml", "--html", cwd=repo)
+    assert page.code == 0 and "Bisect" in page.out and "eps 1.0 → 1.1" in page.out
 
 
 def test_the_move_that_slows_the_benchmark_is_named_alone_or_the_search_says_it_cannot_tell(
