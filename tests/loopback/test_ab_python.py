@@ -183,3 +183,25 @@ def test_report_html_excludes_the_other_formats(cli: Cli, tmp_path: Path) -> Non
     write_project(tmp_path)
     res = cli("report", "stacks/candidate.toml", "--html", "--json", cwd=tmp_path)
     assert res.code == 2 and "error: --html excludes --json and --markdown: pick one" in res.err
+
+
+def test_a_sweep_runs_each_cell_and_gives_the_summary_one_row(cli: Cli, tmp_path: Path, envs: dict[str, str]) -> None:
+    stacks = write_project(tmp_path)
+    plan = stacks / "validation" / "plan.toml"
+    plan.write_text(plan.read_text() + (
+        '\n[[trial]]\nname = "scale"\nkind = "bench"\nrepeat = 2\nmax_repeat = 2\nconfig = "n = {n}"\n'
+        'command = ["{python}", "-c", "import json, os; [print(json.dumps({\'n\': int(os.environ[\'N\'])})) '
+        'for _ in range(3)]"]\nenv = { N = "{n}" }\n[trial.matrix]\nn = [10, 20]\n'
+        '[[trial.metric]]\nname = "n"\nbetter = "lower"\nband = 1\n'))
+    res = cli("ab", "stacks/control.toml", "stacks/candidate.toml", "--python", envs["base"], "--python",
+              envs["base"], "--trial", "scale", "--json", "--no-record",
+              cwd=tmp_path)
+    assert res.code == 0, res.err
+    result = json.loads(res.out)
+    assert [(t["trial"], t["sweep"], t["verdict"]) for t in result["trials"]] == [
+        ("scale[n=10]", "scale", "neutral"), ("scale[n=20]", "scale", "neutral")]
+    # each cell's runs saw its own value
+    assert {r["trial"]: r["samples"][0][1][0] for r in result["runs"]} == {"scale[n=10]": 10.0, "scale[n=20]": 20.0}
+    md = cli("ab", "stacks/control.toml", "stacks/candidate.toml", "--python", envs["base"], "--python",
+             envs["base"], "--trial", "scale", "--markdown", "--no-record", cwd=tmp_path)
+    assert "| scale | sweep n = 10, 20 | — | +0.000% to +0.000%, all neutral | Neutral |" in md.out

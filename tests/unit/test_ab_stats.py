@@ -219,3 +219,11 @@ def test_the_failing_line_names_the_nodes_and_the_metrics() -> None:
     slow = trial_verdict(TOK_S, _runs(control, [[x * 0.7 + i for x in control[0]] for i in range(3)]), 0.05)
     assert problem(slow).startswith("speed: regressed (tok_s -29.")
     assert "wholly beyond ±3%" in problem(slow)
+
+
+def test_the_legs_table_says_image_id_where_an_image_has_no_registry_digest() -> None:
+    from stackctl.ab.summary import leg_rows
+
+    leg = {"stack": "s", "ref": "r:1", "kind": "image", "image_id": "sha256:abc", "digest": None}
+    rows = leg_rows({"control": leg, "candidate": {**leg, "digest": "sha256:def"}})
+    assert rows[0][3] == "image id sha256:abc" and rows[1][3] == "sha256:def"
