@@ -201,7 +201,7 @@ _FILE_FIELDS: dict[str, Any] = {
 }
 _PIN_FIELDS: dict[str, Any] = {
     "name": "name", "version": "version", "index": str, "files": ("tables", _FILE_FIELDS),
-    "newest_in_line": _OPT_STR, "newest_upload_time": _OPT_STR, "other_lines": _STRS,
+    "newest_in_line": ("version", "or null"), "newest_upload_time": _OPT_STR, "other_lines": _STRS,
 }
 _CLOSURE_FIELDS: dict[str, Any] = {
     "target": str, "name": "name", "version": "version", "file": (_FILE_FIELDS, "or null"), "hashes": _STRS,

@@ -52,7 +52,7 @@ TOKENS: dict[str, tuple[bytes, ...]] = {
                    b"FROM --platform=$X ${STACK_IMAGE:-a} AS b\n", b"${", b"}", b"$STACK_IMAGE@sha256:",
                    b"ARG STACK_IMAGE=\n", b"\x00", b"\xff\xfe", b"ONBUILD FROM x\n", b"`\n", b"\r\n"),
     "lock": (b"1", b"null", b"[]", b"{}", b'"../evil.whl"', b'"/abs.whl"', b"9" * 5000, b"1e999",
-             b'"x\\u0000y"', b"true", b"[" * 3000, b'"a\\nRUN x"'),
+             b'"x\\u0000y"', b"true", b"[" * 3000, b'"a\\nRUN x"', b'"' + b"9" * 4301 + b'"'),
     "html": (b"<a href=\"http://[::1/x-1.0-py3-none-any.whl\">x-1.0-py3-none-any.whl</a>",
              b"<a href=\"http://h:99999/x-1.0-py3-none-any.whl\">x-1.0-py3-none-any.whl</a>",
              b"<meta name=\"pypi:repository-version\" content=\"x.y\">",
@@ -448,6 +448,7 @@ def target_lock(corpus: Corpus, data: bytes) -> None:
     from stackctl.profile.loader import load_stack
     from stackctl.resolve.export import render_closure
     from stackctl.resolve.lock import loads
+    from stackctl.resolve.run import held_by
     from stackctl.review.diff import diff_locks
 
     try:
@@ -459,6 +460,8 @@ def target_lock(corpus: Corpus, data: bytes) -> None:
     diff_locks(seed, lock)
     diff_locks(lock, seed)
     lock.digest()
+    for p in lock.pins:  # outdated --from-lock: which pin holds the newest in line back
+        held_by(lock, p.name, str(p.newest_in_line))
     stack = load_stack("torch-2.11-post2.toml", _MemSource(corpus.profiles))
     render_closure(stack, lock)
     for t in stack.targets:

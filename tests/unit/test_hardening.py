@@ -81,6 +81,8 @@ def lock_text(**pin: object) -> str:
     (lock_text(name=3), "lock.pins[0].name: '3' is not a distribution name"),
     (lock_text(name="a\nRUN curl evil"), "is not a distribution name"),
     (lock_text(version="1." + "9" * 5000), "is not a PEP 440 version"),
+    (lock_text(newest_in_line="9" * 4301), "pins[0].newest_in_line: '999"),
+    (lock_text(newest_in_line="not a version"), "newest_in_line: 'not a version' is not a PEP 440 version"),
     (lock_text(files=[{"target": "t", "filename": "../x.whl", "url": "u", "sha256": SHA}]),
      "filename: '../x.whl' is not a single file name"),
     (lock_text(files=[{"target": "t", "filename": "/abs.whl", "url": "u", "sha256": SHA}]), "not a single file"),
@@ -152,6 +154,15 @@ def test_overlapping_version_need_chains_cost_linear_work() -> None:
     with pytest.raises(NotElf, match="more than 4096 symbol version entries"):
         read_elf_bytes(chain_elf())
     assert time.monotonic() - start < 2  # was minutes: every need walked every auxiliary
+
+
+def test_a_newer_version_no_parser_takes_is_held_by_nothing() -> None:
+    """`outdated --from-lock` asks which pin holds the newest back; a number Python will not parse is no answer,
+    not a traceback (the lock reader refuses such a field; a Lock built in memory can still carry one)."""
+    from stackctl.resolve.run import held_by
+
+    lock = loads(lock_text(), "x.lock")
+    assert held_by(lock, "torch", "9" * 4301) is None
 
 
 def test_the_lock_schema_names_every_field_of_the_lock() -> None:
