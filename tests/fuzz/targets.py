@@ -286,7 +286,12 @@ def _wheel_seeds(tmp: Path, elves: Sequence[bytes]) -> tuple[bytes, ...]:
     with zipfile.ZipFile(stored, "w", compression=zipfile.ZIP_STORED) as z:
         z.writestr("stored/lib.so", lib)
         z.writestr("stored-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: stored\nVersion: 1.0\n")
-    return tuple(p.read_bytes() for p in [*paths, stored])
+    # LZMA members carry their own header (a dictionary size the decoder allocates): mutations reach it here
+    packed = tmp / "w" / "packed-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(packed, "w", compression=zipfile.ZIP_LZMA) as z:
+        z.writestr("packed/lib.so", lib)
+        z.writestr("packed-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: packed\nVersion: 1.0\n")
+    return tuple(p.read_bytes() for p in [*paths, stored, packed])
 
 
 def make_corpus(tmp: Path) -> Corpus:

@@ -165,6 +165,23 @@ def test_a_newer_version_no_parser_takes_is_held_by_nothing() -> None:
     assert held_by(lock, "torch", "9" * 4301) is None
 
 
+def test_an_lzma_member_declaring_a_4_gib_dictionary_is_refused_before_it_is_allocated(tmp_path: Path) -> None:
+    """A 310-byte wheel whose LZMA member asks for a 4 GiB dictionary: under an address-space limit (CI
+    runners, containers) allocating it is a MemoryError; the reader refuses the declaration instead."""
+    path = tmp_path / "lz-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("lz/data.bin", b"x" * 64, compress_type=zipfile.ZIP_LZMA)
+    data = bytearray(path.read_bytes())
+    # the member's data follows its local header: 2 version bytes, the properties' size (5), then
+    # lc/lp/pb in one byte and the dictionary size, little-endian
+    name_len, extra_len = struct.unpack("<HH", data[26:30])
+    props = 30 + name_len + extra_len + 4
+    data[props + 1:props + 5] = struct.pack("<I", 0xFFFFFFFF)
+    path.write_bytes(bytes(data))
+    with WheelReader(path) as r, pytest.raises(WheelError, match=r"'lz/data.bin'.*LZMA dictionary of 4096 MiB"):
+        r.read("lz/data.bin")
+
+
 def test_the_lock_schema_names_every_field_of_the_lock() -> None:
     """A field added to the lock without its schema entry would make every new lock unreadable."""
     from dataclasses import fields
