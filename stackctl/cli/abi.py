@@ -163,7 +163,7 @@ def abi(
     an optional member, the allow list; exit 1 naming each unresolved library and each exceeded symbol
     version.
     """
-    from stackctl.abi import check_targets
+    from stackctl.abi import check_targets, is_wheel_target
     from stackctl.wheels import Limits
 
     one_format(as_json, markdown)
@@ -177,7 +177,7 @@ def abi(
         console_err.print(f"[yellow]warning:[/] {w}")
 
     at = None
-    if not all(t.endswith(".whl") for t in targets):  # a profile's check is recorded for `stackctl report`
+    if not all(is_wheel_target(t) for t in targets):  # a profile's check is recorded for `stackctl report`
         from stackctl.profile import load_profile
 
         at = recorded_at(record, no_record, "abi", load_profile(targets[0]).name, outcome.warnings)
