@@ -217,7 +217,7 @@ def _tree(repo: Path) -> None:
 
 def test_scan_finds_stale_references(cli: Cli, git_repo: Path) -> None:
     _tree(git_repo)
-    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1)
+    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--no-record")
     assert r.code == 1
     found = [line for line in r.out.splitlines() if "stale reference" not in line and "recorded in" not in line]
     assert found == [
@@ -253,7 +253,7 @@ def test_scan_annotates_each_stale_line_for_ci(cli: Cli, git_repo: Path, tmp_pat
 def test_scan_allow_file_and_json(cli: Cli, git_repo: Path) -> None:
     _tree(git_repo)
     (git_repo / ".stackctl-scan-allow").write_text("# intentional\ndocker/*\nrequirements/*.txt:2\n")
-    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--json")
+    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--json", "--no-record")
     assert r.code == 1
     j = json.loads(r.out)
     assert [(x["path"], x["line"], x["packages"]) for x in j["references"]] == [
@@ -279,7 +279,7 @@ def test_scan_skips_the_old_profile_itself(cli: Cli, tmp_path: Path) -> None:
     shutil.copy(POST1, tmp_path)
     shutil.copy(POST2, tmp_path)
     r = cli("scan", str(tmp_path), "--stack", str(tmp_path / "torch-2.11-post2.toml"),
-            "--since", str(tmp_path / "torch-2.11-post1.toml"))
+            "--since", str(tmp_path / "torch-2.11-post1.toml"), "--no-record")
     assert r.code == 0, r.out
 
 

@@ -58,15 +58,15 @@ def test_cli_wheel_diff_local_and_remote(cli: Cli, stack_wheels: Wheels, tmp_pat
     assert r.code == 0, r.err
     assert f"recorded in {tmp_path / 'd.json'} (what `stackctl report` reads)" in r.out.splitlines()
     assert SUMMARY in r.out.replace("\n", "")
-    m = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2), "--markdown")
+    m = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2), "--markdown", "--no-record")
     assert "| member | size before | size after | crc before | crc after |" in m.out
     assert markdown_text(SUMMARY) in m.out  # as a pull request shows it, with its underscores escaped
     with IndexServer() as server:
         server.add(stack_wheels.ext_v1)
         server.add(stack_wheels.ext_v2)
         urls = (f"{server.base}files/{stack_wheels.ext_v1.name}", f"{server.base}files/{stack_wheels.ext_v2.name}")
-        j = cli("wheel-diff", *urls, "--json")
-        h = cli("wheel-diff", *urls)
+        j = cli("wheel-diff", *urls, "--json", "--no-record")
+        h = cli("wheel-diff", *urls, "--no-record")
     assert j.code == 0, j.err
     data = json.loads(j.out)
     assert data["summary"] == SUMMARY and data["elf"][0]["needed_removed"] == ["libfakepython.so.1.0"]
@@ -119,7 +119,7 @@ def test_a_range_reply_that_cannot_be_trusted_falls_back_to_a_whole_download(
         name = stack_wheels.ext_v1.name
         server.fault(f"/files/{name}", fault)
         urls = (f"{server.base}files/{name}", f"{server.base}files/{stack_wheels.ext_v2.name}")
-        r = cli("wheel-diff", *urls, "--json")
+        r = cli("wheel-diff", *urls, "--json", "--no-record")
     assert r.code == 0, r.err
     data = json.loads(r.out)
     assert data["summary"] == SUMMARY

@@ -242,7 +242,7 @@ def test_wheel_diff_markdown_summary_is_escaped(cli: Cli, tmp_path: Path) -> Non
 
     old = build_wheel(tmp_path / "a", "demo", "1.0", files={"demo/__init__.py": "x = 1\n"})
     new = build_wheel(tmp_path / "b", "demo", "1.1", files={"demo/__init__.py": "x = 2\n"})
-    r = cli("wheel-diff", str(old), str(new), "--markdown")
+    r = cli("wheel-diff", str(old), str(new), "--markdown", "--no-record")
     assert r.code == 0, r.err
     first = r.out.splitlines()[0]
     assert first.startswith("**demo-1.0-py3-none-any.whl → demo-1.1-py3-none-any.whl**: ")
