@@ -18,6 +18,7 @@ from stackctl.cli.app import (
     console,
     console_err,
     emit,
+    invoked,
     progress_display,
     progress_lines,
     say,
@@ -315,7 +316,7 @@ def build(
     options = BuildOptions(profile, lock=lock, target=one_target, wheelhouse=wheelhouse, index=tuple(index or ()),
                            context=context, repository=repository, allow_dirty=allow_dirty, revision=revision,
                            ref=ref, created=created, record_dir=record_dir, no_cache=no_cache,
-                           send_wheels=send_wheels, builder=builder)
+                           send_wheels=send_wheels, builder=builder, command=invoked())
     built = build_stack(options, say=_say, watch=_watch_build(not as_json and console_err.is_terminal, as_json))
     result, record, record_path, image = built.result, built.record, built.record_path, built.image
 
@@ -382,7 +383,7 @@ def publish(
     stack = load_profile(profile)
     record = record_file or record_dir / "publications.jsonl"
     below, pub = publish_built(stack, lock_path(profile, lock), record, repository, sign_key=sign_key,
-                               build_record=record_dir / f"{stack.name}.build.json")
+                               build_record=record_dir / f"{stack.name}.build.json", command=invoked())
 
     def human() -> None:
         if below is not None:

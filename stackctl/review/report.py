@@ -204,8 +204,9 @@ def _abi(ev: Recorded, lock: Lock | None, digest: str | None) -> Section:
         return Section("abi", title, NOT_RUN, cmd, None, (guard,) if unguarded else (),
                        text=f"no ABI record at {ev.abi_path}; run `{cmd}`")
     if digest is None or rec.lock_digest != digest:
+        # run again as it was run (its --inventory, --index, --target): the bare command checks something else
         return Section("abi", title, STALE, rec.command, rec.time, (guard,) if unguarded else (),
-                       text=f"{ev.abi_path} was recorded for another lock; run `{cmd}`")
+                       text=f"{ev.abi_path} was recorded for another lock; run `{rec.command or cmd}`")
     result = rec.result if isinstance(rec.result, dict) else {}
     tables = [guard] if unguarded else []
     for r in result.get("reports", []):
@@ -290,9 +291,34 @@ def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
                          f"{count(len(pairs), 'wheel')} compared"))
 
 
+def _build_cmd(ev: Recorded) -> str:
+    """How to build again: the recorded build's own command line (its --repository, --lock, --target), else
+    the plain one."""
+    return str((ev.build or {}).get("command") or f"stackctl build {ev.new_arg}")
+
+
+def _publish_cmd(ev: Recorded) -> str:
+    """How to publish again: the last publication's own command line; without one, the plain command with the
+    repository the build record's image was built for, when that is not the profile's (a build with
+    --repository is published with it, or publish names no registry host)."""
+    from stackctl.base.imageref import parse_image_ref
+
+    said = next((p.command for p in reversed(ev.publications) if p.stack == ev.new.name and p.command), "")
+    if said:
+        return said
+    cmd = f"stackctl publish {ev.new_arg}"
+    image = str((ev.build or {}).get("image") or "")
+    if image and ev.new.image is not None:
+        ref = parse_image_ref(image)
+        repo = f"{ref.host}/{ref.repository}" if ref.host else ref.repository
+        if repo != ev.new.image.repository:
+            cmd += f" --repository {repo}"
+    return cmd
+
+
 def _build(ev: Recorded, digest: str | None) -> Section:
     title = "Build: gate log, tag, labels"
-    cmd = f"stackctl build {ev.new_arg}"
+    cmd = _build_cmd(ev)
     b = ev.build
     if b is None:
         return Section("build", title, NOT_RUN, cmd, None, text=f"no build record at {ev.build_path}; run `{cmd}`")
@@ -346,7 +372,7 @@ def _latest_publication(ev: Recorded, digest: str | None) -> Publication | None:
 
 def _publication(ev: Recorded, digest: str | None) -> Section:
     title = "Publication"
-    cmd = f"stackctl publish {ev.new_arg}"
+    cmd = _publish_cmd(ev)
     pub = _latest_publication(ev, digest)
     if pub is None:
         others = [p for p in ev.publications if p.stack == ev.new.name]
@@ -383,8 +409,8 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
     old_cmd = f"stackctl build {ev.old_arg}" if ev.old_arg else "stackctl build OLD"
     b, a = ev.build, ev.old_build
     if b is None or digest is None or b.get("lock_digest") != digest:
-        return Section("image-diff", title, NOT_RUN if b is None else STALE, f"stackctl build {ev.new_arg}",
-                       None, text=f"needs a build record of the new lock; run `stackctl build {ev.new_arg}`")
+        return Section("image-diff", title, NOT_RUN if b is None else STALE, _build_cmd(ev),
+                       None, text=f"needs a build record of the new lock; run `{_build_cmd(ev)}`")
     if ev.old is None:
         return Section("image-diff", title, NOT_RUN, old_cmd, None,
                        text=f"{ev.new.name} extends nothing; name the old profile with --since")
@@ -395,7 +421,7 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
                  for r in diff_installed(installed_from_labels(dict(a.get("labels", {}))),
                                          installed_from_labels(dict(b.get("labels", {}))))
                  if r.change != "unchanged")
-    return Section("image-diff", title, OK, f"{old_cmd}; stackctl build {ev.new_arg}",
+    return Section("image-diff", title, OK, f"{old_cmd}; {_build_cmd(ev)}",
                    max(str(a.get("time") or ""), str(b.get("time") or "")) or None,
                    (Table(("package", "before", "after", "change"), rows),),
                    text=f"{count(len(rows), 'distribution')} differ between {a.get('image')} and {b.get('image')}")

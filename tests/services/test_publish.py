@@ -191,6 +191,13 @@ def test_publish_under_another_repository_pushes_the_current_build(
     cleanup.manifest(registry, other, second["digest"])
     assert second["image_id"] == rebuilt and second["tag"] == f"{other}:{tag}"
     assert [p.image_id for p in read_records(tmp_path / "p.jsonl")] == [first["image_id"], rebuilt]
+    # each record says how it was made: `report` names these commands to run again, options and all
+    build = json.loads((tmp_path / "build" / "e2e.build.json").read_text())
+    assert build["command"] == f"stackctl build e2e --wheelhouse {tmp_path / 'wheelhouse'} --record-dir " \
+                               f"{tmp_path / 'build'} --json"
+    assert read_records(tmp_path / "p.jsonl")[-1].command == (
+        f"stackctl publish e2e --repository {other} --record-dir {tmp_path / 'build'} --record "
+        f"{tmp_path / 'p.jsonl'} --json")
 
 
 def test_a_record_that_cannot_be_written_stops_publish_before_any_push(

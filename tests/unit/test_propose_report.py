@@ -151,7 +151,7 @@ def test_a_build_and_a_publication_of_two_images_are_not_both_proved() -> None:
     assert rep.section("publication").text == (
         f"the build record is of image sha256:{'b' * 12} (revision {'2' * 12}), the publication of image "
         f"sha256:{'a' * 12} (revision {'1' * 12}): published before that build; run `stackctl publish "
-        "public-example`")
+        "public-example --repository r/p`")  # the repository the build record's image r/p:t was built for
     assert "@ sha256:ddd" not in rep.summary and "Publication" in rep.summary.split("Not proved here:")[1]
     # built, then another image published: the build record is the older of the two
     rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "a" * 64))
@@ -199,3 +199,31 @@ def test_the_plain_report_names_its_fields_and_no_placeholder_paths() -> None:
                                            (Table(("a", "b"), tuple((str(i), "x") for i in range(39))),)),))
     md = render_markdown(many)
     assert "<summary>39 rows</summary>" in md and "(39 rows)" not in md
+
+
+def test_rerun_hints_keep_the_options_the_step_was_run_with() -> None:
+    """`stackctl publish public-example` alone fails for an image built with --repository ("names no registry
+    host"); a stale ABI check run again without its --inventory checks something else."""
+    import dataclasses
+
+    from stackctl.base.evidence import Evidence
+    from stackctl.publish.publication import Publication
+
+    ev = _recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64)
+    built = "stackctl build public-example --repository 127.0.0.1:5000/pe/public-example"
+    other = {**dict(ev.build or {}), "lock_digest": "sha256:" + "9" * 64, "command": built,
+             "image": "127.0.0.1:5000/pe/public-example:3.12"}
+    abi = Evidence("abi", "stackctl abi public-example --inventory base.json", "2026-05-01T09:30:00Z",
+                   "public-example", "sha256:" + "9" * 64, (), {})
+    rep = build_report(dataclasses.replace(ev, build=other, publications=(), abi=abi))
+    assert rep.section("build").text.endswith(f"run `{built}`")
+    assert rep.section("publication").text.endswith(
+        "run `stackctl publish public-example --repository 127.0.0.1:5000/pe/public-example`")
+    assert rep.section("abi").text.endswith("run `stackctl abi public-example --inventory base.json`")
+    # a publication of another lock says how it was published
+    published = "stackctl publish public-example --repository 127.0.0.1:5000/pe/public-example --sign-key k.pem"
+    pub = Publication("127.0.0.1:5000/pe/public-example:3.12", "sha256:" + "d" * 64, "sha256:" + "b" * 64,
+                      "1" * 40, "sha256:" + "9" * 64, "public-example", "2026-05-01T12:00:00Z", command=published)
+    rep = build_report(dataclasses.replace(ev, publications=(pub,)))
+    assert rep.section("publication").status == "stale"
+    assert rep.section("publication").text.endswith(f"run `{published}`")
