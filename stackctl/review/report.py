@@ -490,13 +490,16 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
     from stackctl.resolve.lock import read_lock
 
     def mtime(p: Path) -> str | None:
-        """When the lock was written: its commit's time when the work tree holds the committed lock (a checkout
-        or a clone moves the file's mtime, not its content), else the file's mtime."""
+        """When resolve wrote the lock, as near as the tree says: the file's mtime, or its commit's time when
+        the work tree holds the committed lock and the commit is the earlier. resolve leaves a lock holding the
+        same bytes alone, so the mtime is the resolve's own time in the tree it ran in (a commit comes later);
+        a checkout or a clone moves the mtime past the commit, whose time then bounds the resolve."""
         from stackctl.base.git import committed_at
 
         try:
-            seconds = committed_at(p) if p.exists() else None
-            return utc_iso(datetime.fromtimestamp(seconds or int(p.stat().st_mtime), timezone.utc))
+            written = int(p.stat().st_mtime)
+            seconds = committed_at(p)
+            return utc_iso(datetime.fromtimestamp(min(written, seconds or written), timezone.utc))
         except OSError:
             return None
 

@@ -310,8 +310,9 @@ def test_diff_refuses_to_mix_kinds(cli: Cli) -> None:
     assert cli("diff", POST1, "127.0.0.1:5000/x:1").code == 2
 
 
-def test_report_dates_a_committed_lock_by_its_commit_not_its_mtime(cli: Cli, tmp_path: Path) -> None:
-    """A checkout or a clone moves the lock's mtime; the resolve that wrote it is no later than its commit."""
+def test_report_dates_a_lock_by_its_resolve_not_a_later_commit_or_checkout(cli: Cli, tmp_path: Path) -> None:
+    """A checkout or a clone moves the lock's mtime; the resolve that wrote it is no later than its commit, and
+    in the tree it ran in the mtime is the resolve's own time, earlier than the commit."""
     import os
     import subprocess
 
@@ -334,6 +335,10 @@ def test_report_dates_a_committed_lock_by_its_commit_not_its_mtime(cli: Cli, tmp
     rep = json.loads(cli("report", "public-example", "--json", cwd=repo).out)
     files = next(s for s in rep["sections"] if s["key"] == "files")
     assert files["time"] == "2026-03-04T05:06:07Z"
+    # resolved at 04:00:00, committed later: the resolve's time, not the commit's
+    os.utime(profile.with_suffix(".lock"), (1_772_596_800, 1_772_596_800))  # 2026-03-04T04:00:00Z
+    rep = json.loads(cli("report", "public-example", "--json", cwd=repo).out)
+    assert next(s for s in rep["sections"] if s["key"] == "files")["time"] == "2026-03-04T04:00:00Z"
     # changed since its commit: the file's own time is the better word
     profile.with_suffix(".lock").write_text(profile.with_suffix(".lock").read_text() + "\n")
     os.utime(profile.with_suffix(".lock"), (1_900_000_000, 1_900_000_000))
