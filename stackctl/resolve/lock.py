@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -116,7 +116,15 @@ class Lock:
         return tuple(pinned + extra)
 
     def digest(self) -> str:
-        return "sha256:" + hashlib.sha256(dumps(self).encode()).hexdigest()
+        """What the lock pins, as evidence (ABI, build, publication records, image labels) names it. Whether
+        stackctl hashed a file itself (`sha256_verified`) is left out: `resolve --verify` checks the pinned
+        bytes and changes none of them, so it must not make the evidence of this lock stale."""
+        def unflagged(f: LockedFile) -> LockedFile:
+            return replace(f, sha256_verified=False) if f.sha256_verified else f
+
+        pinned = replace(self, pins=tuple(replace(p, files=tuple(unflagged(f) for f in p.files)) for p in self.pins),
+                         closure=tuple(replace(c, file=unflagged(c.file)) if c.file else c for c in self.closure))
+        return "sha256:" + hashlib.sha256(dumps(pinned).encode()).hexdigest()
 
     def index_origins(self) -> dict[str, str]:
         """Index name → the origin (`scheme://host[:port]/`) its pins' files were locked from."""

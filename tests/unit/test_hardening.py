@@ -192,3 +192,19 @@ def test_the_lock_schema_names_every_field_of_the_lock() -> None:
                         (m.ClosureEntry, m._CLOSURE_FIELDS), (m.TrainReport, m._TRAIN_FIELDS),
                         (m.Lock, m._LOCK_FIELDS)):
         assert {f.name for f in fields(cls)} == set(schema), cls.__name__
+
+
+def test_checking_the_hashes_leaves_the_lock_digest_and_its_evidence_alone() -> None:
+    """`resolve --verify` marks files sha256_verified and rewrites the lock; the ABI, build and publication
+    records of that lock must stay current: no pin, file or hash changed."""
+    import dataclasses
+
+    lock = loads(lock_text(), "x.lock")
+    verified = dataclasses.replace(lock, pins=tuple(
+        dataclasses.replace(p, files=tuple(dataclasses.replace(f, sha256_verified=True) for f in p.files))
+        for p in lock.pins))
+    assert verified != lock and verified.digest() == lock.digest()
+    other = dataclasses.replace(lock, pins=tuple(
+        dataclasses.replace(p, files=tuple(dataclasses.replace(f, sha256="cd" * 32) for f in p.files))
+        for p in lock.pins))
+    assert other.digest() != lock.digest()
