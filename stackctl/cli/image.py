@@ -389,7 +389,11 @@ def publish(
         if below is not None:
             console.print(f"published {below.tag} (the stack image)\n  digest   {below.digest}", markup=False)
         console.print(f"published {pub.tag}\n  digest   {pub.digest}" + (" (reproducible)" if pub.reproducible else "")
-                      + f"\n  image id {pub.image_id}\n  revision {pub.revision}", markup=False)
+                      # two ids, named apart: the engine's id of the build (the manifest digest on a containerd
+                      # store) is not the config digest a pull of the published image gives (`inspect`'s)
+                      + f"\n  config   {pub.config_digest or '-'} (what a pull of the digest gives)"
+                      + f"\n  built as {pub.image_id} (the build's id in its engine)"
+                      + f"\n  revision {pub.revision}", markup=False)
         # what `stackctl verify` (and a pull that must not move with the tag) takes, ready to copy
         console.print(f"  ref      {pub.pinned_ref}", markup=False)
         if pub.sbom:
@@ -428,7 +432,11 @@ def inspect(
         def rows(pairs: dict[str, str]) -> list[tuple[str, str]]:
             return sorted(pairs.items())
 
-        console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n  image id {image_id}", markup=False)
+        # from a registry, the id is the config digest; in an engine, the engine's own id (on a containerd
+        # store the manifest digest): said as what it is, never "image id" for both
+        said = (f"  config   {image_id} (what a pull of the digest gives)" if where == "registry" else
+                f"  engine id {image_id}")
+        console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n{said}", markup=False)
         console.print(table("labels", ["label", "value"], rows(shown)))
         if installed:
             console.print(table("installed", ["package", "version"], rows(installed)))

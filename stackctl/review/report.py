@@ -331,7 +331,7 @@ def _build(ev: Recorded, digest: str | None) -> Section:
         return Section("build", title, STALE, cmd, b.get("time"),
                        text=f"{other}: the build record is the older; run `{cmd}` (and publish what it builds)")
     labels = {k: v for k, v in dict(b.get("labels", {})).items() if k != LABEL_INSTALLED}
-    rows: tuple[tuple[str, str], ...] = (("image", str(b.get("image"))), ("image id", str(b.get("image_id"))),
+    rows: tuple[tuple[str, str], ...] = (("image", str(b.get("image"))), ("engine id", str(b.get("image_id"))),
             ("target", str(b.get("target"))), ("fingerprint", str(b.get("fingerprint_digest"))),
             ("steps (cached)", f"{b.get('steps')} ({b.get('cached_steps')})"),
             ("gate", "from the cache: these very layers passed it before" if b.get("gate_cached") else "ran"))
@@ -387,7 +387,8 @@ def _publication(ev: Recorded, digest: str | None) -> Section:
         return Section("publication", title, STALE, cmd, pub.time,
                        text=f"{other}: published before that build; run `{cmd}`")
     rows: tuple[tuple[str, str], ...] = (
-        ("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref), ("image id", pub.image_id),
+        ("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref),
+        ("config digest", pub.config_digest or "—"), ("built as (engine id)", pub.image_id),
         ("revision", pub.revision), ("lock digest", pub.lock_digest or "—"))
     from stackctl.image.app import STACK_SUFFIX
 

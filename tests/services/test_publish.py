@@ -82,6 +82,9 @@ def test_publish_pull_back_record_and_inspect(
     assert data["installed"]["corelib"] == "2.0.0+vendor1"
     r = cli("inspect", f"{repository}@{pub['digest']}")
     assert r.code == 0 and "org.opencontainers.image.revision" in r.out and "helperdep" in r.out
+    # one word per id: the registry's config digest is not the engine's id of the build that publish names
+    assert f"  config   {image_id} (what a pull of the digest gives)" in r.out.splitlines()
+    assert "image id" not in r.out
 
     # A second publish of the same image appends; the first record stays.
     r = cli("publish", "e2e", *pub_args(tmp_path), cwd=root)
@@ -90,6 +93,8 @@ def test_publish_pull_back_record_and_inspect(
     # the human summary: every layer already there, and last the reference verify takes
     said = r.out.splitlines()
     assert said[-1] == f"{repository}@{pub['digest']}", r.out
+    assert f"  config   {image_id} (what a pull of the digest gives)" in said
+    assert f"  built as {pub['image_id']} (the build's id in its engine)" in said and "image id" not in r.out
     assert any(ln.startswith("  layers   0 sent (0 B), ") for ln in said), r.out
 
 

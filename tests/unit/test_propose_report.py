@@ -159,6 +159,10 @@ def test_a_build_and_a_publication_of_two_images_are_not_both_proved() -> None:
     # one image: both proved
     rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64))
     assert rep.section("build").status == "ok" and rep.section("publication").status == "ok"
+    # the engine's id of the build and the published config digest are two ids, named apart
+    rows = dict(rep.section("publication").tables[0].rows)
+    assert rows["built as (engine id)"] == "sha256:" + "b" * 64 and "image id" not in rows
+    assert dict(rep.section("build").tables[0].rows)["engine id"] == "sha256:" + "b" * 64
 
 
 def test_a_lock_resolved_through_an_override_says_so_in_the_report() -> None:
