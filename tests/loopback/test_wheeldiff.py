@@ -21,9 +21,11 @@ from tests.support.wheels import build_wheel
 # The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
 pytest_plugins = ("tests.support.elf_plugin",)
 
-SUMMARY = ("Python sources byte-identical; only _cpp.cpython-310-x86_64-linux-gnu.so differs: +libkern.so "
+# not "only _cpp...so differs": the dist-info's METADATA and RECORD differ too, and are listed above it
+SUMMARY = ("Python sources byte-identical; _cpp.cpython-310-x86_64-linux-gnu.so differs: +libkern.so "
            "+libdl.so.2 +librt.so.1 \u2212libfakepython.so.1.0 RUNPATH $ORIGIN/../corelib/lib\u2192$ORIGIN/..:"
-           "$ORIGIN/../corelib/lib:$ORIGIN/../kernlib/lib GLIBC_2.2.5\u2192GLIBC_2.34; Requires-Dist +corelib==1.0")
+           "$ORIGIN/../corelib/lib:$ORIGIN/../kernlib/lib GLIBC_2.2.5\u2192GLIBC_2.34; dist-info METADATA, RECORD "
+           "differ; Requires-Dist +corelib==1.0")
 
 
 def test_diff_of_post1_and_post2(stack_wheels: Wheels) -> None:

@@ -36,7 +36,11 @@ def test_wheel_diff_summary_does_not_say_only_after_listing_python_sources(cli: 
     assert "only" not in summary
     one = build_wheel(tmp_path / "c", "ep", "1.2", files={"ep/a.py": "3", "ep/b.py": "2", "ep/ops.h": "2"})
     r = cli("wheel-diff", str(new), str(one), "--no-record")
-    assert "1 Python source differs (a.py); no other member differs" in r.out
+    assert "1 Python source differs (a.py); dist-info METADATA, RECORD differ" in r.out
+    assert "no other member" not in r.out  # RECORD (and METADATA, of another version) differ
+    same = build_wheel(tmp_path / "d", "ep", "1.2", files={"ep/a.py": "3", "ep/b.py": "2", "ep/ops.h": "4"})
+    r = cli("wheel-diff", str(one), str(same), "--no-record")
+    assert "Python sources byte-identical; ops.h differs; dist-info RECORD differs" in r.out
 
 
 def _wrapped(inner: BaseException) -> BaseException:
