@@ -86,13 +86,13 @@ def _print_error(lines: list[str], hint: str | None, payload: dict[str, object] 
         print(json.dumps(payload, indent=2))
     from rich.text import Text
 
-    # Messages quote user input ([image], key paths): never read them as rich markup. On a terminal, wrapped
-    # between words (the terminal would fold inside one); in a log, one line each.
-    whole = not console_err.is_terminal
+    # Messages quote user input ([image], key paths): never read them as rich markup. One `error:` line is one
+    # line, on a terminal too: rich's wrapping split a hint's command (`bash .ci/services.sh`) over two lines
+    # padded with spaces; the terminal folds a long line for the eye and a copy gets it whole.
     for line in lines:
-        console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=whole)
+        console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
     if hint:
-        console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=whole)
+        console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=True)
 
 
 def _report(exc: StackctlError, as_json: bool, markdown: bool = False) -> None:

@@ -88,7 +88,10 @@ def _print_report_markdown(label: str, rep: AbiReport) -> None:
 
 def _print_report(label: str, rep: AbiReport) -> None:
     title = f"ABI {label}" + (f" against {rep.inventory}" if rep.inventory else " (no image inventory)")
-    console.print(table(title, _RESOLUTION_COLUMNS, _resolution_rows(rep)))
+    if rows := _resolution_rows(rep):
+        console.print(table(title, _RESOLUTION_COLUMNS, rows))
+    else:  # an empty boxed table says nothing; a target of pure-Python wheels is the usual reason
+        say(f"{title}: no ELF file here needs a shared library (no DT_NEEDED entry to resolve)")
     if ceil := _ceiling_rows(rep):
         console.print(table("symbol-version ceilings", _CEILING_COLUMNS, ceil))
     if rep.inventory is None and rep.baselines:
