@@ -155,3 +155,16 @@ def test_whole_download_after_a_bad_range_is_checked_against_the_sha256(stack_wh
         server.fault(f"/files/{stack_wheels.ext_v1.name}", partial("bytes 0-9/1"))
         assert f.read(300) == data[:300] and f.ranged is False
         f.close()
+
+
+def test_a_wheel_url_whose_server_is_down_hints_nothing_wheel_diff_lacks(cli: Cli, tmp_path: Path) -> None:
+    """wheel-diff has no --index: a wheel named by its URL is not an index's to point elsewhere."""
+    from tests.support.index_server import free_port
+
+    base = f"http://127.0.0.1:{free_port()}"
+    r = cli("wheel-diff", f"{base}/a-1.0-py3-none-any.whl", f"{base}/a-1.1-py3-none-any.whl", "--no-record")
+    assert r.code == 3, r.err
+    lines = r.err.strip().splitlines()
+    assert lines[0].startswith("error: ") and "connection refused" in lines[0]
+    assert lines[-1] == "hint: is its server running on this machine?"
+    assert "--index" not in r.err
