@@ -8,6 +8,7 @@ import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, TextIO, cast
 
 import typer
 
@@ -178,8 +179,43 @@ def click_group(args: list[str]) -> typer.core.TyperGroup:
     return command  # type: ignore[return-value]
 
 
+class _ClosedPipeSafe:
+    """stdout for a reader that may stop reading (`stackctl inspect REF | head -2`): a write to a closed pipe
+    sends the rest to /dev/null and the command runs on, so its exit code is its result's. Left to click, a
+    closed pipe ended the run with exit 1 and no word, as if a check had failed."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        # what is still buffered, and every later write and the interpreter's last flush, go nowhere quietly
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if argv is None and not isinstance(sys.stdout, _ClosedPipeSafe):  # a process of its own, not a test's call
+        sys.stdout = cast(TextIO, _ClosedPipeSafe(sys.stdout))
     output.reset(args)
     from stackctl.cli.app import Phase
 
