@@ -364,7 +364,7 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
         stack = load_profile(targets[0])
         known.update(stack.abi.provides)
         path = lock_path(targets[0], lock)
-        locked = read_lock(path)
+        locked = read_lock(path, targets[0])
         plan = plan_stack(stack, locked, path, endpoints(stack, overrides, locked=locked.index_origins()), target,
                           arch, providers)
         recorded = (stack.name, locked.digest(), (stack.digest(),))

@@ -210,8 +210,10 @@ def inventory(
     What the image's dynamic loader finds, and the libc/libstdc++ symbol versions it defines, as a JSON
     file that `abi --inventory` reads without an engine.
     """
+    from stackctl.base import check_output
     from stackctl.engine import image_inventory
 
+    check_output(out, "--out")  # before the image is run
     status = console_err.status(f"reading {image}'s libraries through the engine")
     show = console_err.is_terminal and not as_json
     try:

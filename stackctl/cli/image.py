@@ -152,8 +152,10 @@ def render(
     The Dockerfile, the requirement files from the lock, the gate and its spec, and with --wheelhouse the
     wheels.
     """
+    from stackctl.base import check_output
     from stackctl.image import render_context
 
+    check_output(out, "--out", directory=True)
     with _context_bar(not as_json and console_err.is_terminal) as on_wheel:
         written = render_context(load_profile(profile), lock_path(profile, lock), out, target=target,
                                  wheelhouse=wheelhouse, revision=revision, ref=ref, created=created, env=os.environ,

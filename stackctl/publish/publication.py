@@ -298,10 +298,9 @@ def read_signing_key(path: Path) -> SigningKey:
 
 def check_record_writable(path: Path) -> None:
     """Before any push: a publication that cannot be recorded must not happen at all."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the publication record: {exc.strerror or exc}") from None
+    from stackctl.base.files import check_output
+
+    check_output(path, "--record")  # its directory is there (RECORD_DIR holds the build record) or a typo
     if (path.exists() and not path.is_file()) or not os.access(path.parent, os.W_OK):
         raise InputError(f"{path}: cannot write the publication record here")
 

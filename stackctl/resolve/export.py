@@ -159,8 +159,11 @@ def export_requirements(stack: Stack, out: Path, lock: Path | None = None, *, ch
                         target: str | None = None) -> ExportResult:
     """The requirement files the profile declares (with `lock`, its --hash lines) written into `out`; with
     `check`, nothing written: compared with the files there; with `target`, that one target's files."""
+    from stackctl.base.files import check_output
     from stackctl.resolve.lock import read_lock
 
+    if not check:
+        check_output(out, "--out", directory=True)
     files = render_requirements(stack, read_lock(lock) if lock else None, target)
     if not files:
         raise InputError(f"{stack.name}: no pin names a requirement file (pins.NAME.file)")

@@ -334,12 +334,17 @@ def loads(text: str, origin: str = "lock") -> Lock:
     )
 
 
-def read_lock(path: str | Path) -> Lock:
+def read_lock(path: str | Path, profile_arg: str | None = None) -> Lock:
+    """The lock at `path`; a missing one says which resolve makes it: of `profile_arg` when the caller knows the
+    profile, else of the profile beside the lock (where resolve writes it), as every command says it."""
     p = Path(path)
     try:
         return loads(p.read_text(encoding="utf-8"), str(p))
     except FileNotFoundError:
-        raise InputError(f"{p}: no such lock; run `stackctl resolve` first") from None
+        beside = p.with_suffix(".toml")
+        named = profile_arg or (str(beside) if p.suffix == ".lock" and beside.is_file() else None)
+        raise InputError(missing_lock(p, named) if named else f"{p}: no such lock; run `stackctl resolve PROFILE` "
+                         "first") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: cannot read the lock ({getattr(exc, 'strerror', None) or exc})") from None
 
