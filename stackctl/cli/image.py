@@ -338,8 +338,10 @@ def build(
             say(f"gate: step taken from the cache (the same layers passed it before; {said}; "
                 "--no-cache runs it again)", style="dim")
         say(f"wheels: {record['wheels_how']}")
-        say(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
-            f"cached; record {record_path}")
+        said = f"{result.cached_steps} of {result.steps} steps cached"
+        if result.ran and result.cached_steps:  # which step a rebuild ran, by its instruction
+            said += f"; ran {'; '.join(result.ran)}"
+        say(f"built {image} ({result.image_id[:19]}), {said}; record {record_path}")
 
     emit(record, as_json, human)
 
