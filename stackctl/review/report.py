@@ -25,7 +25,10 @@ from stackctl.profile.model import Stack
 from stackctl.publish.publication import Publication, read_records
 from stackctl.resolve.lock import Lock
 from stackctl.review.diff import diff_stacks, rendered_tag
-from stackctl.review.sections import FAILED, NOT_RUN, OK, STALE, Section, Table
+from stackctl.review.sections import FAILED, NOT_APPLICABLE, NOT_RUN, OK, STALE, Section, Table
+
+# the sections that compare with the old stack, for one that extends none and was given no --since
+_NO_OLD = "{} extends nothing: no old stack to compare with (name one with --since)"
 
 
 @dataclass(frozen=True)
@@ -120,8 +123,7 @@ def _summary(ev: Recorded, sections: Sequence[Section], digest: str | None) -> s
 def _profile_diff(ev: Recorded) -> Section:
     cmd = f"stackctl diff {ev.old_arg} {ev.new_arg}" if ev.old_arg else f"stackctl show {ev.new_arg}"
     if ev.old is None:
-        return Section("profile", "Profile diff", NOT_RUN, cmd, None,
-                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+        return Section("profile", "Profile diff", NOT_APPLICABLE, cmd, None, text=_NO_OLD.format(ev.new.name))
     d = diff_stacks(ev.old, ev.new)
     rows = tuple((c.package, c.before or "—", c.after or "—", c.note) for c in d.moved)
     fields = tuple((f"{f.section}: {f.key}", f.before or "—", f.after or "—") for f in d.fields)
@@ -240,8 +242,7 @@ def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
         return Section("wheel-diff", title, NOT_RUN, need, None,
                        text=f"no lock of {ev.new.name} made from it at {ev.lock_path}; run `{need}`")
     if ev.old is None or ev.old_arg is None:
-        return Section("wheel-diff", title, NOT_RUN, cmd, None,
-                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+        return Section("wheel-diff", title, NOT_APPLICABLE, cmd, None, text=_NO_OLD.format(ev.new.name))
     if ev.old_lock is None:
         need = f"stackctl resolve {ev.old_arg}"
         return Section("wheel-diff", title, NOT_RUN, need, None,
@@ -413,8 +414,7 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
         return Section("image-diff", title, NOT_RUN if b is None else STALE, _build_cmd(ev),
                        None, text=f"needs a build record of the new lock; run `{_build_cmd(ev)}`")
     if ev.old is None:
-        return Section("image-diff", title, NOT_RUN, old_cmd, None,
-                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+        return Section("image-diff", title, NOT_APPLICABLE, old_cmd, None, text=_NO_OLD.format(ev.new.name))
     if a is None:
         return Section("image-diff", title, NOT_RUN, old_cmd, None,
                        text=f"no build record of the old stack at {ev.old_build_path}; run `{old_cmd}`")
@@ -434,8 +434,7 @@ def _scan(ev: Recorded) -> Section:
     cmd = f"stackctl scan . --stack {ev.new_arg} --since {old} --record {ev.scan_path}"
     rec = ev.scan
     if ev.old is None:
-        return Section("scan", title, NOT_RUN, cmd, None,
-                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+        return Section("scan", title, NOT_APPLICABLE, cmd, None, text=_NO_OLD.format(ev.new.name))
     if rec is None:
         return Section("scan", title, NOT_RUN, cmd, None, text=f"no scan record at {ev.scan_path}; run `{cmd}`")
     want = (ev.new.digest(), ev.old.digest()) if ev.old else None
@@ -457,6 +456,9 @@ def _files_read(n: object) -> str:
 def _validation(ev: Recorded) -> Section:
     from stackctl.review.validation import validation_section
 
+    if ev.validation is None and ev.old is None:  # ab compares a control with a candidate: here there is none
+        return Section("validation", "Validation summary", NOT_APPLICABLE, f"stackctl ab CONTROL {ev.new_arg}", None,
+                       text=_NO_OLD.format(ev.new.name))
     return validation_section(ev.validation, ev.validation_path, ev.validation_builds, ev.new_arg)
 
 

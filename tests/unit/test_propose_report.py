@@ -189,7 +189,8 @@ def test_the_plain_report_names_its_fields_and_no_placeholder_paths() -> None:
 
     rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64))
     assert "OLD.build.json" not in rep.section("image-diff").text
-    assert rep.section("image-diff").text == "public-example extends nothing; name the old profile with --since"
+    assert rep.section("image-diff").text == ("public-example extends nothing: no old stack to compare with (name "
+                                              "one with --since)")
     out = io.StringIO()
     report_cli = importlib.import_module("stackctl.cli.report")
     app = importlib.import_module("stackctl.cli.app")
@@ -231,3 +232,14 @@ def test_rerun_hints_keep_the_options_the_step_was_run_with() -> None:
     rep = build_report(dataclasses.replace(ev, publications=(pub,)))
     assert rep.section("publication").status == "stale"
     assert rep.section("publication").text.endswith(f"run `{published}`")
+
+
+def test_a_stack_with_no_predecessor_is_not_unproved_for_want_of_one() -> None:
+    """public-example extends nothing: the comparisons with an old stack do not apply, and the summary's "not
+    proved here" lists only what could have been proved."""
+    rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64))
+    apart = {"profile", "wheel-diff", "image-diff", "scan", "validation"}
+    assert {s.key for s in rep.sections if s.status == "not applicable"} == apart
+    # the ABI check could have run: it alone is left to prove
+    assert rep.summary.endswith("Not proved here: ABI closure and unguarded pins."), rep.summary
+    assert "⚫ not applicable" in render_markdown(rep)
