@@ -144,13 +144,6 @@ def _check_pylocks(stack: Stack, lock: Lock, directory: Path, profile_arg: str, 
                    lock_path: Path) -> tuple[list[str], list[Failure]]:
     """Each PEP 751 file `export --format pylock` writes, as it would write it from this lock: missing,
     not a lock file `packaging.pylock` accepts, other packages (a version, a wheel, a hash), or only its form."""
-    import sys
-
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-
     from stackctl.resolve.export import lock_index_urls
     from stackctl.resolve.pylock import render_pylocks
 
@@ -172,20 +165,28 @@ def _check_pylocks(stack: Stack, lock: Lock, directory: Path, profile_arg: str, 
             failures.append(Failure(f"{path}: missing; {fix}", str(path)))
             continue
         try:
-            ours = _pylock_packages(tomllib.loads(want))
-            theirs = _pylock_packages(tomllib.loads(have))
-            what = "the lock's packages" if theirs != ours else "its header or form"
-        except (tomllib.TOMLDecodeError, ValueError) as exc:
-            what = f"not a PEP 751 lock file ({str(exc)[:120]})"
+            theirs = pylock_packages(have, str(path))
+            what = "the lock's packages" if theirs != pylock_packages(want, name) else "its header or form"
+        except InputError as exc:
+            what = f"not a PEP 751 lock file ({str(exc).split(': ', 1)[-1][:120]})"
         failures.append(Failure(f"{path}: differs from {stack.name}: {what}; {fix}", str(path)))
     return passes, failures
 
 
-def _pylock_packages(doc: dict[str, object]) -> object:
-    """The packages of a lock file as `packaging.pylock` reads them (ValueError when it refuses the file)."""
+def pylock_packages(text: str, where: str) -> object:
+    """The packages of a PEP 751 lock file as `packaging.pylock` reads them; InputError naming `where` when the
+    file is not TOML or the format's rules refuse it."""
+    import sys
+
     from packaging.pylock import Pylock, PylockValidationError
 
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
-        return Pylock.from_dict(doc).to_dict().get("packages")
-    except PylockValidationError as exc:
-        raise ValueError(str(exc)) from None
+        return Pylock.from_dict(tomllib.loads(text)).to_dict().get("packages")
+    except (tomllib.TOMLDecodeError, PylockValidationError) as exc:
+        raise InputError(f"{where}: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays by recursion: `[[[[...` a thousand deep
+        raise InputError(f"{where}: arrays or tables nested too deeply") from None

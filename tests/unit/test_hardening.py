@@ -208,3 +208,13 @@ def test_checking_the_hashes_leaves_the_lock_digest_and_its_evidence_alone() -> 
         dataclasses.replace(p, files=tuple(dataclasses.replace(f, sha256="cd" * 32) for f in p.files))
         for p in lock.pins))
     assert other.digest() != lock.digest()
+
+
+def test_a_pylock_file_nested_a_thousand_deep_is_refused_not_a_traceback() -> None:
+    """tomllib parses nested arrays by recursion: `check --format pylock` on such a file says so (exit 2)."""
+    from stackctl.resolve.check import pylock_packages
+
+    with pytest.raises(InputError, match=r"^locks/pylock.x.toml: arrays or tables nested too deeply$"):
+        pylock_packages("a = " + "[" * 5000, "locks/pylock.x.toml")
+    with pytest.raises(InputError, match=r"^locks/pylock.x.toml: "):
+        pylock_packages('lock-version = "1.0"\n', "locks/pylock.x.toml")  # no created-by, no packages
