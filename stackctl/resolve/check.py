@@ -83,7 +83,8 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
     """`profile_arg` is the profile as the user named it, for the commands the failures suggest; `target`
     compares the requirement files with what `export --target` writes for it; `fmt` "pylock": the directory
     holds `export --format pylock`'s lock files, compared with what the lock makes."""
-    from stackctl.resolve.export import FORMATS, one_target
+    from stackctl.resolve.export import FORMATS
+    from stackctl.resolve.targets import one_target
 
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt}: one of {', '.join(FORMATS)}")

@@ -10,8 +10,9 @@ from pathlib import Path
 from stackctl.base.files import inside, write_atomic
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError
-from stackctl.profile.model import Stack, Target
+from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
+from stackctl.resolve.targets import one_target
 
 
 @dataclass(frozen=True)
@@ -48,14 +49,6 @@ def render_requirements(stack: Stack, lock: Lock | None = None, target: str | No
     if lock is not None and lock.closure:
         out[CLOSURE_FILE] = render_closure(stack, lock, tgt.label if tgt is not None else None)
     return out
-
-
-def one_target(stack: Stack, label: str) -> Target:
-    found = stack.target(label)
-    if found is None:
-        raise InputError(f"--target {label}: not one of {stack.name}'s targets "
-                         f"({', '.join(t.label for t in stack.targets) or 'none'})")
-    return found
 
 
 CLOSURE_FILE = "stack-closure.txt"

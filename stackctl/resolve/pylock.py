@@ -36,7 +36,7 @@ def render_pylocks(stack: Stack, lock: Lock, index_urls: Mapping[str, str],
                    target: str | None = None) -> dict[str, str]:
     """File name → TOML text, one file per target (only `target`'s when given). `index_urls`: index name → the
     URL the lock's files of that index came from (the run's endpoints, an override the lock records first)."""
-    from stackctl.resolve.export import one_target
+    from stackctl.resolve.targets import one_target
 
     lock.require_made_from(stack)
     targets = [one_target(stack, target)] if target is not None else list(stack.targets)
