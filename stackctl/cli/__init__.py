@@ -6,7 +6,7 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO, cast
 
@@ -193,6 +193,10 @@ class _ClosedPipeSafe:
         except BrokenPipeError:
             self._to_devnull()
             return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         try:
