@@ -88,7 +88,11 @@ def _wheel(f: LockedFile) -> Any:
 
     uploaded = None
     if f.upload_time:
-        uploaded = datetime.fromisoformat(f.upload_time.replace("Z", "+00:00"))
+        try:
+            uploaded = datetime.fromisoformat(f.upload_time.replace("Z", "+00:00"))
+        except ValueError:  # the lock's reader takes any string there; the format takes a time only
+            raise InputError(f"the lock's upload_time of {f.filename}, {f.upload_time[:40]!r}, is not an ISO 8601 "
+                             "time; run `stackctl resolve` again") from None
         uploaded = uploaded if uploaded.tzinfo else uploaded.replace(tzinfo=timezone.utc)
     return PackageWheel(name=f.filename, upload_time=uploaded, url=f.url, size=f.size, hashes={"sha256": f.sha256})
 

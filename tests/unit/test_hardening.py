@@ -218,3 +218,18 @@ def test_a_pylock_file_nested_a_thousand_deep_is_refused_not_a_traceback() -> No
         pylock_packages("a = " + "[" * 5000, "locks/pylock.x.toml")
     with pytest.raises(InputError, match=r"^locks/pylock.x.toml: "):
         pylock_packages('lock-version = "1.0"\n', "locks/pylock.x.toml")  # no created-by, no packages
+
+
+def test_a_lock_upload_time_that_is_no_time_is_refused_by_the_pylock_export() -> None:
+    """The lock's reader takes any string as an upload time; PEP 751 takes a time: said, not a ValueError."""
+    from stackctl.profile.loader import load_stack
+    from stackctl.resolve.lock import Lock, LockedFile, LockedPin
+    from stackctl.resolve.pylock import render_pylocks
+    from tests.conftest import STACKS
+
+    stack = load_stack(STACKS / "public-example.toml")
+    pins = tuple(LockedPin(p.name, p.version, "public", (LockedFile(
+        "cp311-linux_x86_64", f"{p.name}-{p.version}-py3-none-any.whl", f"https://i.invalid/{p.name}.whl", SHA,
+        upload_time="yesterday"),)) for p in stack.pins)
+    with pytest.raises(InputError, match=r"upload_time of pycparser-2.22-py3-none-any.whl, 'yesterday', is not an"):
+        render_pylocks(stack, Lock(stack.name, stack.digest(), pins), {"public": "https://i.invalid/simple/"})
