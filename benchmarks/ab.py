@@ -96,7 +96,8 @@ def one_ab(project: Path, control: str, candidate: str, seed: int) -> dict[str, 
     m = result["trials"][0]["metrics"][0]
     runs = [r for r in result["runs"] if r["trial"] == "speed"]
     samples = [x for r in runs for _, v in r["samples"] for x in v]
-    return {"brackets_raw": [(b["before"], b["candidate"], b["after"]) for b in m["brackets"]], "exit": proc.returncode, "verdict": m["verdict"],
+    return {"brackets_raw": [(b["before"], b["candidate"], b["after"]) for b in m["brackets"]],
+            "exit": proc.returncode, "verdict": m["verdict"],
             "delta": m["delta_pct"], "low": m["low_pct"],
             "high": m["high_pct"], "brackets": len(m["brackets"]), "pooled": _peer(m, 0.05),
             "pooled_delta": m["pooled_delta_pct"], "p": m["p"], "drift": m["drift_pct"], "wall": wall,
