@@ -140,7 +140,8 @@ def test_a_missing_lock_names_the_resolve_that_makes_it_in_every_command(cli: Cl
     said = "stacks/public-example.lock: no such lock; run `stackctl resolve public-example` first"
     r = cli("check", "public-example", cwd=root)
     assert r.code == 1 and f"FAIL {said}" in r.out.splitlines()
-    for args in (["abi", "public-example"], ["fetch", "public-example", "--target", "cp311-linux_x86_64", "--dest", "w"]):
+    for args in (["abi", "public-example"],
+                 ["fetch", "public-example", "--target", "cp311-linux_x86_64", "--dest", "w"]):
         r = cli(*args, cwd=root)
         assert r.code == 2 and r.err.strip().splitlines()[0] == f"error: {said}", (args, r.err)
     r = cli("render", "public-example", "--out", "ctx", cwd=root)

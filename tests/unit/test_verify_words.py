@@ -63,5 +63,5 @@ def test_a_reference_the_registry_does_not_hold_is_a_failed_check_named_as_given
     gone = "sha256:" + "0" * 64
     with pytest.raises(CheckFailed, match=f"^r.test/s@{gone}: not in the registry"):
         verify_image(Unlabelled(), "r.test/s", gone, None)
-    with pytest.raises(CheckFailed, match="^r.test/s:v9: not in the registry"):
+    with pytest.raises(CheckFailed, match=r"^r\.test/s:v9: not in the registry"):
         verify_image(Unlabelled(), "r.test/s", "v9", None)
