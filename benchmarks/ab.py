@@ -96,7 +96,9 @@ def one_ab(project: Path, control: str, candidate: str, seed: int) -> dict[str, 
     m = result["trials"][0]["metrics"][0]
     runs = [r for r in result["runs"] if r["trial"] == "speed"]
     samples = [x for r in runs for _, v in r["samples"] for x in v]
-    return {"exit": proc.returncode, "verdict": m["verdict"], "delta": m["delta_pct"], "low": m["low_pct"],
+    return {"brackets_raw": [(b["before"], b["candidate"], b["after"]) for b in m["brackets"]],
+            "exit": proc.returncode, "verdict": m["verdict"],
+            "delta": m["delta_pct"], "low": m["low_pct"],
             "high": m["high_pct"], "brackets": len(m["brackets"]), "pooled": _peer(m, 0.05),
             "pooled_delta": m["pooled_delta_pct"], "p": m["p"], "drift": m["drift_pct"], "wall": wall,
             "cv": statistics.stdev(samples) / statistics.fmean(samples) * 100}
@@ -109,7 +111,9 @@ def main() -> None:
     ap.add_argument("--band", type=float, default=3.0)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--max-repeat", type=int, default=12)
+    ap.add_argument("--save", metavar="FILE", help="write every A/B's figures and bracket deltas as JSON")
     args = ap.parse_args()
+    saved: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="stackctl-bench-ab-") as tmp:
         root = Path(tmp)
         envs = {v: _venv(root / v, v) for v in {CASES[c] for c in args.cases.split(",")} | {"base"}}
@@ -129,6 +133,9 @@ def main() -> None:
                 print(f"| {case} | {i + 1} | {r['verdict']} | {r['exit']} | {r['delta']:+.1f}% {iv} | {r['brackets']} "
                       f"| {r['pooled']} ({r['pooled_delta']:+.1f}%, p={r['p']:.2g}) | {r['cv']:.0f}% "
                       f"| {r['wall']:.0f} s |", flush=True)
+            saved[case] = got
+            if args.save:
+                Path(args.save).write_text(json.dumps(saved, indent=1))
             verdicts = [r["verdict"] for r in got]
             print(f"summary {case}: " + ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
                   + f"; exit 1 in {sum(r['exit'] == 1 for r in got)}; brackets median "

@@ -197,12 +197,22 @@ def tests_verdict(control: Sequence[Run], candidate: Sequence[Run]) -> TestsVerd
     )
 
 
-def look_alpha(trial: Trial, alpha: float) -> float:
-    """The level of each look at a benchmark's runs. The verdict is taken after the first `repeat` brackets and
-    again after each bracket added, up to `max_repeat`: a test repeated until it says something would say it by
-    chance far more often than alpha, so alpha is split evenly over the looks the schedule may take (Bonferroni),
-    and the whole sequence is wrong at most alpha of the time."""
-    return alpha / (max(trial.max_repeat, trial.repeat) - trial.repeat + 1)
+EARLY_SHARE = 0.25  # of alpha, spread over the looks before the last
+
+
+def look_alpha(trial: Trial, alpha: float, brackets: int) -> float:
+    """The error allowed to the look taken after `brackets` brackets. The verdict is taken after the first
+    `repeat` brackets and again after each bracket added, up to `max_repeat`: a test repeated until it says
+    something says it by chance far more often than alpha, so alpha is divided among the looks the schedule
+    may take, and by the union bound the whole sequence is wrong at most alpha of the time. The last look gets
+    three quarters of it and the earlier ones share the rest evenly: an effect plain at once is called early,
+    and a noisy host's verdict is not made much harder than a single look at `max_repeat` brackets would be."""
+    looks = max(trial.max_repeat, trial.repeat) - trial.repeat + 1
+    if looks == 1:
+        return alpha
+    if brackets >= trial.max_repeat:
+        return alpha * (1 - EARLY_SHARE)
+    return alpha * EARLY_SHARE / (looks - 1)
 
 
 def metric_verdict(metric: Metric, control: Sequence[Run], candidate: Sequence[Run], alpha: float) -> MetricVerdict:
@@ -278,7 +288,8 @@ def _verdict(trial: Trial, runs: Sequence[Run], alpha: float, allow_undecided: b
         return TrialVerdict(trial.name, trial.kind, trial.config, verdict, failing, tv, outputs=outputs, errors=errors)
     if errors:  # a benchmark judged on some of its runs would judge another schedule than the one planned
         return TrialVerdict(trial.name, trial.kind, trial.config, BROKEN, True, errors=errors)
-    metrics = tuple(metric_verdict(m, control, candidate, look_alpha(trial, alpha)) for m in trial.metrics)
+    brackets = min(len(control) - 1, len(candidate))
+    metrics = tuple(metric_verdict(m, control, candidate, look_alpha(trial, alpha, brackets)) for m in trial.metrics)
     worst = [m.verdict for m in metrics]
     verdict = (OUTPUTS_DIFFER if differ else REGRESSED if REGRESSED in worst
                else UNDECIDED if UNDECIDED in worst else _overall(worst))

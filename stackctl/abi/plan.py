@@ -319,6 +319,16 @@ def finding_annotations(stack: Stack | None, reports: tuple[tuple[str, AbiReport
     return tuple(out)
 
 
+def is_wheel_target(target: str) -> bool:
+    """A wheel file, or a wheel's URL as an index page links it: `#sha256=...` (PEP 503) or a mirror's query
+    after the file name; anything else is a profile."""
+    from urllib.parse import urlsplit
+
+    if target.startswith(("http://", "https://")):
+        return urlsplit(target).path.endswith(".whl")
+    return target.endswith(".whl")
+
+
 def check_targets(targets: list[str], *, lock: Path | None = None, target: str | None = None,
                   inventory: str | None = None, allow: tuple[str, ...] = (), arch: str | None = None,
                   providers: tuple[str, ...] = (),
@@ -330,7 +340,7 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
     (build/STACK.abi.json, or `record`), unless `no_record`."""
     from stackctl.abi.inventory import read_inventory
 
-    wheel_mode = all(t.endswith(".whl") for t in targets)
+    wheel_mode = all(is_wheel_target(t) for t in targets)
     if not wheel_mode and len(targets) != 1:
         raise InputError("give one profile, or only wheel files (*.whl)")
     from stackctl.profile.runtime import BUILTIN
@@ -354,7 +364,7 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
         stack = load_profile(targets[0])
         known.update(stack.abi.provides)
         path = lock_path(targets[0], lock)
-        locked = read_lock(path)
+        locked = read_lock(path, targets[0])
         plan = plan_stack(stack, locked, path, endpoints(stack, overrides, locked=locked.index_origins()), target,
                           arch, providers)
         recorded = (stack.name, locked.digest(), (stack.digest(),))

@@ -167,13 +167,20 @@ def summarize(d: WheelDiff) -> str:
     others = [describe(c.path, "differs") for c in d.changed if other(c.path)]
     others += [describe(k, "added") for k in d.added if other(k)]
     others += [describe(k, "removed") for k in d.removed if other(k)]
-    # "only" would deny the Python sources just listed: it is said only when they are byte-identical.
+    # the dist-info's own members (METADATA, RECORD, ...) are said too: RECORD differs whenever any member does
+    dist = [(verb, [k.removeprefix("<dist-info>/") for k in keys if k.startswith("<dist-info>/")])
+            for verb, keys in (("differ", [c.path for c in d.changed]), ("added", d.added), ("removed", d.removed))]
+    dist_said = [f"{', '.join(names)} {verb if verb != 'differ' or len(names) > 1 else 'differs'}"
+                 for verb, names in dist if names]
+    # "only" would deny what is listed beside it: said only when nothing else, dist-info included, differs
     if len(others) == 1:
-        parts.append(f"{'besides them, ' if py_moved else 'only '}{others[0]}")
+        parts.append(f"{'besides them, ' if py_moved else '' if dist_said else 'only '}{others[0]}")
     elif others:
         parts.append(f"{len(others)} other members differ: " + "; ".join(others))
-    else:
+    elif not dist_said:
         parts.append("no other member differs")
+    if dist_said:
+        parts.append("dist-info " + "; ".join(dist_said))
     meta = [f"+{r}" for r in d.requires_dist_added] + [f"\u2212{r}" for r in d.requires_dist_removed]
     if meta:
         parts.append("Requires-Dist " + " ".join(meta))

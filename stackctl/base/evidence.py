@@ -47,6 +47,9 @@ def record_to(explicit: Path | None, no_record: bool, kind: str, stack: str | No
     if no_record:
         return None
     if explicit is not None:
+        from stackctl.base.files import check_output
+
+        check_output(explicit, "--record")
         write(explicit)
         return None
     try:

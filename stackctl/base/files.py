@@ -52,6 +52,23 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
         raise
 
 
+def check_output(path: Path, option: str, *, directory: bool = False) -> None:
+    """The one rule for what an option names for stackctl to write (`--out`, `--record`): the file, or with
+    `directory` the directory, is made; the directories above it are not. A parent that is not there is a
+    typo as much as a mistyped `--wheelhouse` is, and creating it would hide the typo: said before any work."""
+    if directory and path.exists() and not path.is_dir():
+        raise InputError(f"{option} {path}: not a directory")
+    if not directory and path.is_dir():
+        raise InputError(f"{option} {path}: a directory; name the file to write")
+    parent = path.parent
+    if parent.resolve() == Path("build").resolve():
+        return  # stackctl's own record directory (`--record build/X.json`, as report's hints say): made on demand
+    if not parent.exists():
+        raise InputError(f"{option} {path}: no directory {parent}", hint=f"create it first (mkdir -p {parent})")
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: {parent} is not a directory")
+
+
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, read in chunks (wheels run to gigabytes)."""
     h = hashlib.sha256()

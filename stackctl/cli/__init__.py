@@ -6,8 +6,9 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any, TextIO, cast
 
 import typer
 
@@ -87,13 +88,13 @@ def _print_error(lines: list[str], hint: str | None, payload: dict[str, object] 
         print(json.dumps(payload, indent=2))
     from rich.text import Text
 
-    # Messages quote user input ([image], key paths): never read them as rich markup. On a terminal, wrapped
-    # between words (the terminal would fold inside one); in a log, one line each.
-    whole = not console_err.is_terminal
+    # Messages quote user input ([image], key paths): never read them as rich markup. One `error:` line is one
+    # line, on a terminal too: rich's wrapping split a hint's command (`bash .ci/services.sh`) over two lines
+    # padded with spaces; the terminal folds a long line for the eye and a copy gets it whole.
     for line in lines:
-        console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=whole)
+        console_err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
     if hint:
-        console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=whole)
+        console_err.print(Text.assemble(("hint:", "yellow"), " ", hint), soft_wrap=True)
 
 
 def _report(exc: StackctlError, as_json: bool, markdown: bool = False) -> None:
@@ -179,8 +180,47 @@ def click_group(args: list[str]) -> typer.core.TyperGroup:
     return command  # type: ignore[return-value]
 
 
+class _ClosedPipeSafe:
+    """stdout for a reader that may stop reading (`stackctl inspect REF | head -2`): a write to a closed pipe
+    sends the rest to /dev/null and the command runs on, so its exit code is its result's. Left to click, a
+    closed pipe ended the run with exit 1 and no word, as if a check had failed."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        # what is still buffered, and every later write and the interpreter's last flush, go nowhere quietly
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if argv is None and not isinstance(sys.stdout, _ClosedPipeSafe):  # a process of its own, not a test's call
+        sys.stdout = cast(TextIO, _ClosedPipeSafe(sys.stdout))
     output.reset(args)
     from stackctl.cli.app import Phase
 

@@ -88,7 +88,10 @@ def _print_report_markdown(label: str, rep: AbiReport) -> None:
 
 def _print_report(label: str, rep: AbiReport) -> None:
     title = f"ABI {label}" + (f" against {rep.inventory}" if rep.inventory else " (no image inventory)")
-    console.print(table(title, _RESOLUTION_COLUMNS, _resolution_rows(rep)))
+    if rows := _resolution_rows(rep):
+        console.print(table(title, _RESOLUTION_COLUMNS, rows))
+    else:  # an empty boxed table says nothing; a target of pure-Python wheels is the usual reason
+        say(f"{title}: no ELF file here needs a shared library (no DT_NEEDED entry to resolve)")
     if ceil := _ceiling_rows(rep):
         console.print(table("symbol-version ceilings", _CEILING_COLUMNS, ceil))
     if rep.inventory is None and rep.baselines:
@@ -163,7 +166,7 @@ def abi(
     an optional member, the allow list; exit 1 naming each unresolved library and each exceeded symbol
     version.
     """
-    from stackctl.abi import check_targets
+    from stackctl.abi import check_targets, is_wheel_target
     from stackctl.wheels import Limits
 
     one_format(as_json, markdown)
@@ -177,7 +180,7 @@ def abi(
         console_err.print(f"[yellow]warning:[/] {w}")
 
     at = None
-    if not all(t.endswith(".whl") for t in targets):  # a profile's check is recorded for `stackctl report`
+    if not all(is_wheel_target(t) for t in targets):  # a profile's check is recorded for `stackctl report`
         from stackctl.profile import load_profile
 
         at = recorded_at(record, no_record, "abi", load_profile(targets[0]).name, outcome.warnings)
@@ -207,8 +210,10 @@ def inventory(
     What the image's dynamic loader finds, and the libc/libstdc++ symbol versions it defines, as a JSON
     file that `abi --inventory` reads without an engine.
     """
+    from stackctl.base import check_output
     from stackctl.engine import image_inventory
 
+    check_output(out, "--out")  # before the image is run
     status = console_err.status(f"reading {image}'s libraries through the engine")
     show = console_err.is_terminal and not as_json
     try:

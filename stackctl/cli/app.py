@@ -266,17 +266,22 @@ class FitTable:
 
     def min_width(self) -> int:
         """The narrowest the table gets without cutting a value: no_wrap cells whole, free text by its
-        longest word; plus rich's borders and padding (3 per column and 1)."""
+        longest item (see `_need`); plus rich's borders and padding (3 per column and 1)."""
+        widths = [self._need(i) for i in range(len(self.columns))]
+        return sum(widths) + 3 * len(widths) + 1
+
+    def _need(self, col: int) -> int:
+        """A column's narrowest width: a no_wrap column its longest value; a free-text column its longest item
+        (`3.12 (series 3.12)`) up to FREE_TEXT_WIDTH, and never less than its longest word, so that a squeezed
+        table never stacks an item a word to a line (a table that cannot give that prints as blocks)."""
         from rich.cells import cell_len
 
-        def need(col: int, text: str) -> int:
-            if self.columns[col] in self.wrap:
-                return max((cell_len(w) for w in text.split()), default=0)
-            return max((cell_len(line) for line in text.splitlines()), default=0)
-
-        widths = [max([need(i, c)] + [need(i, r[i]) for r in self.rows if i < len(r)])
-                  for i, c in enumerate(self.columns)]
-        return sum(widths) + 3 * len(widths) + 1
+        texts = [self.columns[col]] + [r[col] for r in self.rows if col < len(r)]
+        if self.columns[col] not in self.wrap:
+            return max((cell_len(line) for t in texts for line in t.splitlines()), default=0)
+        word = max((cell_len(w) for t in texts for w in t.split()), default=0)
+        item = max((cell_len(i.strip()) for t in texts for part in t.splitlines() for i in _items(part)), default=0)
+        return max(word, min(item, FREE_TEXT_WIDTH))
 
     def fits(self, console: Console, width: int) -> bool:
         limit = width if console.is_terminal else min(width, PIPED_WIDTH)
@@ -287,9 +292,9 @@ class FitTable:
         from rich.text import Text
 
         t = Table(show_lines=False)
-        for c in self.columns:
+        for i, c in enumerate(self.columns):
             if c in self.wrap:
-                t.add_column(c, overflow="fold")
+                t.add_column(c, overflow="fold", min_width=self._need(i))
             else:
                 t.add_column(c, no_wrap=True)
         for r in self.rows:
@@ -369,7 +374,10 @@ def _items(text: str) -> list[str]:
 
 
 # Columns of prose or of space-separated items: they wrap between words, never inside one.
-FREE_TEXT = ("note", "other lines", "dynamic section changes", "problem", "text", "skip import if")
+FREE_TEXT = ("note", "other lines", "dynamic section changes", "problem", "text", "skip import if", "detail")
+# The narrowest a free-text column is squeezed to in a table: an item (`3.12 (series 3.12)`) up to this stays on
+# one line; 9 columns stacked it a word to a line.
+FREE_TEXT_WIDTH = 24
 
 
 def step_lines(head: str, noun: str = "step") -> Callable[[int, int, str], None]:

@@ -27,6 +27,9 @@ def check(
     target: Annotated[str | None, typer.Option("--target", metavar="LABEL", help="The requirement files are one "
                                                "target's (`export --target LABEL`), e.g. cp310-linux_x86_64.")]
     = None,
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="What --requirements holds: requirements "
+                                     "(pip requirement files) or pylock (`export --format pylock`'s PEP 751 "
+                                     "lock files, held to the lock).")] = "requirements",
     as_json: JsonOpt = False,
 ) -> None:
     """For CI: exit 1 when the lock or requirement files are stale.
@@ -40,7 +43,7 @@ def check(
 
     stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
     report = check_stack(stack, lock_path(profile, lock), requirements, hashes=hashes, profile_arg=profile,
-                         target=target)
+                         target=target, fmt=fmt)
 
     def human() -> None:
         for line in report.passed:

@@ -18,6 +18,7 @@ from stackctl.cli.app import (
     console,
     console_err,
     emit,
+    invoked,
     progress_display,
     progress_lines,
     say,
@@ -151,8 +152,10 @@ def render(
     The Dockerfile, the requirement files from the lock, the gate and its spec, and with --wheelhouse the
     wheels.
     """
+    from stackctl.base import check_output
     from stackctl.image import render_context
 
+    check_output(out, "--out", directory=True)
     with _context_bar(not as_json and console_err.is_terminal) as on_wheel:
         written = render_context(load_profile(profile), lock_path(profile, lock), out, target=target,
                                  wheelhouse=wheelhouse, revision=revision, ref=ref, created=created, env=os.environ,
@@ -315,7 +318,7 @@ def build(
     options = BuildOptions(profile, lock=lock, target=one_target, wheelhouse=wheelhouse, index=tuple(index or ()),
                            context=context, repository=repository, allow_dirty=allow_dirty, revision=revision,
                            ref=ref, created=created, record_dir=record_dir, no_cache=no_cache,
-                           send_wheels=send_wheels, builder=builder)
+                           send_wheels=send_wheels, builder=builder, command=invoked())
     built = build_stack(options, say=_say, watch=_watch_build(not as_json and console_err.is_terminal, as_json))
     result, record, record_path, image = built.result, built.record, built.record_path, built.image
 
@@ -335,8 +338,10 @@ def build(
             say(f"gate: step taken from the cache (the same layers passed it before; {said}; "
                 "--no-cache runs it again)", style="dim")
         say(f"wheels: {record['wheels_how']}")
-        say(f"built {image} ({result.image_id[:19]}), {result.cached_steps} of {result.steps} steps "
-            f"cached; record {record_path}")
+        said = f"{result.cached_steps} of {result.steps} steps cached"
+        if result.ran and result.cached_steps:  # which step a rebuild ran, by its instruction
+            said += f"; ran {'; '.join(result.ran)}"
+        say(f"built {image} ({result.image_id[:19]}), {said}; record {record_path}")
 
     emit(record, as_json, human)
 
@@ -382,13 +387,17 @@ def publish(
     stack = load_profile(profile)
     record = record_file or record_dir / "publications.jsonl"
     below, pub = publish_built(stack, lock_path(profile, lock), record, repository, sign_key=sign_key,
-                               build_record=record_dir / f"{stack.name}.build.json")
+                               build_record=record_dir / f"{stack.name}.build.json", command=invoked())
 
     def human() -> None:
         if below is not None:
             console.print(f"published {below.tag} (the stack image)\n  digest   {below.digest}", markup=False)
         console.print(f"published {pub.tag}\n  digest   {pub.digest}" + (" (reproducible)" if pub.reproducible else "")
-                      + f"\n  image id {pub.image_id}\n  revision {pub.revision}", markup=False)
+                      # two ids, named apart: the engine's id of the build (the manifest digest on a containerd
+                      # store) is not the config digest a pull of the published image gives (`inspect`'s)
+                      + f"\n  config   {pub.config_digest or '-'} (what a pull of the digest gives)"
+                      + f"\n  built as {pub.image_id} (the build's id in its engine)"
+                      + f"\n  revision {pub.revision}", markup=False)
         # what `stackctl verify` (and a pull that must not move with the tag) takes, ready to copy
         console.print(f"  ref      {pub.pinned_ref}", markup=False)
         if pub.sbom:
@@ -427,7 +436,11 @@ def inspect(
         def rows(pairs: dict[str, str]) -> list[tuple[str, str]]:
             return sorted(pairs.items())
 
-        console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n  image id {image_id}", markup=False)
+        # from a registry, the id is the config digest; in an engine, the engine's own id (on a containerd
+        # store the manifest digest): said as what it is, never "image id" for both
+        said = (f"  config   {image_id} (what a pull of the digest gives)" if where == "registry" else
+                f"  engine id {image_id}")
+        console.print(f"{ref}  ({where})\n  digest   {digest or '-'}\n{said}", markup=False)
         console.print(table("labels", ["label", "value"], rows(shown)))
         if installed:
             console.print(table("installed", ["package", "version"], rows(installed)))

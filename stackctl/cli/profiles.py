@@ -87,17 +87,24 @@ def export(
     target: Annotated[str | None, typer.Option("--target", metavar="LABEL", help="Only this target's files "
                                                "(e.g. cp310-linux_x86_64): markers evaluated, pins for other "
                                                "targets left out, no marker text.")] = None,
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="requirements: the pip requirement files "
+                                     "the profile declares; pylock: PEP 751 lock files from the lock, one "
+                                     "pylock.TARGET.toml per target.")] = "requirements",
     as_json: JsonOpt = False,
 ) -> None:
-    """Write the pip requirement files the profile declares.
+    """Write requirement files, or the lock as PEP 751 lock files.
 
     With --check, write nothing: exit 1 with a diff when the files in --out drifted. With --target, the
-    files one image of that target installs.
+    files one image of that target installs. --format pylock writes pylock.TARGET.toml from the lock (the
+    .lock beside the profile unless --lock): every pin and closure wheel with its URL, size, upload time,
+    sha256 and index, for `pip install -r` or `uv pip install -r`.
     """
-    from stackctl.resolve import export_requirements
+    from stackctl.resolve import export_requirements, lock_path
 
     s = load_profile(profile)
-    result = export_requirements(s, out, lock, check=check, target=target)
+    if fmt == "pylock" and lock is None:
+        lock = lock_path(profile)
+    result = export_requirements(s, out, lock, check=check, target=target, fmt=fmt)
     if result.checked:
         def show_drift() -> None:
             for d in result.drift:

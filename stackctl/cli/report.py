@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from stackctl.review import Report, Section
 
 DETAILS_OVER = 10  # rows: a longer table folds into <details> so the body stays readable
-_MARK = {"ok": "✅", "failed": "❌", "not run": "⚪ not run", "stale": "⚠️ stale"}
+_MARK = {"ok": "✅", "failed": "❌", "not run": "⚪ not run", "stale": "⚠️ stale", "not applicable": "⚫ not applicable"}
 
 
 def _code(text: str) -> str:

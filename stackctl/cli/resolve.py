@@ -199,10 +199,12 @@ def fetch(
 
     Every wheel the lock lists for --target goes into --dest; a matching file already there is kept.
     """
+    from stackctl.base import check_output
     from stackctl.resolve import fetch_wheelhouse, lock_path, make_client, read_lock
 
+    check_output(dest, "--dest", directory=True)
     stack = load_profile(profile)
-    lk = read_lock(lock_path(profile, lock))
+    lk = read_lock(lock_path(profile, lock), profile)
     client = make_client(no_cache=True, timeout=timeout, retries=retries)
     with progress_bar(not as_json, "fetch") as progress:
         paths = fetch_wheelhouse(lk, stack, target, dest, client=client, overrides=overrides(index),

@@ -96,6 +96,7 @@ class BuildOptions:
     record_dir: Path = Path("build")
     no_cache: bool = False
     send_wheels: bool = False
+    command: str = ""  # the command line as given (no credentials), kept in the build record for `report`
     builder: str | None = None
 
 
@@ -139,7 +140,7 @@ def build_stack(options: BuildOptions, *, say: Say, watch: Watch | None = None,
     for note in prep.notes:
         say(note, Level.NOTICE)
     req = BuildRequest(prep, path, options.repository, options.wheelhouse, options.context, options.record_dir,
-                       options.no_cache, parse_overrides(options.index), options.send_wheels)
+                       options.no_cache, parse_overrides(options.index), options.send_wheels, options.command)
     around = watch(prep.stack, image_ref(prep.stack, options.repository)) if watch else nullcontext(BuildProgress())
     with around as progress:
         return build_image(req, engine, on_wheel=progress.wheel, on_step=progress.step, on_fetch=progress.fetch)

@@ -173,7 +173,7 @@ class BuildxEngine:
             assert layout is not None and oci is not None
             replace_layout(oci, layout)
             result = BuildResult(result.image_id, result.log, result.steps, result.cached_steps,
-                                 artefact=read_layout(layout, made_by=EXPORTED))
+                                 artefact=read_layout(layout, made_by=EXPORTED), ran=result.ran)
         return result
 
     def _image_id(self, meta: Callable[[str], Any], tag: str | None) -> str:

@@ -33,7 +33,8 @@ def builder_facts() -> dict[str, str]:
 
 
 def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
-                  sign_key: Path | None = None, build_record: Path, stack_image: bool = False) -> Publication:
+                  sign_key: Path | None = None, build_record: Path, stack_image: bool = False,
+                  command: str = "") -> Publication:
     """Copy the stack's built artefact (the OCI layout `build_record` names) to its repository, check it, put
     the SBOM and provenance (signed with `sign_key` when given) beside it and move the tag.
     `stack_image`: under [image.app], the stack image beneath the project's (TAG-stack)."""
@@ -51,17 +52,19 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     check_registry(str(target))  # before anything is copied
     copy = _copier(parsed.registry)
     return publish_stack(stack, lock, record, build_record, repository, registry=Registry(),
-                         copy=copy, builder=builder_facts(), key=key, stack_image=stack_image)
+                         copy=copy, builder=builder_facts(), key=key, stack_image=stack_image, command=command)
 
 
 def publish_built(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
-                  sign_key: Path | None = None, build_record: Path) -> tuple[Publication | None, Publication]:
+                  sign_key: Path | None = None, build_record: Path,
+                  command: str = "") -> tuple[Publication | None, Publication]:
     """What `stackctl build` built, published: under [image.app] the stack image first (the final image names
     it as its base: a reader of the final image's provenance can then fetch it), then the final image.
     (stack image's publication or None, the image's publication)."""
     below = (publish_image(stack, lock, record, repository, sign_key=sign_key, build_record=build_record,
-                           stack_image=True) if stack.app is not None else None)
-    return below, publish_image(stack, lock, record, repository, sign_key=sign_key, build_record=build_record)
+                           stack_image=True, command=command) if stack.app is not None else None)
+    return below, publish_image(stack, lock, record, repository, sign_key=sign_key, build_record=build_record,
+                                command=command)
 
 
 def verify_remote(ref: str, lock: Lock | None, *, stream_layers: bool = False, key: Path | None = None,

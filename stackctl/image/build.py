@@ -40,6 +40,7 @@ class BuildRequest:
     no_cache: bool = False
     overrides: Mapping[str, str] = field(default_factory=dict)  # --index NAME=URL for fetching wheels
     send_wheels: bool = False  # put the wheels in the context even where a wheel server could serve them
+    command: str = ""  # the command line that asked for the build: the record says how to run it again
 
 
 @dataclass(frozen=True)
@@ -210,10 +211,11 @@ def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], 
                      tuple(sorted(all_inputs.items())))
     built = engine.facts(image)
     record = {"stack": stack.name, "time": now_iso(), "started": staged.started, "invocation": str(uuid.uuid4()),
+              "command": req.command,
               "source": prep.git.remote if prep.git else None, "lock_digest": prep.lock.digest(),
               "profile_digest": stack.digest(), "labels": dict(built.labels) if built else {},
               "image": image, "image_id": result.image_id, "target": prep.target,
-              "steps": result.steps, "cached_steps": result.cached_steps,
+              "steps": result.steps, "cached_steps": result.cached_steps, "ran_steps": list(result.ran),
               "gate": list(kept_gate_lines(engine, image) if result.gate_cached else result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if staged.server else "context",
               "builder": getattr(engine, "builder", "classic"),

@@ -106,6 +106,7 @@ class BuildResult:
     steps: int
     cached_steps: int
     artefact: Artefact | None = None  # the image's OCI layout, where the builder wrote one (BuildKit's)
+    ran: tuple[str, ...] = ()  # the steps that ran, not taken from the cache ("8/10 RUN ..."), in order
 
     @property
     def gate_lines(self) -> tuple[str, ...]:
@@ -151,6 +152,8 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
     image_id = ""
     steps = cached = 0
     partial = ""
+    step: str | None = None  # the step the stream is in, until "Using cache" says it did not run
+    ran: list[str] = []
     for ev in events:
         if "stream" in ev:
             partial += ev["stream"]
@@ -160,11 +163,15 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
                 log.append(line)
                 m = _STEP.match(line)
                 if m:
+                    if step is not None:
+                        ran.append(step)
                     steps = int(m.group(2))
+                    step = f"{m.group(1)}/{m.group(2)} {m.group(3)}"
                     if on_step:
                         on_step(int(m.group(1)), steps, m.group(3))
                 elif line.strip() == "---> Using cache":
                     cached += 1
+                    step = None
         elif "aux" in ev and isinstance(ev["aux"], dict) and "ID" in ev["aux"]:
             image_id = ev["aux"]["ID"]
         elif "error" in ev:
@@ -185,6 +192,8 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
             raise BuildFailed(f"the build failed: {error}", last, tuple(log))
     if partial:
         log.append(clean_line(partial))
+    if step is not None:
+        ran.append(step)
     result = gate_result(log)
     if result is not None:
         _agree(log, result)
@@ -199,4 +208,4 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
         image_id = built[-1] if built else ""
     if not image_id:
         raise ServiceError("the engine finished the build without naming an image id")
-    return BuildResult(image_id, tuple(log), steps, cached)
+    return BuildResult(image_id, tuple(log), steps, cached, ran=tuple(ran))

@@ -159,7 +159,9 @@ def result_of(stream: Stream, image_id: str, ok: bool) -> BuildResult:
     if not image_id:
         raise ServiceError("buildx finished the build without naming an image")
     cached = sum(1 for v in steps if v[1])
-    return BuildResult(image_id, tuple(log), len(steps), cached)
+    ran = tuple(f"{m.group(1)}/{m.group(2)} {m.group(3)}"
+                for v in steps if not v[1] and (m := _STEP.match(v[0])))
+    return BuildResult(image_id, tuple(log), len(steps), cached, ran=ran)
 
 
 def parse_rawjson(text: str, image_id: str, ok: bool, on_step: Steps | None = None) -> BuildResult:

@@ -56,7 +56,10 @@ def _unreachable(ep: IndexEndpoint, what: str, cause: str, url: str, after: str,
                  ) -> Unreachable:
     """An index that did not answer: one error a run says once per index, with what to do about it."""
     host = (urlsplit(ep.url).hostname or "").lower()
-    if host in ("127.0.0.1", "localhost", "::1"):
+    if ep.url_source == "url":  # a file named by its URL: no index to point elsewhere with --index
+        hint = ("is its server running on this machine?" if host in ("127.0.0.1", "localhost", "::1") else
+                "check the URL and the network")
+    elif host in ("127.0.0.1", "localhost", "::1"):
         hint = (f"is the server of index {ep.name} running on this machine? (the project's example index: "
                 f"`python examples/vendor_index.py serve`, as README.md shows); or point the index elsewhere "
                 f"with --index {ep.name}=URL")

@@ -30,7 +30,7 @@ class IndexEndpoint:
     name: str
     url: str  # ends with "/", never carries credentials
     credentials: Credentials | None = field(default=None, repr=False, compare=False)
-    url_source: str = "profile"  # "profile" | "pip" | "pip-default" | "option" | "env" | "lock"
+    url_source: str = "profile"  # "profile" | "pip" | "pip-default" | "option" | "env" | "lock" | "url"
 
     @property
     def origin(self) -> tuple[str, str, int | None]:
@@ -45,13 +45,15 @@ class IndexEndpoint:
     def source_label(self) -> str:
         """Where the URL came from, as a user would look for it."""
         return {"option": f"--index {self.name}", "env": env_var_for(self.name), "profile": "the profile",
-                "pip": "pip's index-url", "pip-default": "pip's built-in default"}.get(self.url_source, self.url_source)
+                "pip": "pip's index-url", "pip-default": "pip's built-in default",
+                "url": "the URL given"}.get(self.url_source, self.url_source)
 
 
 def endpoint_of(url: str) -> IndexEndpoint:
     """An index for a file named by URL alone: the URL's origin, no credentials."""
     p = urlsplit(url)
-    return IndexEndpoint(p.hostname or url, f"{p.scheme}://{p.netloc.rsplit('@', 1)[-1]}/", url_source="option")
+    # "url": no index of a profile, so nothing --index could point elsewhere (wheel-diff, abi WHEEL-URL)
+    return IndexEndpoint(p.hostname or url, f"{p.scheme}://{p.netloc.rsplit('@', 1)[-1]}/", url_source="url")
 
 
 def origin(url: str) -> tuple[str, str, int | None]:

@@ -21,6 +21,7 @@ import tempfile
 import zipfile
 from typing import IO, TYPE_CHECKING, Protocol
 
+from stackctl.base.neterrors import cause_in_words
 from stackctl.base.urls import strip_userinfo
 from stackctl.errors import ServiceError
 
@@ -45,6 +46,10 @@ MAX_AHEAD = 128  # 8 MiB: the most fetched past what a sequential read asked for
 # Range reads that saw at least this share of the file fetch the rest, so the whole is hashed against the
 # index's sha256: at most 5% more bytes for a wheel whose every library is read to its dynamic section.
 COMPLETE_AT = 0.95
+
+# A range reply whose connection broke off mid-body is asked again this many times: a range is idempotent
+# and small, and a flaky mirror cuts one reply, not every one.
+RANGE_RETRIES = 2
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
@@ -159,12 +164,16 @@ class RemoteFile(RangeStream):
         return self._get({"Accept-Encoding": "identity"}, ranged=False)
 
     def _open(self) -> int:
-        resp = self._get({"Range": f"bytes=-{TAIL}", "Accept-Encoding": "identity"})
-        if resp.status_code == 206:
+        for attempt in range(1 + RANGE_RETRIES):
+            resp = self._get({"Range": f"bytes=-{TAIL}", "Accept-Encoding": "identity"})
+            if resp.status_code != 206:
+                break
             m = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
             start, end, total = (int(g) for g in m.groups()) if m else (0, -1, 0)
             if m and start <= end == total - 1:  # a suffix range ends at the file's last byte
-                data = self._body(resp)
+                data = self._body(resp, last=attempt == RANGE_RETRIES)
+                if data is None:
+                    continue
                 if len(data) == end - start + 1:
                     self._tail = (start, data)
                     return total
@@ -173,25 +182,29 @@ class RemoteFile(RangeStream):
             # A missing or malformed Content-Range, or a body of another length: the reply cannot be
             # placed in the file. Read it whole instead, checked against the index's sha256.
             resp = self._whole()
+            break
         # The server ignored the range: keep the whole body (it is coming anyway) and verify it.
         self.ranged = False
         return self._download(resp)
 
-    def _body(self, resp: requests.Response) -> bytes:
-        import requests
-
+    def _body(self, resp: requests.Response, *, last: bool) -> bytes | None:
+        """The whole body of a range reply; None when the connection broke off before its end and `last` is
+        False (a range is asked again as it was: nothing of the cut reply is kept)."""
         try:
             data = resp.raw.read(decode_content=False)
-        except (requests.RequestException, OSError) as exc:
-            raise ServiceError(f"{self._where}: connection broke reading the wheel ({exc})") from None
+        except _broken() as exc:
+            if not last:
+                return None
+            raise self._broke(exc) from None
         finally:
             resp.close()
         self.fetched += len(data)
         return bytes(data)
 
-    def _download(self, resp: requests.Response) -> int:
-        import requests
+    def _broke(self, exc: BaseException) -> ServiceError:
+        return ServiceError(f"{self._where}: {cause_in_words(exc)} from {_safe(self.url)}")
 
+    def _download(self, resp: requests.Response) -> int:
         spool = tempfile.TemporaryFile()  # noqa: SIM115  owned by this object, closed in close()
         digest = hashlib.sha256()
         try:
@@ -202,9 +215,10 @@ class RemoteFile(RangeStream):
                                        f"is over the {self._max_download} byte download cap")
                 digest.update(chunk)
                 spool.write(chunk)
-        except (requests.RequestException, OSError) as exc:
+        except _broken() as exc:
+            # the whole file is not asked again: a server that cut it once is cutting a large body
             spool.close()
-            raise ServiceError(f"{self._where}: connection broke downloading the wheel ({exc})") from None
+            raise self._broke(exc) from None
         except BaseException:
             spool.close()
             raise
@@ -223,12 +237,17 @@ class RemoteFile(RangeStream):
         """Fetch blocks first..last (inclusive) in one request."""
         start = first * self._block
         end = min(self.size, (last + 1) * self._block) - 1
-        resp = self._get({"Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"})
-        m = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
-        if resp.status_code != 206 or not m or (int(m.group(1)), int(m.group(2))) != (start, end):
-            self._switch_to_whole(resp if resp.status_code == 200 else None)
-            raise _Whole
-        data = self._body(resp)
+        data: bytes | None = None
+        for attempt in range(1 + RANGE_RETRIES):
+            resp = self._get({"Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"})
+            m = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
+            if resp.status_code != 206 or not m or (int(m.group(1)), int(m.group(2))) != (start, end):
+                self._switch_to_whole(resp if resp.status_code == 200 else None)
+                raise _Whole
+            data = self._body(resp, last=attempt == RANGE_RETRIES)
+            if data is not None:
+                break
+        assert data is not None
         if len(data) != end - start + 1:
             self._switch_to_whole(None)
             raise _Whole
@@ -353,6 +372,15 @@ class RemoteFile(RangeStream):
                 f.close()
         self._local = self._spool = None
         super().close()
+
+
+def _broken() -> tuple[type[BaseException], ...]:
+    """What a body read raises when the connection breaks off: urllib3 raises its own ProtocolError
+    (IncompleteRead) from `raw.read`/`raw.stream`, outside requests' hierarchy."""
+    import requests
+    import urllib3.exceptions
+
+    return (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
 
 
 class _Whole(Exception):

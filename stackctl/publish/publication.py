@@ -12,7 +12,7 @@ import gzip
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -77,6 +77,7 @@ class Publication:
     layers_pushed: int | None = None  # layers the registry lacked (skopeo sent them)
     layers_present: int | None = None  # layers the repository had already (skopeo skipped them)
     layout: str | None = None  # the OCI image layout published from
+    command: str = ""  # the command line that published (no credentials): how `report` says to run it again
 
     @property
     def pinned_ref(self) -> str:
@@ -246,7 +247,7 @@ def build_entry(build_record: Path, stack_image: bool = False) -> tuple[dict[str
 
 def publish_stack(stack: Stack, lock: Path, record: Path, build_record: Path, repository: str | None = None, *,
                   registry: PushApi, copy: Copier, builder: Mapping[str, str] | None = None,
-                  key: SigningKey | None = None, stack_image: bool = False) -> Publication:
+                  key: SigningKey | None = None, stack_image: bool = False, command: str = "") -> Publication:
     """`stackctl publish` as one call: the artefact the build record names, refused when stale, copied under
     the profile's (or another) repository and tag; then the publication record appended."""
     from stackctl.image.app import stack_image_ref
@@ -270,6 +271,7 @@ def publish_stack(stack: Stack, lock: Path, record: Path, build_record: Path, re
                        tuple(str(d) for d in (_config(artefact).get("rootfs") or {}).get("diff_ids") or ()))
     evidence = gather_evidence(stack, locked, lock, facts, base_facts(build, stack), builder or {}, build)
     pub = publish(artefact, ref, registry, copy, expect=expect, evidence=evidence, key=key, image_id=facts.id)
+    pub = replace(pub, command=command)
     append_record(record, pub)
     return pub
 
@@ -296,10 +298,9 @@ def read_signing_key(path: Path) -> SigningKey:
 
 def check_record_writable(path: Path) -> None:
     """Before any push: a publication that cannot be recorded must not happen at all."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the publication record: {exc.strerror or exc}") from None
+    from stackctl.base.files import check_output
+
+    check_output(path, "--record")  # its directory is there (RECORD_DIR holds the build record) or a typo
     if (path.exists() and not path.is_file()) or not os.access(path.parent, os.W_OK):
         raise InputError(f"{path}: cannot write the publication record here")
 

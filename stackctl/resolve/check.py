@@ -79,11 +79,15 @@ def pin_drift(stack: Stack, lock: Lock) -> list[str]:
 
 
 def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, hashes: bool,
-                profile_arg: str, target: str | None = None) -> CheckReport:
+                profile_arg: str, target: str | None = None, fmt: str = "requirements") -> CheckReport:
     """`profile_arg` is the profile as the user named it, for the commands the failures suggest; `target`
-    compares the requirement files with what `export --target` writes for it."""
-    from stackctl.resolve.export import one_target
+    compares the requirement files with what `export --target` writes for it; `fmt` "pylock": the directory
+    holds `export --format pylock`'s lock files, compared with what the lock makes."""
+    from stackctl.resolve.export import FORMATS
+    from stackctl.resolve.targets import one_target
 
+    if fmt not in FORMATS:
+        raise InputError(f"--format {fmt}: one of {', '.join(FORMATS)}")
     tgt = one_target(stack, target) if target is not None else None
     if requirements is not None and requirements.exists() and not requirements.is_dir():
         raise InputError(f"--requirements {requirements}: not a directory (the one `stackctl export --out` wrote)")
@@ -113,7 +117,12 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
                 passes.append(f"{lock_path} matches {stack.name}")
                 # a gate the lock cannot pass is the profile's mistake, refused like bad input (exit 2)
                 require_installable(stack, locked, tuple(t.label for t in stack.targets))
-    if requirements is not None and (locked is not None or not hashes):
+    if requirements is not None and fmt == "pylock":
+        if locked is not None:
+            passes_, failures_ = _check_pylocks(stack, locked, requirements, profile_arg, target, lock_path)
+            passes += passes_
+            failures += failures_
+    elif requirements is not None and (locked is not None or not hashes):
         expected = render_requirements(stack, locked if hashes else None, target)
         existing = read_existing(requirements, expected)
         drifted = {d.file for d in drift(expected, existing)}
@@ -130,3 +139,55 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
                 failures += [Failure(f"{requirements / name}: differs from {stack.name}: {what}; {fix}",
                                      str(requirements / name), line) for what, line in mine]
     return CheckReport(stack.name, tuple(passes), tuple(failures), tuple(warnings))
+
+
+def _check_pylocks(stack: Stack, lock: Lock, directory: Path, profile_arg: str, target: str | None,
+                   lock_path: Path) -> tuple[list[str], list[Failure]]:
+    """Each PEP 751 file `export --format pylock` writes, as it would write it from this lock: missing,
+    not a lock file `packaging.pylock` accepts, other packages (a version, a wheel, a hash), or only its form."""
+    from stackctl.resolve.export import lock_index_urls
+    from stackctl.resolve.pylock import render_pylocks
+
+    expected = render_pylocks(stack, lock, lock_index_urls(stack, lock), target)
+    existing = read_existing(directory, expected)
+    from stackctl.resolve.lock import lock_path as default_lock
+
+    other_lock = f" --lock {lock_path}" if lock_path != default_lock(profile_arg) else ""
+    fix = (f"run `stackctl export {profile_arg} --out {directory}" + (f" --target {target}" if target else "")
+           + f" --format pylock{other_lock}` and commit it")
+    passes: list[str] = []
+    failures: list[Failure] = []
+    for name, want in expected.items():
+        path, have = directory / name, existing[name]
+        if have == want:
+            passes.append(f"{path} matches {stack.name}")
+            continue
+        if have is None:
+            failures.append(Failure(f"{path}: missing; {fix}", str(path)))
+            continue
+        try:
+            theirs = pylock_packages(have, str(path))
+            what = "the lock's packages" if theirs != pylock_packages(want, name) else "its header or form"
+        except InputError as exc:
+            what = f"not a PEP 751 lock file ({str(exc).split(': ', 1)[-1][:120]})"
+        failures.append(Failure(f"{path}: differs from {stack.name}: {what}; {fix}", str(path)))
+    return passes, failures
+
+
+def pylock_packages(text: str, where: str) -> object:
+    """The packages of a PEP 751 lock file as `packaging.pylock` reads them; InputError naming `where` when the
+    file is not TOML or the format's rules refuse it."""
+    import sys
+
+    from packaging.pylock import Pylock, PylockValidationError
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        return Pylock.from_dict(tomllib.loads(text)).to_dict().get("packages")
+    except (tomllib.TOMLDecodeError, PylockValidationError) as exc:
+        raise InputError(f"{where}: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays by recursion: `[[[[...` a thousand deep
+        raise InputError(f"{where}: arrays or tables nested too deeply") from None

@@ -10,8 +10,9 @@ from pathlib import Path
 from stackctl.base.files import inside, write_atomic
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError
-from stackctl.profile.model import Stack, Target
+from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
+from stackctl.resolve.targets import one_target
 
 
 @dataclass(frozen=True)
@@ -48,14 +49,6 @@ def render_requirements(stack: Stack, lock: Lock | None = None, target: str | No
     if lock is not None and lock.closure:
         out[CLOSURE_FILE] = render_closure(stack, lock, tgt.label if tgt is not None else None)
     return out
-
-
-def one_target(stack: Stack, label: str) -> Target:
-    found = stack.target(label)
-    if found is None:
-        raise InputError(f"--target {label}: not one of {stack.name}'s targets "
-                         f"({', '.join(t.label for t in stack.targets) or 'none'})")
-    return found
 
 
 CLOSURE_FILE = "stack-closure.txt"
@@ -145,26 +138,58 @@ class ExportResult:
     drift: tuple[Drift, ...] = ()
     checked: bool = False
     target: str | None = None  # `--target`: one target's files
+    fmt: str = "requirements"  # `--format`: requirement files, or PEP 751 lock files ("pylock")
 
     def failure(self, profile_arg: str) -> CheckFailed | None:
         if not self.drift:
             return None
-        return CheckFailed(f"{count(len(self.drift), 'requirement file')} in {self.out} drifted from {self.stack}: "
+        noun = "lock file" if self.fmt == "pylock" else "requirement file"
+        return CheckFailed(f"{count(len(self.drift), noun)} in {self.out} drifted from {self.stack}: "
                            + ", ".join(d.file for d in self.drift),
                            hint=f"run `stackctl export {profile_arg} --out {self.out}"
-                           + (f" --target {self.target}" if self.target else "") + "` and commit the result")
+                           + (f" --target {self.target}" if self.target else "")
+                           + (" --format pylock" if self.fmt == "pylock" else "") + "` and commit the result")
+
+
+FORMATS = ("requirements", "pylock")
+
+
+def lock_index_urls(stack: Stack, lock: Lock) -> dict[str, str]:
+    """Index name → the URL the lock's files of that index came from: an override the lock records, else the
+    index as this run finds it (the profile, the environment, the user's pip configuration, the lock's own
+    origin for a pip index nothing names)."""
+    from stackctl.index.config import endpoints
+
+    urls = {name: ep.url for name, ep in endpoints(stack, locked=lock.index_origins()).items()}
+    urls.update({o.index: o.url for o in lock.overrides})
+    return urls
 
 
 def export_requirements(stack: Stack, out: Path, lock: Path | None = None, *, check: bool = False,
-                        target: str | None = None) -> ExportResult:
+                        target: str | None = None, fmt: str = "requirements") -> ExportResult:
     """The requirement files the profile declares (with `lock`, its --hash lines) written into `out`; with
-    `check`, nothing written: compared with the files there; with `target`, that one target's files."""
+    `check`, nothing written: compared with the files there; with `target`, that one target's files. With
+    `fmt` "pylock", the lock's PEP 751 lock files instead (`lock` is then required)."""
+    from stackctl.base.files import check_output
     from stackctl.resolve.lock import read_lock
 
-    files = render_requirements(stack, read_lock(lock) if lock else None, target)
+    if fmt not in FORMATS:
+        raise InputError(f"--format {fmt}: one of {', '.join(FORMATS)}")
+    if not check:
+        check_output(out, "--out", directory=True)
+    if fmt == "pylock":
+        from stackctl.resolve.pylock import render_pylocks
+
+        if lock is None:
+            raise InputError("--format pylock: a lock file names the files; give --lock")
+        locked = read_lock(lock)
+        files = render_pylocks(stack, locked, lock_index_urls(stack, locked), target)
+    else:
+        files = render_requirements(stack, read_lock(lock) if lock else None, target)
     if not files:
         raise InputError(f"{stack.name}: no pin names a requirement file (pins.NAME.file)")
     if check:
         return ExportResult(stack.name, out, tuple(files), drift=drift(files, read_existing(out, files)), checked=True,
-                            target=target)
-    return ExportResult(stack.name, out, tuple(files), written=tuple(write_requirements(out, files)), target=target)
+                            target=target, fmt=fmt)
+    return ExportResult(stack.name, out, tuple(files), written=tuple(write_requirements(out, files)), target=target,
+                        fmt=fmt)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -116,7 +116,15 @@ class Lock:
         return tuple(pinned + extra)
 
     def digest(self) -> str:
-        return "sha256:" + hashlib.sha256(dumps(self).encode()).hexdigest()
+        """What the lock pins, as evidence (ABI, build, publication records, image labels) names it. Whether
+        stackctl hashed a file itself (`sha256_verified`) is left out: `resolve --verify` checks the pinned
+        bytes and changes none of them, so it must not make the evidence of this lock stale."""
+        def unflagged(f: LockedFile) -> LockedFile:
+            return replace(f, sha256_verified=False) if f.sha256_verified else f
+
+        pinned = replace(self, pins=tuple(replace(p, files=tuple(unflagged(f) for f in p.files)) for p in self.pins),
+                         closure=tuple(replace(c, file=unflagged(c.file)) if c.file else c for c in self.closure))
+        return "sha256:" + hashlib.sha256(dumps(pinned).encode()).hexdigest()
 
     def index_origins(self) -> dict[str, str]:
         """Index name → the origin (`scheme://host[:port]/`) its pins' files were locked from."""
@@ -201,7 +209,7 @@ _FILE_FIELDS: dict[str, Any] = {
 }
 _PIN_FIELDS: dict[str, Any] = {
     "name": "name", "version": "version", "index": str, "files": ("tables", _FILE_FIELDS),
-    "newest_in_line": _OPT_STR, "newest_upload_time": _OPT_STR, "other_lines": _STRS,
+    "newest_in_line": ("version", "or null"), "newest_upload_time": _OPT_STR, "other_lines": _STRS,
 }
 _CLOSURE_FIELDS: dict[str, Any] = {
     "target": str, "name": "name", "version": "version", "file": (_FILE_FIELDS, "or null"), "hashes": _STRS,
@@ -326,12 +334,17 @@ def loads(text: str, origin: str = "lock") -> Lock:
     )
 
 
-def read_lock(path: str | Path) -> Lock:
+def read_lock(path: str | Path, profile_arg: str | None = None) -> Lock:
+    """The lock at `path`; a missing one says which resolve makes it: of `profile_arg` when the caller knows the
+    profile, else of the profile beside the lock (where resolve writes it), as every command says it."""
     p = Path(path)
     try:
         return loads(p.read_text(encoding="utf-8"), str(p))
     except FileNotFoundError:
-        raise InputError(f"{p}: no such lock; run `stackctl resolve` first") from None
+        beside = p.with_suffix(".toml")
+        named = profile_arg or (str(beside) if p.suffix == ".lock" and beside.is_file() else None)
+        raise InputError(missing_lock(p, named) if named else f"{p}: no such lock; run `stackctl resolve PROFILE` "
+                         "first") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: cannot read the lock ({getattr(exc, 'strerror', None) or exc})") from None
 

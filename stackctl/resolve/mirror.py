@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
+from datetime import timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import quote, unquote
@@ -110,6 +111,12 @@ class IndexMirror:
                                         "url": f"{self.base}{quote(ep.name, safe='')}/files/{n}/"
                                                f"{quote(f.filename)}",
                                         "hashes": {"sha256": f.sha256} if f.sha256 else {}}
+            # PEP 700's size and upload time, as the index gave them: uv writes them into its pylock.toml, and
+            # the lock's closure entries (and `export --format pylock`) carry them on
+            if f.size is not None:
+                entry["size"] = f.size
+            if f.upload_time is not None:
+                entry["upload-time"] = f.upload_time.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             if f.requires_python:
                 entry["requires-python"] = f.requires_python
             if f.yanked:

@@ -127,11 +127,14 @@ def held_by(lk: Lock, name: str, newer: str) -> str | None:
     `nvidia-cudnn-cu13==9.19.0.56`): an upgrade the lock could never take while that one stays."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import InvalidVersion
+
+    from stackctl.profile.versions import parse_version
 
     key = canonicalize_name(name)
     try:
-        version = Version(newer)
+        # bounded: packaging's Version() raises ValueError, not InvalidVersion, on a 4,301-digit number
+        version = parse_version(newer)
     except InvalidVersion:
         return None
     owners = [(p.name, p.version, f) for p in lk.pins for f in p.files]

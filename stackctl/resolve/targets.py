@@ -13,8 +13,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.version import Version
 
+from stackctl.errors import InputError
 from stackctl.index.pages import IndexedFile
-from stackctl.profile.model import Target
+from stackctl.profile.model import Stack, Target
 from stackctl.profile.versions import too_long_number
 
 # The oldest glibc among the images stackctl builds for (Ubuntu 22.04: 2.35; Debian bookworm: 2.36).
@@ -79,3 +80,12 @@ def best_wheel(files: Iterable[IndexedFile], target: Target) -> IndexedFile | No
 
 def installable_everywhere(files: Sequence[IndexedFile], targets: Sequence[Target]) -> bool:
     return all(best_wheel(files, t) is not None for t in targets)
+
+
+def one_target(stack: Stack, label: str) -> Target:
+    """`--target LABEL`: one of the stack's targets, or an input error naming them."""
+    found = stack.target(label)
+    if found is None:
+        raise InputError(f"--target {label}: not one of {stack.name}'s targets "
+                         f"({', '.join(t.label for t in stack.targets) or 'none'})")
+    return found

@@ -25,7 +25,10 @@ from stackctl.profile.model import Stack
 from stackctl.publish.publication import Publication, read_records
 from stackctl.resolve.lock import Lock
 from stackctl.review.diff import diff_stacks, rendered_tag
-from stackctl.review.sections import FAILED, NOT_RUN, OK, STALE, Section, Table
+from stackctl.review.sections import FAILED, NOT_APPLICABLE, NOT_RUN, OK, STALE, Section, Table
+
+# the sections that compare with the old stack, for one that extends none and was given no --since
+_NO_OLD = "{} extends nothing: no old stack to compare with (name one with --since)"
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,7 @@ def _summary(ev: Recorded, sections: Sequence[Section], digest: str | None) -> s
 def _profile_diff(ev: Recorded) -> Section:
     cmd = f"stackctl diff {ev.old_arg} {ev.new_arg}" if ev.old_arg else f"stackctl show {ev.new_arg}"
     if ev.old is None:
-        return Section("profile", "Profile diff", NOT_RUN, cmd, None,
-                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+        return Section("profile", "Profile diff", NOT_APPLICABLE, cmd, None, text=_NO_OLD.format(ev.new.name))
     d = diff_stacks(ev.old, ev.new)
     rows = tuple((c.package, c.before or "—", c.after or "—", c.note) for c in d.moved)
     fields = tuple((f"{f.section}: {f.key}", f.before or "—", f.after or "—") for f in d.fields)
@@ -211,8 +213,9 @@ def _abi(ev: Recorded, lock: Lock | None, digest: str | None) -> Section:
         return Section("abi", title, NOT_RUN, cmd, None, (guard,) if unguarded else (),
                        text=f"no ABI record at {ev.abi_path}; run `{cmd}`")
     if digest is None or rec.lock_digest != digest:
+        # run again as it was run (its --inventory, --index, --target): the bare command checks something else
         return Section("abi", title, STALE, rec.command, rec.time, (guard,) if unguarded else (),
-                       text=f"{ev.abi_path} was recorded for another lock; run `{cmd}`")
+                       text=f"{ev.abi_path} was recorded for another lock; run `{rec.command or cmd}`")
     result = rec.result if isinstance(rec.result, dict) else {}
     tables = [guard] if unguarded else []
     for r in result.get("reports", []):
@@ -246,8 +249,7 @@ def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
         return Section("wheel-diff", title, NOT_RUN, need, None,
                        text=f"no lock of {ev.new.name} made from it at {ev.lock_path}; run `{need}`")
     if ev.old is None or ev.old_arg is None:
-        return Section("wheel-diff", title, NOT_RUN, cmd, None,
-                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+        return Section("wheel-diff", title, NOT_APPLICABLE, cmd, None, text=_NO_OLD.format(ev.new.name))
     if ev.old_lock is None:
         need = f"stackctl resolve {ev.old_arg}"
         return Section("wheel-diff", title, NOT_RUN, need, None,
@@ -297,9 +299,34 @@ def _wheel_diffs(ev: Recorded, lock: Lock | None) -> Section:
                          f"{count(len(pairs), 'wheel')} compared"))
 
 
+def _build_cmd(ev: Recorded) -> str:
+    """How to build again: the recorded build's own command line (its --repository, --lock, --target), else
+    the plain one."""
+    return str((ev.build or {}).get("command") or f"stackctl build {ev.new_arg}")
+
+
+def _publish_cmd(ev: Recorded) -> str:
+    """How to publish again: the last publication's own command line; without one, the plain command with the
+    repository the build record's image was built for, when that is not the profile's (a build with
+    --repository is published with it, or publish names no registry host)."""
+    from stackctl.base.imageref import parse_image_ref
+
+    said = next((p.command for p in reversed(ev.publications) if p.stack == ev.new.name and p.command), "")
+    if said:
+        return said
+    cmd = f"stackctl publish {ev.new_arg}"
+    image = str((ev.build or {}).get("image") or "")
+    if image and ev.new.image is not None:
+        ref = parse_image_ref(image)
+        repo = f"{ref.host}/{ref.repository}" if ref.host else ref.repository
+        if repo != ev.new.image.repository:
+            cmd += f" --repository {repo}"
+    return cmd
+
+
 def _build(ev: Recorded, digest: str | None) -> Section:
     title = "Build: gate log, tag, labels"
-    cmd = f"stackctl build {ev.new_arg}"
+    cmd = _build_cmd(ev)
     b = ev.build
     if b is None:
         return Section("build", title, NOT_RUN, cmd, None, text=f"no build record at {ev.build_path}; run `{cmd}`")
@@ -312,7 +339,7 @@ def _build(ev: Recorded, digest: str | None) -> Section:
         return Section("build", title, STALE, cmd, b.get("time"),
                        text=f"{other}: the build record is the older; run `{cmd}` (and publish what it builds)")
     labels = {k: v for k, v in dict(b.get("labels", {})).items() if k != LABEL_INSTALLED}
-    rows: tuple[tuple[str, str], ...] = (("image", str(b.get("image"))), ("image id", str(b.get("image_id"))),
+    rows: tuple[tuple[str, str], ...] = (("image", str(b.get("image"))), ("engine id", str(b.get("image_id"))),
             ("target", str(b.get("target"))), ("fingerprint", str(b.get("fingerprint_digest"))),
             ("steps (cached)", f"{b.get('steps')} ({b.get('cached_steps')})"),
             ("gate", "from the cache: these very layers passed it before" if b.get("gate_cached") else "ran"))
@@ -353,7 +380,7 @@ def _latest_publication(ev: Recorded, digest: str | None) -> Publication | None:
 
 def _publication(ev: Recorded, digest: str | None) -> Section:
     title = "Publication"
-    cmd = f"stackctl publish {ev.new_arg}"
+    cmd = _publish_cmd(ev)
     pub = _latest_publication(ev, digest)
     if pub is None:
         others = [p for p in ev.publications if p.stack == ev.new.name]
@@ -368,7 +395,8 @@ def _publication(ev: Recorded, digest: str | None) -> Section:
         return Section("publication", title, STALE, cmd, pub.time,
                        text=f"{other}: published before that build; run `{cmd}`")
     rows: tuple[tuple[str, str], ...] = (
-        ("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref), ("image id", pub.image_id),
+        ("tag", pub.tag), ("digest", pub.digest), ("pull by digest", pub.pinned_ref),
+        ("config digest", pub.config_digest or "—"), ("built as (engine id)", pub.image_id),
         ("revision", pub.revision), ("lock digest", pub.lock_digest or "—"))
     from stackctl.image.app import STACK_SUFFIX
 
@@ -390,11 +418,10 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
     old_cmd = f"stackctl build {ev.old_arg}" if ev.old_arg else "stackctl build OLD"
     b, a = ev.build, ev.old_build
     if b is None or digest is None or b.get("lock_digest") != digest:
-        return Section("image-diff", title, NOT_RUN if b is None else STALE, f"stackctl build {ev.new_arg}",
-                       None, text=f"needs a build record of the new lock; run `stackctl build {ev.new_arg}`")
+        return Section("image-diff", title, NOT_RUN if b is None else STALE, _build_cmd(ev),
+                       None, text=f"needs a build record of the new lock; run `{_build_cmd(ev)}`")
     if ev.old is None:
-        return Section("image-diff", title, NOT_RUN, old_cmd, None,
-                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+        return Section("image-diff", title, NOT_APPLICABLE, old_cmd, None, text=_NO_OLD.format(ev.new.name))
     if a is None:
         return Section("image-diff", title, NOT_RUN, old_cmd, None,
                        text=f"no build record of the old stack at {ev.old_build_path}; run `{old_cmd}`")
@@ -402,7 +429,7 @@ def _image_diff(ev: Recorded, digest: str | None) -> Section:
                  for r in diff_installed(installed_from_labels(dict(a.get("labels", {}))),
                                          installed_from_labels(dict(b.get("labels", {}))))
                  if r.change != "unchanged")
-    return Section("image-diff", title, OK, f"{old_cmd}; stackctl build {ev.new_arg}",
+    return Section("image-diff", title, OK, f"{old_cmd}; {_build_cmd(ev)}",
                    max(str(a.get("time") or ""), str(b.get("time") or "")) or None,
                    (Table(("package", "before", "after", "change"), rows),),
                    text=f"{count(len(rows), 'distribution')} differ between {a.get('image')} and {b.get('image')}")
@@ -414,8 +441,7 @@ def _scan(ev: Recorded) -> Section:
     cmd = f"stackctl scan . --stack {ev.new_arg} --since {old} --record {ev.scan_path}"
     rec = ev.scan
     if ev.old is None:
-        return Section("scan", title, NOT_RUN, cmd, None,
-                       text=f"{ev.new.name} extends nothing; name the old profile with --since")
+        return Section("scan", title, NOT_APPLICABLE, cmd, None, text=_NO_OLD.format(ev.new.name))
     if rec is None:
         return Section("scan", title, NOT_RUN, cmd, None, text=f"no scan record at {ev.scan_path}; run `{cmd}`")
     want = (ev.new.digest(), ev.old.digest()) if ev.old else None
@@ -437,6 +463,9 @@ def _files_read(n: object) -> str:
 def _validation(ev: Recorded) -> Section:
     from stackctl.review.validation import validation_section
 
+    if ev.validation is None and ev.old is None:  # ab compares a control with a candidate: here there is none
+        return Section("validation", "Validation summary", NOT_APPLICABLE, f"stackctl ab CONTROL {ev.new_arg}", None,
+                       text=_NO_OLD.format(ev.new.name))
     return validation_section(ev.validation, ev.validation_path, ev.validation_builds, ev.new_arg,
                               ev.validation_pictures)
 
@@ -472,13 +501,16 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
     from stackctl.resolve.lock import read_lock
 
     def mtime(p: Path) -> str | None:
-        """When the lock was written: its commit's time when the work tree holds the committed lock (a checkout
-        or a clone moves the file's mtime, not its content), else the file's mtime."""
+        """When resolve wrote the lock, as near as the tree says: the file's mtime, or its commit's time when
+        the work tree holds the committed lock and the commit is the earlier. resolve leaves a lock holding the
+        same bytes alone, so the mtime is the resolve's own time in the tree it ran in (a commit comes later);
+        a checkout or a clone moves the mtime past the commit, whose time then bounds the resolve."""
         from stackctl.base.git import committed_at
 
         try:
-            seconds = committed_at(p) if p.exists() else None
-            return utc_iso(datetime.fromtimestamp(seconds or int(p.stat().st_mtime), timezone.utc))
+            written = int(p.stat().st_mtime)
+            seconds = committed_at(p)
+            return utc_iso(datetime.fromtimestamp(min(written, seconds or written), timezone.utc))
         except OSError:
             return None
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 OK, FAILED, NOT_RUN, STALE = "ok", "failed", "not run", "stale"
+# a comparison with the old stack, for a stack that extends none: nothing to prove, so never "not proved"
+NOT_APPLICABLE = "not applicable"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ DEFAULT_MAX_MEMBER = 8 << 30  # the largest single library seen in GPU wheels is
 DEFAULT_MAX_TOTAL = 32 << 30
 DEFAULT_MAX_RATIO = 1100  # deflate cannot do better than ~1032:1: a larger declared size is a lie
 
+# xz's largest preset (-9) uses a 64 MiB dictionary; a wheel tool writes 8 MiB (zipfile's default preset)
+MAX_LZMA_DICT = 64 << 20
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
 _INFLATE_CHUNK = 1 << 16
 
@@ -325,6 +327,10 @@ class _Decompressor:
 
             decode = lzma._decode_filter_properties  # type: ignore[attr-defined]  # what zipfile uses for method 14
             props, data, self._tail = self._tail[4:4 + psize], self._tail[4 + psize:], b""
+            if len(props) == 5 and (dict_size := struct.unpack("<I", props[1:5])[0]) > MAX_LZMA_DICT:
+                # liblzma allocates the declared dictionary up front: refused here, not as a MemoryError
+                raise ValueError(f"an LZMA dictionary of {-(-dict_size >> 20)} MiB, over the "
+                                 f"{MAX_LZMA_DICT >> 20} MiB any xz preset writes")
             self._z = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[decode(lzma.FILTER_LZMA1, props)])
         return bytes(self._z.decompress(data, max_length))
 

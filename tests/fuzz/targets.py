@@ -31,7 +31,7 @@ from stackctl.errors import InputError, StackctlError
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope", "dockerfile", "layout",
-         "export")
+         "export", "pylock")
 
 # --- mutations -------------------------------------------------------------------------------------
 # ("flip", pos, value) | ("insert", pos, bytes) | ("delete", pos, length) | ("dup", pos, length)
@@ -52,7 +52,12 @@ TOKENS: dict[str, tuple[bytes, ...]] = {
                    b"FROM --platform=$X ${STACK_IMAGE:-a} AS b\n", b"${", b"}", b"$STACK_IMAGE@sha256:",
                    b"ARG STACK_IMAGE=\n", b"\x00", b"\xff\xfe", b"ONBUILD FROM x\n", b"`\n", b"\r\n"),
     "lock": (b"1", b"null", b"[]", b"{}", b'"../evil.whl"', b'"/abs.whl"', b"9" * 5000, b"1e999",
-             b'"x\\u0000y"', b"true", b"[" * 3000, b'"a\\nRUN x"'),
+             b'"x\\u0000y"', b"true", b"[" * 3000, b'"a\\nRUN x"', b'"' + b"9" * 4301 + b'"'),
+    "pylock": (b"[[packages]]\n", b"[[packages.wheels]]\n", b'lock-version = "2.0"\n',
+               b'version = "' + b"9" * 4301 + b'"', b"hashes = {}\n", b"upload-time = 1979-05-27T07:32:00Z\n",
+               b'environments = ["os_name >"]\n',
+               b"[" * 1200, b'marker = "python_version >"\n', b'name = "../x"\n', b"size = -1\n",
+               b'url = "file:///etc/passwd"\n', b"{a={b={c=1}}}", b"\xff\xfe", b"requires-python = 3\n"),
     "html": (b"<a href=\"http://[::1/x-1.0-py3-none-any.whl\">x-1.0-py3-none-any.whl</a>",
              b"<a href=\"http://h:99999/x-1.0-py3-none-any.whl\">x-1.0-py3-none-any.whl</a>",
              b"<meta name=\"pypi:repository-version\" content=\"x.y\">",
@@ -211,12 +216,13 @@ class Corpus:
     layouts: tuple[bytes, ...] = ()  # the index.json of a build's OCI image layout
     layout: Path | None = None  # that layout, whose index.json the target replaces
     exports: tuple[bytes, ...] = ()  # an engine's export (`docker save`, the legacy format)
+    pylocks: tuple[bytes, ...] = ()  # `export --format pylock`'s file of the lock above, one per target
 
     def seeds(self, kind: str) -> tuple[bytes, ...]:
         return {"profile": tuple(self.profiles.values()), "lock": (self.lock,), "html": (self.html,),
                 "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "engines": (self.engines,),
                 "envelope": self.envelopes, "dockerfile": self.dockerfiles, "layout": self.layouts,
-                "export": self.exports}[kind]
+                "export": self.exports, "pylock": self.pylocks}[kind]
 
 
 PROJECT = "torch"
@@ -286,7 +292,12 @@ def _wheel_seeds(tmp: Path, elves: Sequence[bytes]) -> tuple[bytes, ...]:
     with zipfile.ZipFile(stored, "w", compression=zipfile.ZIP_STORED) as z:
         z.writestr("stored/lib.so", lib)
         z.writestr("stored-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: stored\nVersion: 1.0\n")
-    return tuple(p.read_bytes() for p in [*paths, stored])
+    # LZMA members carry their own header (a dictionary size the decoder allocates): mutations reach it here
+    packed = tmp / "w" / "packed-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(packed, "w", compression=zipfile.ZIP_LZMA) as z:
+        z.writestr("packed/lib.so", lib)
+        z.writestr("packed-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: packed\nVersion: 1.0\n")
+    return tuple(p.read_bytes() for p in [*paths, stored, packed])
 
 
 def make_corpus(tmp: Path) -> Corpus:
@@ -297,9 +308,25 @@ def make_corpus(tmp: Path) -> Corpus:
     envelopes, public = _envelope_seeds()
     dockerfiles = ((ROOT / "examples" / "app" / "Dockerfile").read_bytes(),
                    b"ARG BASE=x\nFROM scratch AS a\nFROM ${BASE} AS runtime\nRUN a \\\n  b\n")
-    return Corpus(profiles, _lock_text(stacks, "torch-2.11-post2.toml"), html, js, _wheel_seeds(tmp, elves), elves,
+    lock = _lock_text(stacks, "torch-2.11-post2.toml")
+    return Corpus(profiles, lock, html, js, _wheel_seeds(tmp, elves), elves,
                   envelopes=envelopes, public_key=public, dockerfiles=dockerfiles,
-                  layouts=(_layout_seed(tmp / "layout"),), layout=tmp / "layout", exports=(_export_seed(),))
+                  layouts=(_layout_seed(tmp / "layout"),), layout=tmp / "layout", exports=(_export_seed(),),
+                  pylocks=_pylock_seeds(profiles, lock))
+
+
+def _index_urls(stack: Any) -> dict[str, str]:
+    return {i.name: f"https://{i.name}.example.invalid/simple/" for i in stack.indexes}
+
+
+def _pylock_seeds(profiles: dict[str, bytes], lock: bytes) -> tuple[bytes, ...]:
+    from stackctl.profile.loader import load_stack
+    from stackctl.resolve.lock import loads
+    from stackctl.resolve.pylock import render_pylocks
+
+    stack = load_stack("torch-2.11-post2.toml", _MemSource(profiles))
+    files = render_pylocks(stack, loads(lock.decode()), _index_urls(stack))
+    return tuple(text.encode() for text in files.values())
 
 
 def _envelope_seeds() -> tuple[tuple[bytes, ...], Any]:
@@ -448,6 +475,8 @@ def target_lock(corpus: Corpus, data: bytes) -> None:
     from stackctl.profile.loader import load_stack
     from stackctl.resolve.export import render_closure
     from stackctl.resolve.lock import loads
+    from stackctl.resolve.pylock import render_pylocks
+    from stackctl.resolve.run import held_by
     from stackctl.review.diff import diff_locks
 
     try:
@@ -459,8 +488,12 @@ def target_lock(corpus: Corpus, data: bytes) -> None:
     diff_locks(seed, lock)
     diff_locks(lock, seed)
     lock.digest()
+    for p in lock.pins:  # outdated --from-lock: which pin holds the newest in line back
+        held_by(lock, p.name, str(p.newest_in_line))
     stack = load_stack("torch-2.11-post2.toml", _MemSource(corpus.profiles))
     render_closure(stack, lock)
+    with contextlib.suppress(StackctlError):  # export --format pylock: what the format refuses is said
+        render_pylocks(stack, lock, _index_urls(stack))
     for t in stack.targets:
         lock.wheels_for(t.label)
         with contextlib.suppress(StackctlError):
@@ -606,10 +639,21 @@ def target_export(corpus: Corpus, data: bytes) -> None:
             assert kept == 0 and read_layout(Path(tmp) / "source").layers
 
 
+def target_pylock(corpus: Corpus, data: bytes) -> None:
+    """Read a fuzzed PEP 751 lock file as `check --format pylock` reads one from the tree."""
+    from stackctl.resolve.check import pylock_packages
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # read_existing reads with replacement characters: the same answer
+        raise InputError(f"pylock.toml: not UTF-8 ({exc})") from None
+    pylock_packages(text, "pylock.toml")
+
+
 TARGETS: dict[str, Callable[[Corpus, bytes], None]] = {
     "profile": target_profile, "lock": target_lock, "html": target_html, "json": target_json,
     "wheel": target_wheel, "elf": target_elf, "engines": target_engines, "envelope": target_envelope,
-    "dockerfile": target_dockerfile, "layout": target_layout, "export": target_export,
+    "dockerfile": target_dockerfile, "layout": target_layout, "export": target_export, "pylock": target_pylock,
 }
 
 

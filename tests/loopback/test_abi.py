@@ -190,6 +190,22 @@ def test_cli_wheels_table_json_markdown(cli: Cli, stack_wheels: Wheels, tmp_path
     assert "| file | needed | resolved | where |" in m.out
 
 
+def test_cli_wheel_urls_copied_from_an_index_page_are_wheels(cli: Cli, stack_wheels: Wheels, tmp_path: Path) -> None:
+    """An index page's link carries `#sha256=` (PEP 503) and a mirror's may carry a query: still a wheel, not a
+    profile name."""
+    inv = tmp_path / "inv.json"
+    write_inventory(inv, image_inventory())
+    with IndexServer() as server:
+        for w in (stack_wheels.core, stack_wheels.kern, stack_wheels.ext_v2):
+            server.add(w)
+        core, kern, ext = (f"{server.base}files/{w.name}" for w in (stack_wheels.core, stack_wheels.kern,
+                                                                       stack_wheels.ext_v2))
+        r = cli("abi", f"{core}#sha256={sha256_file(stack_wheels.core)}", f"{kern}?token=x", ext,
+                "--inventory", str(inv), "--json")
+    assert r.code == 0, r.err
+    assert first_json(r.out)["reports"][0]["ok"] is True  # type: ignore[index]
+
+
 def test_cli_unresolved_exit_1(cli: Cli, stack_wheels: Wheels) -> None:
     r = cli("abi", str(stack_wheels.core), str(stack_wheels.ext_v1), "--allow", "lib*.so.6", "--allow",
             "libgcc_s.so.1")

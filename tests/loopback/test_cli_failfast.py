@@ -92,3 +92,21 @@ def test_fetch_and_render_reports_at_80_piped(cli: Cli, monkeypatch: pytest.Monk
     check_fits(cli, monkeypatch, ["fetch", "ff", "--target", repo.stack.targets[0].label, "--dest",
                                   str(repo.wheelhouse)], ["target", "dest"], cwd=repo.root)
     check_fits(cli, monkeypatch, ["render", "ff", "--out", str(tmp_path / "ctx")], ["context"], cwd=repo.root)
+
+
+def test_a_reader_that_stops_reading_is_not_a_failed_check(tmp_path: Path) -> None:
+    """`stackctl inspect REF | head -2`: the pipe closes before the output ends. That is the reader's choice, not
+    a check that failed: the command runs on, exits with its own code and says nothing."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "stackctl", "show", str(REPO / "stacks" / "public-example.toml")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # closed before the first write: every write meets a closed pipe
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0 and err == b""

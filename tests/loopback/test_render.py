@@ -169,7 +169,7 @@ def test_missing_wheel_and_stale_lock_are_refused(tmp_path: Path, cli: Cli) -> N
     assert r.code == 1 and not (tmp_path / "d").exists()
     (tmp_path / "file").write_text("x")
     r = cli("render", "r", "--out", str(tmp_path / "file"), cwd=repo.root)
-    assert r.code == 2 and "exists and is not a directory" in r.err
+    assert r.code == 2 and r.err.strip() == f"error: --out {tmp_path / 'file'}: not a directory"
     (repo.root / "stacks" / "r.toml").write_text(
         (repo.root / "stacks" / "r.toml").read_text().replace('version = "0.3.0"', 'version = "0.3.9"'))
     r = cli("render", "r", "--out", str(tmp_path / "c"), cwd=repo.root)

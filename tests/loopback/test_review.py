@@ -217,7 +217,7 @@ def _tree(repo: Path) -> None:
 
 def test_scan_finds_stale_references(cli: Cli, git_repo: Path) -> None:
     _tree(git_repo)
-    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1)
+    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--no-record")
     assert r.code == 1
     found = [line for line in r.out.splitlines() if "stale reference" not in line and "recorded in" not in line]
     assert found == [
@@ -253,7 +253,7 @@ def test_scan_annotates_each_stale_line_for_ci(cli: Cli, git_repo: Path, tmp_pat
 def test_scan_allow_file_and_json(cli: Cli, git_repo: Path) -> None:
     _tree(git_repo)
     (git_repo / ".stackctl-scan-allow").write_text("# intentional\ndocker/*\nrequirements/*.txt:2\n")
-    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--json")
+    r = cli("scan", str(git_repo), "--stack", POST2, "--since", POST1, "--json", "--no-record")
     assert r.code == 1
     j = json.loads(r.out)
     assert [(x["path"], x["line"], x["packages"]) for x in j["references"]] == [
@@ -279,7 +279,7 @@ def test_scan_skips_the_old_profile_itself(cli: Cli, tmp_path: Path) -> None:
     shutil.copy(POST1, tmp_path)
     shutil.copy(POST2, tmp_path)
     r = cli("scan", str(tmp_path), "--stack", str(tmp_path / "torch-2.11-post2.toml"),
-            "--since", str(tmp_path / "torch-2.11-post1.toml"))
+            "--since", str(tmp_path / "torch-2.11-post1.toml"), "--no-record")
     assert r.code == 0, r.out
 
 
@@ -310,8 +310,9 @@ def test_diff_refuses_to_mix_kinds(cli: Cli) -> None:
     assert cli("diff", POST1, "127.0.0.1:5000/x:1").code == 2
 
 
-def test_report_dates_a_committed_lock_by_its_commit_not_its_mtime(cli: Cli, tmp_path: Path) -> None:
-    """A checkout or a clone moves the lock's mtime; the resolve that wrote it is no later than its commit."""
+def test_report_dates_a_lock_by_its_resolve_not_a_later_commit_or_checkout(cli: Cli, tmp_path: Path) -> None:
+    """A checkout or a clone moves the lock's mtime; the resolve that wrote it is no later than its commit, and
+    in the tree it ran in the mtime is the resolve's own time, earlier than the commit."""
     import os
     import subprocess
 
@@ -334,6 +335,10 @@ def test_report_dates_a_committed_lock_by_its_commit_not_its_mtime(cli: Cli, tmp
     rep = json.loads(cli("report", "public-example", "--json", cwd=repo).out)
     files = next(s for s in rep["sections"] if s["key"] == "files")
     assert files["time"] == "2026-03-04T05:06:07Z"
+    # resolved at 04:00:00, committed later: the resolve's time, not the commit's
+    os.utime(profile.with_suffix(".lock"), (1_772_596_800, 1_772_596_800))  # 2026-03-04T04:00:00Z
+    rep = json.loads(cli("report", "public-example", "--json", cwd=repo).out)
+    assert next(s for s in rep["sections"] if s["key"] == "files")["time"] == "2026-03-04T04:00:00Z"
     # changed since its commit: the file's own time is the better word
     profile.with_suffix(".lock").write_text(profile.with_suffix(".lock").read_text() + "\n")
     os.utime(profile.with_suffix(".lock"), (1_900_000_000, 1_900_000_000))

@@ -374,3 +374,34 @@ def test_a_member_that_unpacks_large_is_streamed_not_held(tmp_path: Path, compre
     finally:
         tracemalloc.stop()
     assert peak < size // 2, peak
+
+
+def test_a_range_reply_cut_short_is_asked_again(big_wheel: Path) -> None:
+    from tests.support.index_server import cut
+
+    with IndexServer() as server:
+        server.add(big_wheel)
+        path = f"/files/{big_wheel.name}"
+        url = f"{server.base}files/{big_wheel.name}"
+        # the tail, then the first block a scan asks for: each cut once, each answered on the second try
+        server.fault(path, cut())
+        remote = remote_file(url)
+        server.fault(path, cut())
+        with WheelReader(remote, label=big_wheel.name) as r:
+            assert {e.info.soname for e in scan_wheel(r).elves if e.info} == {"libcore.so.1", "libkern.so", None}
+        assert remote.ranged
+
+
+def test_a_reply_cut_short_every_time_is_one_service_error_naming_the_url(big_wheel: Path) -> None:
+    from tests.support.index_server import cut
+
+    digest = hashlib.sha256(big_wheel.read_bytes()).hexdigest()
+    for ranges in (True, False):
+        with IndexServer(ranges=ranges) as server:
+            server.add(big_wheel)
+            path = f"/files/{big_wheel.name}"
+            url = f"{server.base}files/{big_wheel.name}"
+            server.fault(path, *(cut() for _ in range(4)))
+            with pytest.raises(ServiceError, match="broke off") as exc:
+                remote_file(url, sha256=digest)
+            assert url in str(exc.value)

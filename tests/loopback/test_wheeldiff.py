@@ -21,9 +21,11 @@ from tests.support.wheels import build_wheel
 # The gcc-built libraries and wheels, as fixtures (session-scoped, built once per run).
 pytest_plugins = ("tests.support.elf_plugin",)
 
-SUMMARY = ("Python sources byte-identical; only _cpp.cpython-310-x86_64-linux-gnu.so differs: +libkern.so "
+# not "only _cpp...so differs": the dist-info's METADATA and RECORD differ too, and are listed above it
+SUMMARY = ("Python sources byte-identical; _cpp.cpython-310-x86_64-linux-gnu.so differs: +libkern.so "
            "+libdl.so.2 +librt.so.1 \u2212libfakepython.so.1.0 RUNPATH $ORIGIN/../corelib/lib\u2192$ORIGIN/..:"
-           "$ORIGIN/../corelib/lib:$ORIGIN/../kernlib/lib GLIBC_2.2.5\u2192GLIBC_2.34; Requires-Dist +corelib==1.0")
+           "$ORIGIN/../corelib/lib:$ORIGIN/../kernlib/lib GLIBC_2.2.5\u2192GLIBC_2.34; dist-info METADATA, RECORD "
+           "differ; Requires-Dist +corelib==1.0")
 
 
 def test_diff_of_post1_and_post2(stack_wheels: Wheels) -> None:
@@ -58,15 +60,15 @@ def test_cli_wheel_diff_local_and_remote(cli: Cli, stack_wheels: Wheels, tmp_pat
     assert r.code == 0, r.err
     assert f"recorded in {tmp_path / 'd.json'} (what `stackctl report` reads)" in r.out.splitlines()
     assert SUMMARY in r.out.replace("\n", "")
-    m = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2), "--markdown")
+    m = cli("wheel-diff", str(stack_wheels.ext_v1), str(stack_wheels.ext_v2), "--markdown", "--no-record")
     assert "| member | size before | size after | crc before | crc after |" in m.out
     assert markdown_text(SUMMARY) in m.out  # as a pull request shows it, with its underscores escaped
     with IndexServer() as server:
         server.add(stack_wheels.ext_v1)
         server.add(stack_wheels.ext_v2)
         urls = (f"{server.base}files/{stack_wheels.ext_v1.name}", f"{server.base}files/{stack_wheels.ext_v2.name}")
-        j = cli("wheel-diff", *urls, "--json")
-        h = cli("wheel-diff", *urls)
+        j = cli("wheel-diff", *urls, "--json", "--no-record")
+        h = cli("wheel-diff", *urls, "--no-record")
     assert j.code == 0, j.err
     data = json.loads(j.out)
     assert data["summary"] == SUMMARY and data["elf"][0]["needed_removed"] == ["libfakepython.so.1.0"]
@@ -119,7 +121,7 @@ def test_a_range_reply_that_cannot_be_trusted_falls_back_to_a_whole_download(
         name = stack_wheels.ext_v1.name
         server.fault(f"/files/{name}", fault)
         urls = (f"{server.base}files/{name}", f"{server.base}files/{stack_wheels.ext_v2.name}")
-        r = cli("wheel-diff", *urls, "--json")
+        r = cli("wheel-diff", *urls, "--json", "--no-record")
     assert r.code == 0, r.err
     data = json.loads(r.out)
     assert data["summary"] == SUMMARY
@@ -153,3 +155,16 @@ def test_whole_download_after_a_bad_range_is_checked_against_the_sha256(stack_wh
         server.fault(f"/files/{stack_wheels.ext_v1.name}", partial("bytes 0-9/1"))
         assert f.read(300) == data[:300] and f.ranged is False
         f.close()
+
+
+def test_a_wheel_url_whose_server_is_down_hints_nothing_wheel_diff_lacks(cli: Cli, tmp_path: Path) -> None:
+    """wheel-diff has no --index: a wheel named by its URL is not an index's to point elsewhere."""
+    from tests.support.index_server import free_port
+
+    base = f"http://127.0.0.1:{free_port()}"
+    r = cli("wheel-diff", f"{base}/a-1.0-py3-none-any.whl", f"{base}/a-1.1-py3-none-any.whl", "--no-record")
+    assert r.code == 3, r.err
+    lines = r.err.strip().splitlines()
+    assert lines[0].startswith("error: ") and "connection refused" in lines[0]
+    assert lines[-1] == "hint: is its server running on this machine?"
+    assert "--index" not in r.err

@@ -179,6 +179,9 @@ def test_top_pin_change_reuses_the_layers_below(
     # each build served the wheels on a port of its own (classic), or mounted them (BuildKit): neither the
     # port nor the mount is part of any step's cache key
     records = json.loads(ra.out), json.loads(rb.out)
+    # the steps that ran are named, toplib's install among them; every other one came from the cache
+    assert len(records[1]["ran_steps"]) == records[1]["steps"] - records[1]["cached_steps"] > 0
+    assert any("toplib" in s for s in records[1]["ran_steps"]), records[1]["ran_steps"]
     if records[0]["builder"] == "classic":
         assert records[0]["wheels"] == records[1]["wheels"] == "served"
         assert records[1]["cached_steps"] >= 12

@@ -82,6 +82,9 @@ def test_publish_pull_back_record_and_inspect(
     assert data["installed"]["corelib"] == "2.0.0+vendor1"
     r = cli("inspect", f"{repository}@{pub['digest']}")
     assert r.code == 0 and "org.opencontainers.image.revision" in r.out and "helperdep" in r.out
+    # one word per id: the registry's config digest is not the engine's id of the build that publish names
+    assert f"  config   {image_id} (what a pull of the digest gives)" in r.out.splitlines()
+    assert "image id" not in r.out
 
     # A second publish of the same image appends; the first record stays.
     r = cli("publish", "e2e", *pub_args(tmp_path), cwd=root)
@@ -90,6 +93,8 @@ def test_publish_pull_back_record_and_inspect(
     # the human summary: every layer already there, and last the reference verify takes
     said = r.out.splitlines()
     assert said[-1] == f"{repository}@{pub['digest']}", r.out
+    assert f"  config   {image_id} (what a pull of the digest gives)" in said
+    assert f"  built as {pub['image_id']} (the build's id in its engine)" in said and "image id" not in r.out
     assert any(ln.startswith("  layers   0 sent (0 B), ") for ln in said), r.out
 
 
@@ -191,6 +196,13 @@ def test_publish_under_another_repository_pushes_the_current_build(
     cleanup.manifest(registry, other, second["digest"])
     assert second["image_id"] == rebuilt and second["tag"] == f"{other}:{tag}"
     assert [p.image_id for p in read_records(tmp_path / "p.jsonl")] == [first["image_id"], rebuilt]
+    # each record says how it was made: `report` names these commands to run again, options and all
+    build = json.loads((tmp_path / "build" / "e2e.build.json").read_text())
+    assert build["command"] == f"stackctl build e2e --wheelhouse {tmp_path / 'wheelhouse'} --record-dir " \
+                               f"{tmp_path / 'build'} --json"
+    assert read_records(tmp_path / "p.jsonl")[-1].command == (
+        f"stackctl publish e2e --repository {other} --record-dir {tmp_path / 'build'} --record "
+        f"{tmp_path / 'p.jsonl'} --json")
 
 
 def test_a_record_that_cannot_be_written_stops_publish_before_any_push(
@@ -199,7 +211,7 @@ def test_a_record_that_cannot_be_written_stops_publish_before_any_push(
     for record in ("/proc/stackctl-nope/p.jsonl", str(tmp_path)):
         r = cli("publish", "e2e", "--record", record, cwd=repo.root)
         assert r.code == 2, r.out + r.err
-        assert "cannot write the publication record" in r.err and "Traceback" not in r.err
+        assert r.err.startswith(f"error: --record {record}: ") and "Traceback" not in r.err
 
 
 class _PushRefusingRegistry(BaseHTTPRequestHandler):

@@ -151,6 +151,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
+            if getattr(self, "cut_body", False):
+                # a flaky mirror: half the promised body, then the connection closes
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                return
             self.wfile.write(body)
 
     def do_HEAD(self) -> None:
@@ -337,6 +343,15 @@ def partial(content_range: str | None, data: bytes = b"\0" * 16) -> Fault:
     def fault(h: Handler) -> bool:
         h.send(206, data, "application/octet-stream", {"Content-Range": content_range} if content_range else {})
         return True
+
+    return fault
+
+
+def cut() -> Fault:
+    """The normal answer with its full Content-Length, but only half the body sent before the connection closes."""
+    def fault(h: Handler) -> bool:
+        h.cut_body = True  # type: ignore[attr-defined]
+        return False
 
     return fault
 

@@ -114,8 +114,39 @@ def test_export_to_an_unwritable_place_is_one_line(cli: Cli, tmp_path: Path) -> 
     r = cli("export", str(PUBLIC), "--out", str(tmp_path / "file" / "req"))
     assert r.code == 2
     assert r.err.strip().splitlines() == [
-        f"error: {tmp_path / 'file' / 'req' / 'requirements.txt'}: cannot write the requirement file: "
-        "Not a directory"]
+        f"error: --out {tmp_path / 'file' / 'req'}: {tmp_path / 'file'} is not a directory"]
+    # a file named as the directory: said so, not "README.md/requirements.txt: ... File exists"
+    r = cli("export", str(PUBLIC), "--out", str(tmp_path / "file"))
+    assert r.code == 2 and r.err.strip().splitlines() == [f"error: --out {tmp_path / 'file'}: not a directory"]
+
+
+def test_what_an_option_names_to_write_is_made_the_directories_above_it_are_not(cli: Cli, tmp_path: Path) -> None:
+    """One rule for every output: a mistyped --out is an error as a mistyped --wheelhouse is, said before any
+    work (inventory runs no image), never a tree of directories quietly made."""
+    missing = tmp_path / "nonexistent" / "dir"
+    r = cli("inventory", "stackctl-base:bookworm", "--out", str(missing / "x.json"))
+    assert r.code == 2
+    assert r.err.strip().splitlines() == [f"error: --out {missing / 'x.json'}: no directory {missing}",
+                                          f"hint: create it first (mkdir -p {missing})"]
+    r = cli("export", str(PUBLIC), "--out", str(missing / "req"))
+    assert r.code == 2 and f"no directory {missing}" in r.err
+    assert not (tmp_path / "nonexistent").exists()
+    r = cli("export", str(PUBLIC), "--out", str(tmp_path / "req"))  # the directory named is made
+    assert r.code == 0 and (tmp_path / "req" / "requirements.txt").is_file()
+
+
+def test_a_missing_lock_names_the_resolve_that_makes_it_in_every_command(cli: Cli, tmp_path: Path) -> None:
+    root = _stack_dir(tmp_path)
+    said = "stacks/public-example.lock: no such lock; run `stackctl resolve public-example` first"
+    r = cli("check", "public-example", cwd=root)
+    assert r.code == 1 and f"FAIL {said}" in r.out.splitlines()
+    for args in (["abi", "public-example"],
+                 ["fetch", "public-example", "--target", "cp311-linux_x86_64", "--dest", "w"]):
+        r = cli(*args, cwd=root)
+        assert r.code == 2 and r.err.strip().splitlines()[0] == f"error: {said}", (args, r.err)
+    r = cli("render", "public-example", "--out", "ctx", cwd=root)
+    assert r.code == 2 and r.err.strip().splitlines()[0] == (
+        "error: stacks/public-example.lock: no such lock; run `stackctl resolve stacks/public-example.toml` first")
 
 
 def test_export_json_names_the_stack(cli: Cli, tmp_path: Path) -> None:
@@ -132,7 +163,7 @@ def test_fetch_into_a_file_is_one_line(cli: Cli, tmp_path: Path) -> None:
     (root / "wheels").write_text("not a directory")
     r = cli("fetch", "public-example", "--target", "cp311-linux_x86_64", "--dest", "wheels", cwd=root)
     assert r.code == 2
-    assert r.err.strip().splitlines() == ["error: wheels: cannot create the wheelhouse: File exists"]
+    assert r.err.strip().splitlines() == ["error: --dest wheels: not a directory"]
 
 
 def test_check_says_missing_not_differs(cli: Cli, tmp_path: Path) -> None:
@@ -242,7 +273,7 @@ def test_wheel_diff_markdown_summary_is_escaped(cli: Cli, tmp_path: Path) -> Non
 
     old = build_wheel(tmp_path / "a", "demo", "1.0", files={"demo/__init__.py": "x = 1\n"})
     new = build_wheel(tmp_path / "b", "demo", "1.1", files={"demo/__init__.py": "x = 2\n"})
-    r = cli("wheel-diff", str(old), str(new), "--markdown")
+    r = cli("wheel-diff", str(old), str(new), "--markdown", "--no-record")
     assert r.code == 0, r.err
     first = r.out.splitlines()[0]
     assert first.startswith("**demo-1.0-py3-none-any.whl → demo-1.1-py3-none-any.whl**: ")

@@ -81,6 +81,8 @@ def lock_text(**pin: object) -> str:
     (lock_text(name=3), "lock.pins[0].name: '3' is not a distribution name"),
     (lock_text(name="a\nRUN curl evil"), "is not a distribution name"),
     (lock_text(version="1." + "9" * 5000), "is not a PEP 440 version"),
+    (lock_text(newest_in_line="9" * 4301), "pins[0].newest_in_line: '999"),
+    (lock_text(newest_in_line="not a version"), "newest_in_line: 'not a version' is not a PEP 440 version"),
     (lock_text(files=[{"target": "t", "filename": "../x.whl", "url": "u", "sha256": SHA}]),
      "filename: '../x.whl' is not a single file name"),
     (lock_text(files=[{"target": "t", "filename": "/abs.whl", "url": "u", "sha256": SHA}]), "not a single file"),
@@ -154,6 +156,32 @@ def test_overlapping_version_need_chains_cost_linear_work() -> None:
     assert time.monotonic() - start < 2  # was minutes: every need walked every auxiliary
 
 
+def test_a_newer_version_no_parser_takes_is_held_by_nothing() -> None:
+    """`outdated --from-lock` asks which pin holds the newest back; a number Python will not parse is no answer,
+    not a traceback (the lock reader refuses such a field; a Lock built in memory can still carry one)."""
+    from stackctl.resolve.run import held_by
+
+    lock = loads(lock_text(), "x.lock")
+    assert held_by(lock, "torch", "9" * 4301) is None
+
+
+def test_an_lzma_member_declaring_a_4_gib_dictionary_is_refused_before_it_is_allocated(tmp_path: Path) -> None:
+    """A 310-byte wheel whose LZMA member asks for a 4 GiB dictionary: under an address-space limit (CI
+    runners, containers) allocating it is a MemoryError; the reader refuses the declaration instead."""
+    path = tmp_path / "lz-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("lz/data.bin", b"x" * 64, compress_type=zipfile.ZIP_LZMA)
+    data = bytearray(path.read_bytes())
+    # the member's data follows its local header: 2 version bytes, the properties' size (5), then
+    # lc/lp/pb in one byte and the dictionary size, little-endian
+    name_len, extra_len = struct.unpack("<HH", data[26:30])
+    props = 30 + name_len + extra_len + 4
+    data[props + 1:props + 5] = struct.pack("<I", 0xFFFFFFFF)
+    path.write_bytes(bytes(data))
+    with WheelReader(path) as r, pytest.raises(WheelError, match=r"'lz/data.bin'.*LZMA dictionary of 4096 MiB"):
+        r.read("lz/data.bin")
+
+
 def test_the_lock_schema_names_every_field_of_the_lock() -> None:
     """A field added to the lock without its schema entry would make every new lock unreadable."""
     from dataclasses import fields
@@ -164,3 +192,44 @@ def test_the_lock_schema_names_every_field_of_the_lock() -> None:
                         (m.ClosureEntry, m._CLOSURE_FIELDS), (m.TrainReport, m._TRAIN_FIELDS),
                         (m.Lock, m._LOCK_FIELDS)):
         assert {f.name for f in fields(cls)} == set(schema), cls.__name__
+
+
+def test_checking_the_hashes_leaves_the_lock_digest_and_its_evidence_alone() -> None:
+    """`resolve --verify` marks files sha256_verified and rewrites the lock; the ABI, build and publication
+    records of that lock must stay current: no pin, file or hash changed."""
+    import dataclasses
+
+    lock = loads(lock_text(), "x.lock")
+    verified = dataclasses.replace(lock, pins=tuple(
+        dataclasses.replace(p, files=tuple(dataclasses.replace(f, sha256_verified=True) for f in p.files))
+        for p in lock.pins))
+    assert verified != lock and verified.digest() == lock.digest()
+    other = dataclasses.replace(lock, pins=tuple(
+        dataclasses.replace(p, files=tuple(dataclasses.replace(f, sha256="cd" * 32) for f in p.files))
+        for p in lock.pins))
+    assert other.digest() != lock.digest()
+
+
+def test_a_pylock_file_nested_a_thousand_deep_is_refused_not_a_traceback() -> None:
+    """tomllib parses nested arrays by recursion: `check --format pylock` on such a file says so (exit 2)."""
+    from stackctl.resolve.check import pylock_packages
+
+    with pytest.raises(InputError, match=r"^locks/pylock.x.toml: arrays or tables nested too deeply$"):
+        pylock_packages("a = " + "[" * 5000, "locks/pylock.x.toml")
+    with pytest.raises(InputError, match=r"^locks/pylock.x.toml: "):
+        pylock_packages('lock-version = "1.0"\n', "locks/pylock.x.toml")  # no created-by, no packages
+
+
+def test_a_lock_upload_time_that_is_no_time_is_refused_by_the_pylock_export() -> None:
+    """The lock's reader takes any string as an upload time; PEP 751 takes a time: said, not a ValueError."""
+    from stackctl.profile.loader import load_stack
+    from stackctl.resolve.lock import Lock, LockedFile, LockedPin
+    from stackctl.resolve.pylock import render_pylocks
+    from tests.conftest import STACKS
+
+    stack = load_stack(STACKS / "public-example.toml")
+    pins = tuple(LockedPin(p.name, p.version, "public", (LockedFile(
+        "cp311-linux_x86_64", f"{p.name}-{p.version}-py3-none-any.whl", f"https://i.invalid/{p.name}.whl", SHA,
+        upload_time="yesterday"),)) for p in stack.pins)
+    with pytest.raises(InputError, match=r"upload_time of pycparser-2.22-py3-none-any.whl, 'yesterday', is not an"):
+        render_pylocks(stack, Lock(stack.name, stack.digest(), pins), {"public": "https://i.invalid/simple/"})

@@ -29,14 +29,18 @@ def test_wheel_diff_summary_does_not_say_only_after_listing_python_sources(cli: 
 
     old = build_wheel(tmp_path / "a", "ep", "1.0", files={"ep/a.py": "1", "ep/b.py": "1", "ep/ops.h": "1"})
     new = build_wheel(tmp_path / "b", "ep", "1.1", files={"ep/a.py": "2", "ep/b.py": "2", "ep/ops.h": "2"})
-    r = cli("wheel-diff", str(old), str(new))
+    r = cli("wheel-diff", str(old), str(new), "--no-record")
     assert r.code == 0, r.err
     summary = next(line for line in r.out.splitlines() if "Python source" in line)
     assert summary.startswith("2 Python sources differ (a.py, b.py); besides them, ops.h differs")
     assert "only" not in summary
     one = build_wheel(tmp_path / "c", "ep", "1.2", files={"ep/a.py": "3", "ep/b.py": "2", "ep/ops.h": "2"})
-    r = cli("wheel-diff", str(new), str(one))
-    assert "1 Python source differs (a.py); no other member differs" in r.out
+    r = cli("wheel-diff", str(new), str(one), "--no-record")
+    assert "1 Python source differs (a.py); dist-info METADATA, RECORD differ" in r.out
+    assert "no other member" not in r.out  # RECORD (and METADATA, of another version) differ
+    same = build_wheel(tmp_path / "d", "ep", "1.2", files={"ep/a.py": "3", "ep/b.py": "2", "ep/ops.h": "4"})
+    r = cli("wheel-diff", str(one), str(same), "--no-record")
+    assert "Python sources byte-identical; ops.h differs; dist-info RECORD differs" in r.out
 
 
 def _wrapped(inner: BaseException) -> BaseException:

@@ -136,7 +136,7 @@ def test_wheel_diff_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_p
                       files={member: "1", "deep_ep/__init__.py": "x = 1\n"})
     new = build_wheel(tmp_path / "b", "deep_ep", "1.1.0+musa5.2.0torch2.11.0.post2",
                       files={member: "22", "deep_ep/__init__.py": "x = 2\n"})
-    check_fits(cli, monkeypatch, ["wheel-diff", str(old), str(new)], ["path", "crc_before", "crc_after"])
+    check_fits(cli, monkeypatch, ["wheel-diff", str(old), str(new), "--no-record"], ["path", "crc_before", "crc_after"])
 
 
 def test_scan_lines_are_whole_at_80_piped(cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -165,3 +165,56 @@ def test_prose_wraps_between_words_on_a_terminal_and_stays_one_line_piped(
         assert " ".join(" ".join(lines).split()) == text
     else:  # a log line a reader greps for stays whole
         assert lines == [text]
+
+
+def test_a_free_text_column_is_never_squeezed_to_a_word_a_line() -> None:
+    """report's "Is this the newest?" table piped: "other lines" got 9 columns, `3.12 (series 3.12);` over
+    three lines. Each item stays on one line, in the table or, when the table cannot give that, as blocks."""
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False, color_system=None, soft_wrap=True)
+    rows = [["pycparser", "2.22", "2.22", "2024-03-30", "yes", "3.12 (series 3.12); 3.13 (series 3.13)"]]
+    console.print(table(None, ["package", "pinned", "newest in line", "published", "newest?", "other lines"], rows))
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    for item in ("3.12 (series 3.12)", "3.13 (series 3.13)"):
+        assert any(item in line for line in lines), out.getvalue()
+
+
+def test_a_long_detail_wraps_between_words_in_a_terminal() -> None:
+    """verify's detail column in an 80-column terminal: wrapped between words, never inside one."""
+    detail = ("the statement names revision 0123456789abcdef0123456789abcdef01234567 and stack public-example; "
+              "the labels name revision fedcba9876543210fedcba9876543210fedcba98 and the tree was clean")
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=True, color_system=None, soft_wrap=True)
+    console.print(table(None, ["check", "result", "detail"], [["provenance", "FAIL", detail]]))
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    words = [w for line in lines for w in line.replace("│", " ").split()]
+    assert "0123456789abcdef0123456789abcdef01234567" in words and "fedcba9876543210fedcba9876543210fedcba98" in words
+
+
+def test_an_error_and_its_hint_are_one_line_each_in_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 80 columns the hint was split inside `bash .ci/services.sh`, both lines padded with spaces."""
+    import importlib
+
+    app = importlib.import_module("stackctl.cli.app")
+    cli_pkg = importlib.import_module("stackctl.cli")
+    out = io.StringIO()
+    made = Console(file=out, width=80, force_terminal=True, color_system=None, highlight=False)
+    monkeypatch.setattr(app.console_err, "_console", made)
+    message = ("registry 127.0.0.1:5000 unreachable at http://127.0.0.1:5000/v2/: connection refused: nothing "
+               "listens there")
+    hint = ("check that the registry runs and that REF names its host:port (CI: `bash .ci/services.sh` starts "
+            "one on 127.0.0.1:5000)")
+    cli_pkg._print_error([message], hint, None)
+    assert out.getvalue().splitlines() == [f"error: {message}", f"hint: {hint}"]
+
+
+def test_abi_of_wheels_with_no_elf_says_so_instead_of_an_empty_table(cli: Cli, tmp_path: Path) -> None:
+    from tests.support.wheels import build_wheel
+
+    pure = build_wheel(tmp_path, "pure", "1.0", files={"pure/__init__.py": "X = 1\n"})
+    r = cli("abi", str(pure))
+    assert r.code == 0, r.err
+    assert not any(c in r.out for c in "┏┃━│"), r.out
+    assert "no ELF file here needs a shared library" in r.out

@@ -151,7 +151,7 @@ def test_a_build_and_a_publication_of_two_images_are_not_both_proved() -> None:
     assert rep.section("publication").text == (
         f"the build record is of image sha256:{'b' * 12} (revision {'2' * 12}), the publication of image "
         f"sha256:{'a' * 12} (revision {'1' * 12}): published before that build; run `stackctl publish "
-        "public-example`")
+        "public-example --repository r/p`")  # the repository the build record's image r/p:t was built for
     assert "@ sha256:ddd" not in rep.summary and "Publication" in rep.summary.split("Not proved here:")[1]
     # built, then another image published: the build record is the older of the two
     rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "a" * 64))
@@ -159,6 +159,10 @@ def test_a_build_and_a_publication_of_two_images_are_not_both_proved() -> None:
     # one image: both proved
     rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64))
     assert rep.section("build").status == "ok" and rep.section("publication").status == "ok"
+    # the engine's id of the build and the published config digest are two ids, named apart
+    rows = dict(rep.section("publication").tables[0].rows)
+    assert rows["built as (engine id)"] == "sha256:" + "b" * 64 and "image id" not in rows
+    assert dict(rep.section("build").tables[0].rows)["engine id"] == "sha256:" + "b" * 64
 
 
 def test_a_lock_resolved_through_an_override_says_so_in_the_report() -> None:
@@ -185,7 +189,8 @@ def test_the_plain_report_names_its_fields_and_no_placeholder_paths() -> None:
 
     rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64))
     assert "OLD.build.json" not in rep.section("image-diff").text
-    assert rep.section("image-diff").text == "public-example extends nothing; name the old profile with --since"
+    assert rep.section("image-diff").text == ("public-example extends nothing: no old stack to compare with (name "
+                                              "one with --since)")
     out = io.StringIO()
     report_cli = importlib.import_module("stackctl.cli.report")
     app = importlib.import_module("stackctl.cli.app")
@@ -199,3 +204,42 @@ def test_the_plain_report_names_its_fields_and_no_placeholder_paths() -> None:
                                            (Table(("a", "b"), tuple((str(i), "x") for i in range(39))),)),))
     md = render_markdown(many)
     assert "<summary>39 rows</summary>" in md and "(39 rows)" not in md
+
+
+def test_rerun_hints_keep_the_options_the_step_was_run_with() -> None:
+    """`stackctl publish public-example` alone fails for an image built with --repository ("names no registry
+    host"); a stale ABI check run again without its --inventory checks something else."""
+    import dataclasses
+
+    from stackctl.base.evidence import Evidence
+    from stackctl.publish.publication import Publication
+
+    ev = _recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64)
+    built = "stackctl build public-example --repository 127.0.0.1:5000/pe/public-example"
+    other = {**dict(ev.build or {}), "lock_digest": "sha256:" + "9" * 64, "command": built,
+             "image": "127.0.0.1:5000/pe/public-example:3.12"}
+    abi = Evidence("abi", "stackctl abi public-example --inventory base.json", "2026-05-01T09:30:00Z",
+                   "public-example", "sha256:" + "9" * 64, (), {})
+    rep = build_report(dataclasses.replace(ev, build=other, publications=(), abi=abi))
+    assert rep.section("build").text.endswith(f"run `{built}`")
+    assert rep.section("publication").text.endswith(
+        "run `stackctl publish public-example --repository 127.0.0.1:5000/pe/public-example`")
+    assert rep.section("abi").text.endswith("run `stackctl abi public-example --inventory base.json`")
+    # a publication of another lock says how it was published
+    published = "stackctl publish public-example --repository 127.0.0.1:5000/pe/public-example --sign-key k.pem"
+    pub = Publication("127.0.0.1:5000/pe/public-example:3.12", "sha256:" + "d" * 64, "sha256:" + "b" * 64,
+                      "1" * 40, "sha256:" + "9" * 64, "public-example", "2026-05-01T12:00:00Z", command=published)
+    rep = build_report(dataclasses.replace(ev, publications=(pub,)))
+    assert rep.section("publication").status == "stale"
+    assert rep.section("publication").text.endswith(f"run `{published}`")
+
+
+def test_a_stack_with_no_predecessor_is_not_unproved_for_want_of_one() -> None:
+    """public-example extends nothing: the comparisons with an old stack do not apply, and the summary's "not
+    proved here" lists only what could have been proved."""
+    rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64))
+    apart = {"profile", "wheel-diff", "image-diff", "scan", "validation"}
+    assert {s.key for s in rep.sections if s.status == "not applicable"} == apart
+    # the ABI check could have run: it alone is left to prove
+    assert rep.summary.endswith("Not proved here: ABI closure and unguarded pins."), rep.summary
+    assert "⚫ not applicable" in render_markdown(rep)

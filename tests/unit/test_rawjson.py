@@ -67,7 +67,10 @@ def test_a_failing_gate_fails_with_its_fail_lines_not_the_step_error() -> None:
 def test_a_gate_step_from_the_cache_prints_nothing_and_counts_as_cached() -> None:
     text = _doc("sha256:a", "[stage-1 1/2] FROM base", cached=True) + _doc("sha256:g", GATE, cached=True)
     result = parse_rawjson(text, "sha256:x", True)
-    assert result.gate_cached and result.cached_steps == 2 == result.steps
+    assert result.gate_cached and result.cached_steps == 2 == result.steps and result.ran == ()
+    # a rebuild names the step that ran, not only how many did not
+    text = _doc("sha256:a", "[stage-1 1/2] FROM base", cached=True) + _doc("sha256:g", GATE, cached=False)
+    assert parse_rawjson(text, "sha256:x", True).ran == (f"2/2 {GATE.split('] ', 1)[1]}",)
 
 
 def test_a_line_split_across_log_records_is_one_line_and_escapes_go() -> None:

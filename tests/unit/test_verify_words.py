@@ -51,3 +51,17 @@ def test_an_image_without_labels_is_said_so_without_none_or_quotes() -> None:
     text = json.dumps(details)
     assert "None" not in text and "''" not in text, details
     assert any(d.startswith("the image names no target (label ") for d in details), details
+
+
+def test_a_reference_the_registry_does_not_hold_is_a_failed_check_named_as_given() -> None:
+    """The registry answered: the image is not there, which is the check failing (exit 1), not the service
+    (exit 3); the reference is said as the user wrote it, `@` for a digest."""
+    import pytest
+
+    from stackctl.errors import CheckFailed
+
+    gone = "sha256:" + "0" * 64
+    with pytest.raises(CheckFailed, match=f"^r.test/s@{gone}: not in the registry"):
+        verify_image(Unlabelled(), "r.test/s", gone, None)
+    with pytest.raises(CheckFailed, match=r"^r\.test/s:v9: not in the registry"):
+        verify_image(Unlabelled(), "r.test/s", "v9", None)
