@@ -13,7 +13,8 @@ import pytest
 
 import stackctl
 
-STAGES = ("base", "profile", "index", "wheels", "resolve", "abi", "image", "verify", "publish", "engine", "bisect", "review")
+STAGES = ("base", "profile", "index", "wheels", "resolve", "abi", "image", "verify", "publish", "engine", "bisect",
+          "review")
 
 
 @pytest.mark.parametrize("stage", STAGES)
