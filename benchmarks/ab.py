@@ -60,11 +60,11 @@ def _burst(seed: int, stop: Any) -> None:
             stop.wait(until - time.monotonic())
 
 
-def _plan(project: Path, band: float, repeat: int, max_repeat: int) -> None:
+def _plan(project: Path, band: float, repeat: int, max_repeat: int, statistic: str) -> None:
     plan = project / "stacks" / "validation" / "plan.toml"
     text = plan.read_text()
     text = text.replace("repeat = 3\nmax_repeat = 12\n", f"repeat = {repeat}\nmax_repeat = {max_repeat}\n")
-    text = text.replace("band = 10\n", f"band = {band:g}\n")
+    text = text.replace("band = 10\n", f"band = {band:g}\n").replace('statistic = "best"', f'statistic = "{statistic}"')
     plan.write_text(text)
 
 
@@ -112,6 +112,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--max-repeat", type=int, default=12)
     ap.add_argument("--save", metavar="FILE", help="write every A/B's figures and bracket deltas as JSON")
+    ap.add_argument("--statistic", default="median", help="what each run says of the metric (the plan's key)")
     args = ap.parse_args()
     saved: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="stackctl-bench-ab-") as tmp:
@@ -119,8 +120,9 @@ def main() -> None:
         envs = {v: _venv(root / v, v) for v in {CASES[c] for c in args.cases.split(",")} | {"base"}}
         project = root / "project"
         write_project(project)
-        _plan(project, args.band, args.repeat, args.max_repeat)
-        print(f"band ±{args.band:g}%, repeat {args.repeat}, max_repeat {args.max_repeat}, {os.cpu_count()} cores, "
+        _plan(project, args.band, args.repeat, args.max_repeat, args.statistic)
+        print(f"band ±{args.band:g}%, repeat {args.repeat}, max_repeat {args.max_repeat}, each run's "
+              f"{args.statistic}, {os.cpu_count()} cores, "
               f"both loaded in 1-6 s bursts; {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
         print("| case | A/B | verdict | exit | delta [interval] | brackets | pooled (peer) | sample CV | wall |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -35,7 +35,8 @@ class Better(str, Enum):
     LOWER = "lower"  # ms
 
 
-_METRIC: dict[str, Any] = {"name": str, "unit": str, "better": Better, "band": float}
+_METRIC: dict[str, Any] = {"name": str, "unit": str, "better": Better, "band": float, "statistic": str}
+STATISTICS = ("median", "best", "mean")  # what one run says of a metric (stats.run_statistic)
 _TRIAL: dict[str, Any] = {"name": str, "kind": TrialKind, "command": [str], "env": {"*": str}, "timeout": int,
                           "repeat": int, "devices": int, "config": str, "junit": str, "rerun": int,
                           "outputs": [str], "metrics_from": str, "metric": [_METRIC], "max_repeat": int,
@@ -53,6 +54,7 @@ class Metric:
     unit: str
     better: Better
     band: float  # percent: a delta within ±band is neutral
+    statistic: str = "median"  # what one run says of it: the median, the best or the mean of its samples
 
 
 @dataclass(frozen=True)
@@ -334,6 +336,9 @@ def _metric(raw: dict[str, Any], path: tuple[str, ...], doc: CheckedToml) -> Met
     band = raw.get("band")
     if isinstance(band, (int, float)) and not 0 <= band < 100:
         doc.add((*path, "band"), f"{band} is not a band in percent (0 to 100)")
+    statistic = raw.get("statistic", "median")
+    if statistic not in STATISTICS:
+        doc.add((*path, "statistic"), f"{statistic!r}: use " + ", ".join(f'"{s}"' for s in STATISTICS))
     if better is None or "name" not in raw or band is None:
         return None
-    return Metric(raw["name"], raw.get("unit", ""), better, float(band))
+    return Metric(raw["name"], raw.get("unit", ""), better, float(band), statistic)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import io
 import re
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from stackctl.ab.plan import Better
+from stackctl.ab.stats import run_statistic
 
 CONTROL_COLOUR, CANDIDATE_COLOUR = "#1f77b4", "#d62728"
 
@@ -44,6 +46,7 @@ def metric_svg(trial: str, metric: Mapping[str, Any], runs: Sequence[Mapping[str
         raise PlotsMissing(str(exc)) from None
 
     name, unit, band = str(metric["metric"]), str(metric.get("unit") or ""), float(metric["band"])
+    statistic, better = str(metric.get("statistic") or "median"), Better(metric["better"])
     ordered = sorted((r for r in runs if r.get("trial") == trial), key=lambda r: int(r["order"]))
     with matplotlib.rc_context({"svg.hashsalt": "stackctl", "svg.fonttype": "none", "font.size": 9}):
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.2), height_ratios=(3, 2), constrained_layout=True)
@@ -54,12 +57,12 @@ def metric_svg(trial: str, metric: Mapping[str, Any], runs: Sequence[Mapping[str
             colour = CONTROL_COLOUR if r["leg"] == "control" else CANDIDATE_COLOUR
             x = int(r["order"]) + 1
             top.scatter([x] * len(samples), samples, s=9, color=colour, alpha=0.55, linewidths=0)
-            top.hlines(statistics.median(samples), x - 0.35, x + 0.35, color=colour, linewidth=2)
+            top.hlines(run_statistic(samples, statistic, better), x - 0.35, x + 0.35, color=colour, linewidth=2)
         top.scatter([], [], color=CONTROL_COLOUR, label="control")
         top.scatter([], [], color=CANDIDATE_COLOUR, label="candidate")
         top.legend(loc="best", fontsize=8, frameon=False)
         top.xaxis.set_major_locator(MaxNLocator(integer=True))
-        top.set_xlabel("run, in schedule order (C T C T … C); a bar is the run's median")
+        top.set_xlabel(f"run, in schedule order (C T C T … C); a bar is the run's {statistic}")
         top.set_ylabel(f"{name}" + (f" ({unit})" if unit else "") + f", {metric['better']} is better")
         top.set_title(f"{trial}: {name}", loc="left")
         deltas = [float(b["delta_pct"]) for b in metric.get("brackets") or ()]

@@ -47,8 +47,15 @@ def delta_pct(reference: float, value: float) -> float:
     return (value - reference) / abs(reference) * 100
 
 
-def run_statistic(samples: Sequence[float]) -> float:
-    """What one run says of a metric: the median of its samples, so one disturbed sample does not move it."""
+def run_statistic(samples: Sequence[float], statistic: str = "median", better: Better = Better.HIGHER) -> float:
+    """What one run says of a metric. The median of its samples (the default) is not moved by one disturbed
+    sample; the best (the highest where higher is better, else the lowest) is the run's least disturbed sample,
+    for a host whose interference only ever slows a run down (a shared CI host: a neighbour never speeds a
+    benchmark up); the mean counts every sample alike."""
+    if statistic == "best":
+        return max(samples) if better is Better.HIGHER else min(samples)
+    if statistic == "mean":
+        return statistics.fmean(samples)
     return statistics.median(samples)
 
 

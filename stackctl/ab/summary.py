@@ -161,7 +161,8 @@ def metric_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
             elif m["verdict"] == "undecided":
                 verdict += f"; these runs can tell ±{m['reach_pct']:.3g}%" if m.get("reach_pct") is not None else ""
                 verdict += f"; about {m['needed']} brackets would decide it" if m.get("needed") else ""
-            rows.append((str(t["trial"]), f"{m['metric']} ({m['better']} is better)",
+            per_run = "" if m.get("statistic", "median") == "median" else f", each run's {m['statistic']}"
+            rows.append((str(t["trial"]), f"{m['metric']} ({m['better']} is better{per_run})",
                          _leg(m["control"]) + unit, _leg(m["candidate"]) + unit, f"{m['delta_pct']:+.3f}%",
                          f"{_interval(m)} at {float(m['level']) * 100:.3g}%, {len(m['brackets'])} brackets",
                          f"{m['drift_pct']:.2f}%", f"{m['pooled_delta_pct']:+.3f}%, Mann-Whitney p={m['p']:.3g}",

@@ -103,6 +103,7 @@ class MetricVerdict:
     pooled_delta_pct: float  # the candidate's pooled mean against the control's
     u: float  # the pooled samples' Mann-Whitney U and two-sided p
     p: float
+    statistic: str = "median"  # what each run said of the metric: the median, best or mean of its samples
 
 
 @dataclass(frozen=True)
@@ -222,8 +223,8 @@ def metric_verdict(metric: Metric, control: Sequence[Run], candidate: Sequence[R
     of the time, both together at most alpha."""
     c_runs = [r.sample(metric.name) for r in sorted(control, key=lambda r: r.order)]
     t_runs = [r.sample(metric.name) for r in sorted(candidate, key=lambda r: r.order)]
-    c_stats = [run_statistic(r) for r in c_runs]
-    found = brackets(c_stats, [run_statistic(r) for r in t_runs])
+    c_stats = [run_statistic(r, metric.statistic, metric.better) for r in c_runs]
+    found = brackets(c_stats, [run_statistic(r, metric.statistic, metric.better) for r in t_runs])
     deltas = [b.delta_pct for b in found]
     iv = interval(deltas, 1 - alpha)
     verdict = bench_verdict(iv, metric.band, metric.better)
@@ -235,7 +236,7 @@ def metric_verdict(metric: Metric, control: Sequence[Run], candidate: Sequence[R
                          why(verdict, iv, metric.band), iv.mean, _bounded(iv.low), _bounded(iv.high), iv.level,
                          found, equivalence_p(deltas, metric.band), _bounded(iv.reach),
                          brackets_needed(iv, metric.band) if verdict == UNDECIDED else None,
-                         drift_pct(c_stats), cs, ts, delta_pct(cs.mean, ts.mean), u, p)
+                         drift_pct(c_stats), cs, ts, delta_pct(cs.mean, ts.mean), u, p, metric.statistic)
 
 
 def _bounded(x: float) -> float | None:
