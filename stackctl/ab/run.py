@@ -254,8 +254,10 @@ def problem(v: TrialVerdict) -> str:
                         f"not ±{m.band:g}%{more}")
     what += [o.file + " differs" for o in v.outputs if not o.equal]
     what += list(v.errors[:1])
-    return f"{v.trial}: {v.verdict}" + (f" ({'; '.join(what[:4])}" + (f" and {len(what) - 4} more" if len(what) > 4
-                                                                      else "") + ")" if what else "")
+    if not what:
+        return f"{v.trial}: {v.verdict}"
+    more = f" and {len(what) - 4} more" if len(what) > 4 else ""
+    return f"{v.trial}: {v.verdict} ({'; '.join(what[:4])}{more})"
 
 
 def record_ab(report: AbReport, path: Path, command: str, control: Stack, candidate: Stack) -> tuple[str, ...]:
