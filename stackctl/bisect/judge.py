@@ -6,7 +6,8 @@ The narrow reading of ab's result: `TrialVerdict.trial/.kind/.verdict/.failing`,
 - bad: the trial (or the metric named) regressed; a changed test inventory or differing exact outputs, which
   also fail `ab`, count as bad too;
 - good: pass, neutral, improved, neutral-to-positive, flaky, fails on both (what the control does too);
-- cannot tell (a skip): undecided, inconclusive, broken, skipped, or anything else.
+- cannot tell (a skip): undecided (which the runner then looks at from the candidate's side), broken, skipped,
+  or anything else.
 """
 
 from __future__ import annotations

@@ -193,6 +193,7 @@ class _Bisect:
         self.ledger = read_ledger(work)
         self.steps: list[Step] = []
         self.control_image: str | None = None
+        self.candidate_image: str | None = None  # the candidate's, once its step has built or reused it
         self.control_built = False
         self.control_lock: Lock | None = None
 
@@ -309,7 +310,10 @@ class _Bisect:
             return skip("cannot resolve", str(exc))
         key = self.key(lock)
         if key in self.ledger:
-            return replace(_step_from(self.ledger[key]), units=names, role=role)
+            reused = replace(_step_from(self.ledger[key]), units=names, role=role)
+            if whole:
+                self.candidate_image = reused.image
+            return reused
         if not whole:
             problem = self.abi(arg, lock_file, stack.name)
             if problem is not None:
@@ -320,6 +324,8 @@ class _Bisect:
             raise
         except StackctlError as exc:
             return replace(skip("build", str(exc).splitlines()[0], lock_digest=lock.digest(), built=True), key=key)
+        if whole:
+            self.candidate_image = image
         self.say(f"  {stack.name}: {image}; A/B against the control on {self.opts.trial}")
         return replace(self.ab(stack, arg, image, names, role, profile, lock.digest()), key=key, built=built)
 
@@ -354,8 +360,38 @@ class _Bisect:
         if trial is None:
             return replace(base, verdict="not run", why=f"ab gave no verdict of {self.opts.trial}")
         j = judge_trial(trial, self.opts.metric)
-        return replace(base, outcome=j.outcome.value, verdict=j.verdict, delta_pct=j.delta_pct,
+        step = replace(base, outcome=j.outcome.value, verdict=j.verdict, delta_pct=j.delta_pct,
                        regressions=j.regressions)
+        if j.verdict == "undecided" and self.candidate_image not in (None, image):
+            return self.from_the_candidate(step, stack, arg, image)
+        return step
+
+    def from_the_candidate(self, step: Step, stack: Stack, arg: str, image: str) -> Step:
+        """A stack between that its comparison with the control left undecided, looked at from the candidate's
+        side. On a noisy host identical legs seldom show equivalence within the band, so a stack without the
+        slow move is undecided against the control as often as not; but the candidate, which regressed against
+        the control, regresses against such a stack too. The candidate regressed against it: it lacks the
+        regression (good). The candidate no worse than it: it holds the regression (bad). Else: a skip."""
+        from stackctl.ab import record_ab, run_ab
+
+        assert self.candidate_image is not None
+        self.say(f"  {stack.name}: undecided against the control; the candidate against it")
+        rep = run_ab(stack, self.candidate, (arg, self.opts.candidate), self.opts.plan,
+                     images=(image, self.candidate_image), record_dir=self.work, max_repeat=self.opts.max_repeat,
+                     say=lambda line: self.say(f"  {line}"))
+        where = self.work / "ab" / f"{stack.name}.candidate.ab.json"
+        record_ab(rep, where, self.opts.command, stack, self.candidate)
+        trial = next((t for t in rep.trials if t.trial == self.opts.trial), None)
+        if trial is None:
+            return step
+        j = judge_trial(trial, self.opts.metric)
+        seen = f"the candidate against it: {j.verdict}" + (f" ({j.delta_pct:+.1f} %)" if j.delta_pct is not None
+                                                          else "") + f", {where}"
+        if j.outcome is Outcome.BAD:
+            return replace(step, outcome=Outcome.GOOD.value, why=f"undecided against the control; {seen}")
+        if j.outcome is Outcome.GOOD:
+            return replace(step, outcome=Outcome.BAD.value, why=f"undecided against the control; {seen}")
+        return replace(step, why=f"undecided both ways; {seen}")
 
 
 def _jsonable(step: Step) -> dict[str, Any]:

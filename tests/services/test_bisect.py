@@ -138,6 +138,7 @@ name = "work_ms"
 unit = "ms"
 better = "lower"
 band = 10
+statistic = "best"
 '''
 
 
@@ -264,7 +265,7 @@ def test_the_move_that_slows_the_benchmark_is_named_alone_or_the_search_says_it_
               f"{result['seconds']:.0f} s")
     if code == 0:
         assert _named(result) == [("culprit", ["delta"])], result["steps"]
-        slowed = [s["delta_pct"] for s in result["steps"] if s["outcome"] == "bad"]
+        slowed = [s["delta_pct"] for s in result["steps"] if s["verdict"] == "regressed"]
         assert slowed and all(d > 10 for d in slowed), result["steps"]
     else:
         # a host too noisy for ±10 %: an undecided comparison is a skip, never a culprit, and no other move is
