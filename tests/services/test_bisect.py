@@ -1,6 +1,7 @@
 """`stackctl bisect` on the real engine, on CPU: five packages the test builds as wheels move at once on a loopback
 index (alpha and beta one release train, gamma, delta, eps). delta's new version makes the benchmark about 40 %
-slower (on a host too noisy for the band, an undecided comparison is a skip, never a culprit) and changes one
+slower (a stack between that its A/B against the control leaves undecided is A/B'd against the candidate; undecided
+both ways it is a skip, never a culprit) and changes one
 behaviour a test checks; eps's breaks one test; gamma's new version needs the train's
 (Requires-Dist alpha>=1.1), so an intermediate stack with gamma and without the train cannot resolve.
 
