@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -395,24 +394,3 @@ def check_local_ref(ref: str) -> None:
         return
     raise InputError(f"{ref!r} is not an image reference (NAME[:TAG][@DIGEST], names in lowercase)")
 
-
-class _Chunks(io.RawIOBase):
-    """A readable file over an iterator of byte chunks, for tarfile's streaming mode."""
-
-    def __init__(self, chunks: Any) -> None:
-        self._it = iter(chunks)
-        self._buf = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, out: Any) -> int:
-        while not self._buf:
-            try:
-                self._buf = next(self._it)
-            except StopIteration:
-                return 0
-        n = min(len(out), len(self._buf))
-        out[:n] = self._buf[:n]
-        self._buf = self._buf[n:]
-        return n

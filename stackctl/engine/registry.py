@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -304,40 +303,6 @@ class Registry:
             return int(r.headers.get("Content-Length", ""))
         except ValueError:
             raise ServiceError(f"{repository}@{digest}: the registry gave no size for the blob") from None
-
-    def mount_blob(self, repository: str, digest: str, source: str) -> bool:
-        """Ask for a blob of another repository on the same host to be linked here (no bytes sent); False
-        where the registry will not (it then opens an upload, which is left to expire)."""
-        c, s = self._client(repository), self._client(source)
-        if s.ref.registry != c.ref.registry:
-            return False
-        r = c.request("POST", f"/v2/{c.ref.name}/blobs/uploads/?mount={digest}&from={s.ref.name}", ok=(201, 202),
-                      push=True)
-        return bool(r.status_code == 201)
-
-    def upload(self, repository: str, pieces: Iterator[bytes], digest: Callable[[], str]) -> str:
-        """Upload a blob as it is made: one PATCH per piece (Content-Range) on one upload, then the closing
-        PUT with `digest()` (known once `pieces` ends), which the registry checks against what it got."""
-        c = self._client(repository)
-        r = c.request("POST", f"/v2/{c.ref.name}/blobs/uploads/", ok=(202,), push=True)
-        location, offset = self._location(c, r), 0
-        for piece in pieces:
-            if not piece:
-                continue
-            r = c.request("PATCH", location, data=piece, content_type="application/octet-stream", ok=(202,),
-                          push=True, extra={"Content-Range": f"{offset}-{offset + len(piece) - 1}"})
-            location, offset = self._location(c, r), offset + len(piece)
-        done = digest()
-        location += ("&" if "?" in location else "?") + f"digest={done}"
-        c.request("PUT", location, data=b"", content_type="application/octet-stream", ok=(201,), push=True)
-        return done
-
-    @staticmethod
-    def _location(c: _Client, r: Any) -> str:
-        location = r.headers.get("Location")
-        if not location:
-            raise ServiceError(f"registry {c.ref.registry} answered an upload without a Location")
-        return str(c.base + location if location.startswith("/") else location)
 
     def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> str:
         c = self._client(repository)

@@ -152,7 +152,3 @@ def entries(sbom: Mapping[str, Any]) -> tuple[SbomEntry, ...]:
                              str(props.get(PROPERTY_FILE, ""))))
     return tuple(sorted(out, key=lambda e: e.name.lower()))
 
-
-def expected_entries(groups: Iterable[LayerGroup]) -> tuple[SbomEntry, ...]:
-    return tuple(sorted((SbomEntry(i.name, i.version, i.sha256, i.filename) for g in groups for i in g.items),
-                        key=lambda e: e.name.lower()))

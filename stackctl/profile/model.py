@@ -123,10 +123,6 @@ class Pin:
     def key(self) -> NormalizedName:
         return canonicalize_name(self.name)
 
-    @property
-    def limited(self) -> bool:
-        return bool(self.python or self.platforms or self.marker)
-
     def requirement_marker(self) -> str | None:
         """The PEP 508 marker a requirement line carries so pip installs the pin only where it applies."""
         parts = []

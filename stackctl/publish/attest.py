@@ -1,5 +1,6 @@
 """What publish writes to a registry beside the image: the provenance statement, the SBOM and the DSSE envelopes
-pushed as artifacts (cosign's layout, a `subject` for the referrers API), and the reproducible manifest.
+pushed as artifacts (cosign's layout, a `subject` for the referrers API). The image itself, its config
+already made reproducible by the build in its OCI layout, is copied there as it is (`stackctl.publish.publication`).
 
 Everything here talks to a registry through `RegistryApi` (`stackctl.image.protocols`; the one real adapter
 is `stackctl.engine.registry.Registry`); the documents are values. Reading them back and comparing the
@@ -14,43 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stackctl.errors import ServiceError
-from stackctl.image.layout import canonical, reproducible_config
+from stackctl.image.layout import canonical
 from stackctl.image.protocols import RegistryApi
 from stackctl.verify.remote import SBOM_TYPE, artifact_tag, sha256
 from stackctl.verify.sign import BUILD_TYPE, BUILDER_ID, Layer, SigningKey
 
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 EMPTY_CONFIG = "application/vnd.oci.empty.v1+json"
-
-
-@dataclass(frozen=True)
-class Rewritten:
-    digest: str  # the reproducible manifest's digest
-    config_digest: str
-    manifest: dict[str, Any]
-    config: dict[str, Any]
-    size: int  # bytes of the manifest
-    media_type: str
-
-
-def rewrite(registry: RegistryApi, repository: str, pushed: str, tag: str, epoch: int) -> Rewritten:
-    """Upload the reproducible config, PUT a manifest naming it and the same layers under `tag`."""
-    got = registry.manifest(repository, pushed)
-    if got is None:
-        raise ServiceError(f"{repository}@{pushed}: the registry does not have the manifest the engine pushed")
-    manifest = json.loads(got[1])
-    if "layers" not in manifest or "config" not in manifest:
-        raise ServiceError(f"{repository}@{pushed}: not an image manifest")
-    config = reproducible_config(json.loads(registry.blob(repository, manifest["config"]["digest"])), epoch)
-    data = canonical(config)
-    config_digest = registry.put_blob(repository, data)
-    new = {"schemaVersion": 2, "mediaType": manifest.get("mediaType", DOCKER_MANIFEST),
-           "config": {**manifest["config"], "digest": config_digest, "size": len(data)},
-           "layers": manifest["layers"]}
-    digest = registry.put_manifest(repository, tag, canonical(new), new["mediaType"])
-    return Rewritten(digest, config_digest, new, config, len(canonical(new)), new["mediaType"])
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from stackctl.engine.registry import Registry
+from stackctl.image.layout import canonical, reproducible_config
 from stackctl.publish import attest
 from stackctl.verify.remote import SBOM_TYPE, artifact_tag, fetch_artifact, fetch_attestations
 from stackctl.verify.sign import Layer
@@ -72,13 +73,27 @@ def cleanup(docker_client: Any, registry: str) -> Iterator[list[tuple[str, str]]
         remove_images(docker_client, repository)
 
 
+def reproducible_copy(reg: Registry, repository: str, pushed: str, tag: str, epoch: int) -> tuple[str, int, str]:
+    """The engine's pushed image under `tag` with its config times set to `epoch`, as the build's layout
+    sets them, its layers left as they are: (manifest digest, size, media type)."""
+    got = reg.manifest(repository, pushed)
+    assert got is not None
+    manifest = json.loads(got[1])
+    config = reproducible_config(json.loads(reg.blob(repository, manifest["config"]["digest"])), epoch)
+    data = canonical(config)
+    new = {"schemaVersion": 2, "mediaType": manifest["mediaType"],
+           "config": {**manifest["config"], "digest": reg.put_blob(repository, data), "size": len(data)},
+           "layers": manifest["layers"]}
+    return reg.put_manifest(repository, tag, canonical(new), new["mediaType"]), len(canonical(new)), new["mediaType"]
+
+
 def forge(reg: Registry, repository: str, original: str, forged_engine: str, epoch: int,
           rewrite_subject: bool) -> str:
     """What a forger does through the registry API: the config times set to the epoch, the SBOM and the
     `.att` envelopes of the original copied beside the forged image (the subject rewritten inside the
     envelopes' payloads, or left alone). The signatures cannot be made again; they are copied as they are."""
-    new = attest.rewrite(reg, repository, forged_engine, "forged", epoch)
-    subject = (new.digest, new.size, new.media_type)
+    subject = reproducible_copy(reg, repository, forged_engine, "forged", epoch)
+    forged = subject[0]
     sbom = fetch_artifact(reg, repository, original, "sbom", SBOM_TYPE)
     assert sbom is not None
     attest.push_artifact(reg, repository, subject, "sbom", sbom, SBOM_TYPE)
@@ -87,12 +102,12 @@ def forge(reg: Registry, repository: str, original: str, forged_engine: str, epo
         env = json.loads(data)
         if rewrite_subject:
             payload = base64.b64decode(env["payload"]).replace(original.removeprefix("sha256:").encode(),
-                                                               new.digest.removeprefix("sha256:").encode())
+                                                               forged.removeprefix("sha256:").encode())
             env["payload"] = base64.b64encode(payload).decode()
         layers.append(Layer(json.dumps(env).encode(), predicate))
     assert len(layers) == 2
     attest.push_attestations(reg, repository, subject, layers)
-    return new.digest
+    return forged
 
 
 def test_signed_publication_verifies_and_a_forged_image_fails_key_and_rebuild(
