@@ -28,6 +28,27 @@ def is_registry_host(component: str) -> bool:
     return "." in component or ":" in component or component == "localhost"
 
 
+def is_loopback_host(host: str) -> bool:
+    """`host[:port]` names this machine: `localhost`, 127.0.0.0/8 or ::1, bracketed (`[::1]:5000`) or bare.
+    Docker reaches a loopback registry over plain http, and so do the registry client and skopeo."""
+    import ipaddress
+
+    if host.startswith("["):  # [v6] or [v6]:port
+        name, closed, port = host[1:].partition("]")
+        if not closed or port[:1] not in ("", ":"):
+            return False
+    elif host.count(":") == 1:  # name:port or v4:port
+        name = host.partition(":")[0]
+    else:  # a name, v4, or a bare v6 address (its colons are not a port's)
+        name = host
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def parse_image_ref(ref: str) -> ImageName:
     name, _, digest = ref.partition("@")
     path, colon, tag = name.rpartition(":")

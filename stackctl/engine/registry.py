@@ -4,11 +4,11 @@ pulling the image, and the blobs and manifests `publish` pushes beside it."""
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from stackctl.base.imageref import is_loopback_host
 from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import ContentMismatch, InputError, ServiceError
 
@@ -45,16 +45,6 @@ def parse_ref(ref: str) -> RemoteRef | None:
 
     parsed = parse_image_ref(ref)
     return None if parsed.host is None else RemoteRef(parsed.host, parsed.repository, parsed.reference)
-
-
-def _loopback(host: str) -> bool:
-    h = host.rsplit(":", 1)[0].strip("[]")
-    if h == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
 
 
 def _docker_auth(registry: str) -> tuple[str, str] | None:
@@ -104,7 +94,8 @@ class _Client:
                 return self.session.request(method, url, headers=headers, data=data, timeout=(30, 300),
                                             stream=stream, allow_redirects=method in ("GET", "HEAD"))
             except self._requests.RequestException as exc:
-                if self.base.startswith("https://") and _loopback(self.ref.registry) and url.startswith(self.base):
+                loopback = is_loopback_host(self.ref.registry)
+                if self.base.startswith("https://") and loopback and url.startswith(self.base):
                     self.base = f"http://{self.ref.registry}"  # as the engine does for loopback registries
                     continue
                 raise ServiceError(f"registry {self.ref.registry} unreachable at {self.base}/v2/: "

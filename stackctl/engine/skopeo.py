@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from stackctl.base.imageref import is_loopback_host
 from stackctl.errors import ServiceError
 
 INSECURE_ENV = "STACKCTL_INSECURE_REGISTRIES"  # host[:port],... to reach over plain http / without TLS checks
@@ -73,22 +74,10 @@ def run_skopeo(argv: Sequence[str], *, what: str, timeout: float = 3600.0,
     return proc.stdout
 
 
-def _loopback(host: str) -> bool:
-    import ipaddress
-
-    h = host.rsplit(":", 1)[0].strip("[]") if not host.startswith("[") or "]:" in host else host.strip("[]")
-    if h == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
-
-
 def insecure(host: str) -> bool:
     """A loopback registry (plain http, as the engine treats it), or one the user marks in INSECURE_ENV."""
     marked = {h.strip() for h in os.environ.get(INSECURE_ENV, "").split(",") if h.strip()}
-    return host in marked or _loopback(host)
+    return host in marked or is_loopback_host(host)
 
 
 @contextmanager

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from stackctl.base.files import new_file_mode
+from stackctl.base.imageref import is_loopback_host
 from stackctl.base.neterrors import cause_in_words
 from stackctl.errors import CheckFailed, ServiceError, Unreachable
 from stackctl.index.cache import Entry, HttpCache
@@ -55,11 +56,10 @@ class Downloadable(Protocol):
 def _unreachable(ep: IndexEndpoint, what: str, cause: str, url: str, after: str, said: str | None = None,
                  ) -> Unreachable:
     """An index that did not answer: one error a run says once per index, with what to do about it."""
-    host = (urlsplit(ep.url).hostname or "").lower()
+    local = is_loopback_host(urlsplit(ep.url).hostname or "")
     if ep.url_source == "url":  # a file named by its URL: no index to point elsewhere with --index
-        hint = ("is its server running on this machine?" if host in ("127.0.0.1", "localhost", "::1") else
-                "check the URL and the network")
-    elif host in ("127.0.0.1", "localhost", "::1"):
+        hint = "is its server running on this machine?" if local else "check the URL and the network"
+    elif local:
         hint = (f"is the server of index {ep.name} running on this machine? (the project's example index: "
                 f"`python examples/vendor_index.py serve`, as README.md shows); or point the index elsewhere "
                 f"with --index {ep.name}=URL")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stackctl.base.imageref import ImageName, looks_like_image, parse_image_ref
+from stackctl.base.imageref import ImageName, is_loopback_host, looks_like_image, parse_image_ref
 from stackctl.engine.registry import RemoteRef, parse_ref
 
 
@@ -29,6 +29,19 @@ def test_the_registry_reads_host_name_and_reference_from_it() -> None:
     assert parse_ref("127.0.0.1:5000/s/e2e:t") == RemoteRef("127.0.0.1:5000", "s/e2e", "t")
     digest = "sha256:" + "c" * 64
     assert str(parse_ref(f"localhost:5000/s/e2e@{digest}")) == f"localhost:5000/s/e2e@{digest}"
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:5000", "LocalHost:5000", "127.0.0.1", "127.0.0.1:5000",
+                                  "127.8.9.10:443", "[::1]:5000", "[::1]", "::1"])
+def test_a_loopback_registry_is_known_as_one_in_every_spelling(host: str) -> None:
+    # plain http for these, as the engine does; the registry client and skopeo read the host the same way
+    assert is_loopback_host(host)
+
+
+@pytest.mark.parametrize("host", ["reg.example:5000", "reg.example", "10.0.0.1:5000", "[fe80::1]:5000", "fe80::1",
+                                  "[2001:db8::1]", "localhost.example:5000", "[::1", "[::1]5000", "128.0.0.1:5000", ""])
+def test_a_registry_elsewhere_is_not_loopback(host: str) -> None:
+    assert not is_loopback_host(host)
 
 
 def test_diff_tells_an_image_from_a_profile_or_a_lock(tmp_path: Path) -> None:
