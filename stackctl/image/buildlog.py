@@ -146,6 +146,33 @@ def _agree(log: list[str], result: GateResult) -> None:
                           result.fails or result.lines[-3:], tuple(log))
 
 
+def raise_if_gate_failed(log: list[str]) -> None:
+    """A build that failed: when the gate is what failed it, say so with the gate's FAIL lines (its result's,
+    else those it printed before it died, a crash in an import), rather than the engine's last words.
+    Both builders' streams end here, so their verdicts cannot drift apart."""
+    result = gate_result(log)
+    if result is not None and result.failed:
+        _agree(log, result)
+        raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass", result.fails, tuple(log))
+    fails = tuple(line for line in log if line.startswith("FAIL "))
+    if fails:
+        raise BuildFailed(f"the gate failed: {count(len(fails), 'check')} did not pass", fails, tuple(log))
+
+
+def check_gate_verdict(log: list[str]) -> None:
+    """A build that succeeded: the gate's result must agree with its lines and have no failure (its step
+    should have failed the build: never pass it), and FAIL lines with no result leave the verdict unknown."""
+    result = gate_result(log)
+    if result is not None:
+        _agree(log, result)
+        if result.failed:
+            raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass, yet the build step "
+                              "succeeded", result.fails, tuple(log))
+    elif any(line.startswith("FAIL ") for line in log):
+        raise BuildFailed("the gate printed FAIL lines but no result; the build's verdict is unknown",
+                          tuple(line for line in log if line.startswith("FAIL ")), tuple(log))
+
+
 def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None = None) -> BuildResult:
     """Fold the engine's JSON build stream into a result; raise BuildFailed on an error event."""
     log: list[str] = []
@@ -180,29 +207,14 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
             details = ev.get("errorDetail")
             message = details.get("message") if isinstance(details, dict) else None
             error = clean_line(str(message or ev["error"])).strip()
-            result = gate_result(log)
-            if result is not None and result.failed:
-                _agree(log, result)
-                raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass", result.fails,
-                                  tuple(log))
-            fails = tuple(line for line in log if line.startswith("FAIL "))
-            if fails:  # the gate died before its result (a crash in an import): what it printed is all there is
-                raise BuildFailed(f"the gate failed: {count(len(fails), 'check')} did not pass", fails, tuple(log))
+            raise_if_gate_failed(log)
             last = tuple(line for line in log[-15:] if line.strip())
             raise BuildFailed(f"the build failed: {error}", last, tuple(log))
     if partial:
         log.append(clean_line(partial))
     if step is not None:
         ran.append(step)
-    result = gate_result(log)
-    if result is not None:
-        _agree(log, result)
-        if result.failed:  # the gate's step should have failed the build: say so, never pass it
-            raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass, yet the build step "
-                              "succeeded", result.fails, tuple(log))
-    elif any(line.startswith("FAIL ") for line in log):
-        raise BuildFailed("the gate printed FAIL lines but no result; the build's verdict is unknown",
-                          tuple(line for line in log if line.startswith("FAIL ")), tuple(log))
+    check_gate_verdict(log)
     if not image_id:
         built = [m.group(1) for x in log if (m := re.match(r"Successfully built ([0-9a-f]+)", x))]
         image_id = built[-1] if built else ""

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackctl.base.progress import Steps
-from stackctl.base.words import count
 from stackctl.errors import ServiceError
-from stackctl.image.buildlog import BuildFailed, BuildResult, clean_line, disagreement, gate_result
+from stackctl.image.buildlog import BuildFailed, BuildResult, check_gate_verdict, clean_line, raise_if_gate_failed
 
 # A Dockerfile step's vertex: "[stage 2/9] RUN ..." or "[2/2] RUN ..."; "[internal] ..." and the exporter are not steps
 _STEP = re.compile(r"^\[(?:[^\]\s]+ )?(\d+)/(\d+)\] (.*)", re.S)
@@ -124,38 +123,18 @@ def result_of(stream: Stream, image_id: str, ok: bool) -> BuildResult:
     log: list[str] = []
     for _name, _, _, lines in stream.vertices:
         log.extend(lines)
-    result = gate_result(log)
     # the step that failed, not those BuildKit cancelled because it did
     errors = [v for v in stream.vertices if v[2]]
     failed = next((v for v in errors if "canceled" not in (v[2] or "")), errors[0] if errors else None)
     if failed is not None or not ok:
-        if result is not None and result.failed:
-            why = disagreement(log, result)
-            if why is not None:
-                raise BuildFailed(f"the gate's printed lines disagree with its result: {why}",
-                                  result.fails or result.lines[-3:], tuple(log))
-            raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass", result.fails,
-                              tuple(log))
-        fails = tuple(line for line in log if line.startswith("FAIL "))
-        if fails:  # the gate died before its result: what it printed is all there is
-            raise BuildFailed(f"the gate failed: {count(len(fails), 'check')} did not pass", fails, tuple(log))
+        raise_if_gate_failed(log)
         error = next((ln.removeprefix("ERROR: ") for ln in reversed(stream.trailer) if ln.startswith("ERROR: ")),
                      failed[2] if failed is not None else "buildx exited with an error")
         last = tuple(ln for ln in (failed[3] if failed is not None else tuple(log))[-15:] if ln.strip())
         if failed is None:
             last = last or stream.trailer[-15:]
         raise BuildFailed(f"the build failed: {error}", last, tuple(log))
-    if result is not None:
-        why = disagreement(log, result)
-        if why is not None:
-            raise BuildFailed(f"the gate's printed lines disagree with its result: {why}",
-                              result.fails or result.lines[-3:], tuple(log))
-        if result.failed:
-            raise BuildFailed(f"the gate failed: {count(result.failed, 'check')} did not pass, yet the build step "
-                              "succeeded", result.fails, tuple(log))
-    elif any(line.startswith("FAIL ") for line in log):
-        raise BuildFailed("the gate printed FAIL lines but no result; the build's verdict is unknown",
-                          tuple(line for line in log if line.startswith("FAIL ")), tuple(log))
+    check_gate_verdict(log)
     if not image_id:
         raise ServiceError("buildx finished the build without naming an image")
     cached = sum(1 for v in steps if v[1])
