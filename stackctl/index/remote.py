@@ -310,15 +310,7 @@ class RemoteFile(RangeStream):
             missing += extra
         elif missing:
             self._ahead = 1
-        # One request per contiguous run of missing blocks.
-        run: list[int] = []
-        for b in missing:
-            if run and b != run[-1] + 1:
-                self._fetch(run[0], run[-1])
-                run = []
-            run.append(b)
-        if run:
-            self._fetch(run[0], run[-1])
+        self._fetch_runs(missing)
         joined = self._blocks(first, last)
         offset = first * self._block
         return joined[start - offset:end - offset]
@@ -328,32 +320,37 @@ class RemoteFile(RangeStream):
         can be hashed; True when every byte is now held."""
         if self._local is not None:
             return True
-        tail_start = self._tail[0]
-        blocks = -(-tail_start // self._block)
-        missing = [b for b in range(blocks) if b not in self._have]
+        missing = self._missing()
         if missing and len(missing) * self._block > (1 - at) * self.size:
             return False
+        self._fetch_runs(missing)
+        return True
+
+    def _missing(self) -> list[int]:
+        """The blocks before the tail that no read has fetched yet."""
+        return [b for b in range(-(-self._tail[0] // self._block)) if b not in self._have]
+
+    def _fetch_runs(self, blocks: list[int]) -> None:
+        """One request per contiguous run of `blocks` (ascending)."""
         run: list[int] = []
-        for b in missing:
+        for b in blocks:
             if run and b != run[-1] + 1:
                 self._fetch(run[0], run[-1])
                 run = []
             run.append(b)
         if run:
             self._fetch(run[0], run[-1])
-        return True
 
     def whole_sha256(self) -> str | None:
         """The sha256 of the file when range reads fetched every byte of it (a small wheel's first read is all
         of it; see `complete`), else None. A file downloaded whole was checked as it came."""
         if self._local is not None:
             return None
-        tail_start, tail = self._tail
-        blocks = -(-tail_start // self._block)
-        if any(b not in self._have for b in range(blocks)):
+        if self._missing():
             return None
+        tail_start, tail = self._tail
         digest = hashlib.sha256()
-        if blocks:
+        if tail_start:
             assert self._spool is not None
             self._spool.seek(0)
             left = tail_start
