@@ -29,6 +29,7 @@ from stackctl.profile.model import Stack
 from stackctl.publish.attest import Material
 from stackctl.resolve.lock import Lock
 from stackctl.verify.sign import SigningKey
+from stackctl.verify.sign import read_signing_key as read_signing_key  # --sign-key's reader, for the publish command
 
 SMALL_LAYER = 64 << 20  # a layer read whole for the image's own records (the SBOM lives in a small top layer)
 
@@ -283,17 +284,6 @@ def base_facts(build: Mapping[str, Any], stack: Stack) -> ImageFacts | None:
         return None
     return ImageFacts(str(fp["base_image_id"]), (), tuple(str(d) for d in fp.get("base_image_digests") or ()), 0,
                       tuple(str(d) for d in build.get("base_layers") or ()))
-
-
-def read_signing_key(path: Path) -> SigningKey:
-    """The PEM private key `--sign-key` names; messages name the file, never its content."""
-    from stackctl.verify.sign import load_private_key
-
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the signing key: {exc.strerror or exc}") from None
-    return load_private_key(data, str(path))
 
 
 def check_record_writable(path: Path) -> None:

@@ -3,7 +3,8 @@
 The envelope is DSSE v1 (payloadType `application/vnd.in-toto+json`, the signature over the
 pre-authentication encoding of type and payload); keys are PEM, ECDSA P-256 (SHA-256, DER signatures, as
 cosign writes them) or Ed25519. Every signature operation is `cryptography`'s; this module only frames
-the bytes. Values in, values out: reading a key file is the caller's (`load_private_key` takes bytes).
+the bytes. Values in, values out (`load_private_key` takes bytes), but for the one reader of a key file
+that both `publish --sign-key` and `verify --key` use (`read_signing_key`, `read_verifying_key`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from stackctl.errors import CheckFailed, InputError
@@ -125,6 +127,23 @@ def load_public_key(pem: bytes, where: str) -> VerifyingKey:
                          "private key)") from None
     _supported(key, where)
     return VerifyingKey(key, _keyid(key))
+
+
+def _key_file(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+
+
+def read_signing_key(path: Path) -> SigningKey:
+    """The PEM private key `publish --sign-key` names; messages name the file, never its content."""
+    return load_private_key(_key_file(path, "signing key"), str(path))
+
+
+def read_verifying_key(path: Path) -> VerifyingKey:
+    """The PEM public key `verify --key` names."""
+    return load_public_key(_key_file(path, "public key"), str(path))
 
 
 def envelope(statement: bytes, key: SigningKey | None) -> bytes:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from stackctl.base.words import count
-from stackctl.errors import CheckFailed, ContentMismatch, InputError
+from stackctl.errors import CheckFailed, ContentMismatch
 from stackctl.image.app import FREEZE as APP_FREEZE
 from stackctl.image.app import app_installed
 from stackctl.image.labels import LABEL_EPOCH, LABEL_INSTALLED, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, LABEL_TARGET, OCI
@@ -34,8 +33,8 @@ from stackctl.verify.sign import (
     STATEMENT_V1,
     Opened,
     VerifyingKey,
-    load_public_key,
     open_envelope,
+    read_verifying_key,
     statement_materials,
 )
 
@@ -99,12 +98,7 @@ def verify_image(registry: RegistryApi, repository: str, reference: str, lock: L
         raise CheckFailed(f"{repository}:{reference} does not verify: {exc}") from None
 
 
-def read_key(path: Path) -> VerifyingKey:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the public key: {exc.strerror or exc}") from None
-    return load_public_key(data, str(path))
+read_key = read_verifying_key  # verify --key's reader, for the verify command
 
 
 def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,

@@ -21,6 +21,8 @@ from stackctl.verify.sign import (
     load_public_key,
     open_envelope,
     pae,
+    read_signing_key,
+    read_verifying_key,
     sbom_statement,
 )
 
@@ -133,3 +135,18 @@ def test_key_files_that_cannot_be_used_are_one_input_error_before_any_connection
     wrong.write_bytes(private)
     r = cli("verify", "127.0.0.1:9/x/y:1", "--key", str(wrong), "--json")
     assert r.code == 2 and f"{wrong}: not a PEM public key" in r.err and "PRIVATE" not in r.out + r.err
+
+
+def test_one_reader_gives_publish_and_verify_the_pair_that_signs_and_checks(tmp_path: Any) -> None:
+    private, public = pem_pair("ed25519")
+    (tmp_path / "k.pem").write_bytes(private)
+    (tmp_path / "k.pub").write_bytes(public)
+    key = read_signing_key(tmp_path / "k.pem")
+    assert key.keyid == read_verifying_key(tmp_path / "k.pub").keyid
+    opened = open_envelope(envelope(STATEMENT, key), read_verifying_key(tmp_path / "k.pub"), "att")
+    assert opened.signed_by_key is True
+    with pytest.raises(InputError, match=r"k\.gone: cannot read the signing key") as info:
+        read_signing_key(tmp_path / "k.gone")
+    assert info.value.exit_code == 2
+    with pytest.raises(InputError, match=r"k\.pub: not a PEM private key"):  # the halves swapped
+        read_signing_key(tmp_path / "k.pub")
