@@ -9,7 +9,7 @@ from the front of the file alone, and a stripped library without section headers
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
@@ -211,28 +211,28 @@ class _Dynamic:
     def _struct(self, kind: str, pos: int) -> Any:
         return self._parse(getattr(self.structs, kind), self.stream, pos)
 
+    def _chain(self, kind: str, pos: int, count: int, next_field: str) -> Iterator[tuple[int, Any]]:
+        """The entries of one symbol-version list (DT_VERNEED, DT_VERDEF, or one entry's auxiliaries) with
+        their offsets: `count` at most, each `next_field` bytes after the one before, a zero ending the list.
+        Every entry read is spent from the file's budget, so a looping list is a NotElf, never a hang."""
+        for _ in range(min(count, _MAX_VERSION_ENTRIES)):
+            self._spend()
+            entry = self._struct(kind, pos)
+            yield pos, entry
+            if not entry[next_field]:
+                return
+            pos += int(entry[next_field])
+
     def version_needs(self) -> tuple[VersionNeed, ...]:
         """DT_VERNEED: each library and the symbol versions wanted from it."""
         if "DT_VERNEED" not in self.values:
             return ()
         needs: list[VersionNeed] = []
-        pos = self.offset_of(self.values["DT_VERNEED"])
-        for _ in range(min(self.values.get("DT_VERNEEDNUM", 0), _MAX_VERSION_ENTRIES)):
-            self._spend()
-            vn = self._struct("Elf_Verneed", pos)
-            versions: list[str] = []
-            apos = pos + int(vn["vn_aux"])
-            for _ in range(min(int(vn["vn_cnt"]), _MAX_VERSION_ENTRIES)):
-                self._spend()
-                aux = self._struct("Elf_Vernaux", apos)
-                versions.append(self.string(int(aux["vna_name"])))
-                if not aux["vna_next"]:
-                    break
-                apos += int(aux["vna_next"])
-            needs.append(VersionNeed(self.string(int(vn["vn_file"])), tuple(versions)))
-            if not vn["vn_next"]:
-                break
-            pos += int(vn["vn_next"])
+        start, count = self.offset_of(self.values["DT_VERNEED"]), self.values.get("DT_VERNEEDNUM", 0)
+        for pos, vn in self._chain("Elf_Verneed", start, count, "vn_next"):
+            auxes = self._chain("Elf_Vernaux", pos + int(vn["vn_aux"]), int(vn["vn_cnt"]), "vna_next")
+            versions = tuple(self.string(int(aux["vna_name"])) for _, aux in auxes)
+            needs.append(VersionNeed(self.string(int(vn["vn_file"])), versions))
         return tuple(needs)
 
     def version_defs(self) -> tuple[str, ...]:
@@ -240,19 +240,13 @@ class _Dynamic:
         if "DT_VERDEF" not in self.values:
             return ()
         defs: list[str] = []
-        pos = self.offset_of(self.values["DT_VERDEF"])
-        for _ in range(min(self.values.get("DT_VERDEFNUM", 0), _MAX_VERSION_ENTRIES)):
-            self._spend()
-            vd = self._struct("Elf_Verdef", pos)
+        start, count = self.offset_of(self.values["DT_VERDEF"]), self.values.get("DT_VERDEFNUM", 0)
+        for pos, vd in self._chain("Elf_Verdef", start, count, "vd_next"):
             # The first auxiliary entry names the version; later ones name its parents.
             if int(vd["vd_cnt"]) and not int(vd["vd_flags"]) & 0x1:  # VER_FLG_BASE names the file itself
                 da = self._struct("Elf_Verdaux", pos + int(vd["vd_aux"]))
                 defs.append(self.string(int(da["vda_name"])))
-            if not vd["vd_next"]:
-                break
-            pos += int(vd["vd_next"])
         return tuple(defs)
-
 
 def _segments(stream: IO[bytes], elf: Any) -> tuple[list[_Load], tuple[int, int] | None]:
     """The PT_LOAD segments and the PT_DYNAMIC one (offset, size). Sizes are checked against the file length
