@@ -28,6 +28,12 @@ def is_registry_host(component: str) -> bool:
     return "." in component or ":" in component or component == "localhost"
 
 
+def names_registry(repository: str) -> bool:
+    """`HOST[:PORT]/NAME`: the repository is in a registry, not only on an engine."""
+    first, _, rest = repository.partition("/")
+    return bool(rest) and is_registry_host(first)
+
+
 def is_loopback_host(host: str) -> bool:
     """`host[:port]` names this machine: `localhost`, 127.0.0.0/8 or ::1, bracketed (`[::1]:5000`) or bare.
     Docker reaches a loopback registry over plain http, and so do the registry client and skopeo."""

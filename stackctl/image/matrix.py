@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from stackctl.base.concurrency import parallel
 from stackctl.base.files import write_atomic
+from stackctl.base.imageref import names_registry
 from stackctl.base.jsonout import dumps
 from stackctl.base.progress import Steps
 from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
@@ -156,11 +157,6 @@ def matrix_cells(profiles: Sequence[str], targets: Sequence[str], *, lock: Path 
     return tuple(cells)
 
 
-def registry_hosted(repository: str) -> bool:
-    first, _, rest = repository.partition("/")
-    return bool(rest) and ("." in first or ":" in first or first == "localhost")
-
-
 class _CachedBuild:
     """The pool engine, building with the cell's `cache_from` images: `build_image` stays unaware of them."""
 
@@ -198,7 +194,7 @@ class _CachedBuild:
 
 def cache_repository(req: MatrixRequest, prep: Prepared) -> str | None:
     repo = req.cache_repository or image_ref(prep.stack, req.repository).repository
-    return repo if registry_hosted(repo) else None
+    return repo if names_registry(repo) else None
 
 
 def _absolute(source: str) -> str:

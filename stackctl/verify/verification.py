@@ -13,6 +13,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from stackctl.base.imageref import names_registry
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, ContentMismatch
 from stackctl.image.app import FREEZE as APP_FREEZE
@@ -380,8 +381,7 @@ def base_in_registry(registry: RegistryApi, base: Mapping[str, Any],
     if not uri.startswith("oci://"):
         return [], f"the base image is named by image id only ({uri[:40]}): it was never in a registry to check"
     repository, _, digest = uri.removeprefix("oci://").rpartition("@")
-    first = repository.partition("/")[0]
-    if "/" not in repository or not ("." in first or ":" in first or first == "localhost"):
+    if not names_registry(repository):
         return [], f"the base image {repository} names no registry host: not read"
     _, _, base_config = remote.remote_image(registry, repository, digest)
     theirs = list((base_config.get("rootfs") or {}).get("diff_ids") or [])

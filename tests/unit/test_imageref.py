@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stackctl.base.imageref import ImageName, is_loopback_host, looks_like_image, parse_image_ref
+from stackctl.base.imageref import ImageName, is_loopback_host, looks_like_image, names_registry, parse_image_ref
 from stackctl.engine.registry import RemoteRef, parse_ref
 
 
@@ -42,6 +42,12 @@ def test_a_loopback_registry_is_known_as_one_in_every_spelling(host: str) -> Non
                                   "[2001:db8::1]", "localhost.example:5000", "[::1", "[::1]5000", "128.0.0.1:5000", ""])
 def test_a_registry_elsewhere_is_not_loopback(host: str) -> None:
     assert not is_loopback_host(host)
+
+
+def test_a_repository_is_in_a_registry_only_when_its_first_part_is_a_host() -> None:
+    # the build's cache and verify's base-image read go to a registry only then, never to a name on the engine
+    assert names_registry("127.0.0.1:5000/s/e2e") and names_registry("localhost/x") and names_registry("reg.example/a")
+    assert not names_registry("library/ubuntu") and not names_registry("ubuntu") and not names_registry("reg.example")
 
 
 def test_diff_tells_an_image_from_a_profile_or_a_lock(tmp_path: Path) -> None:
