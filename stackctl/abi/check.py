@@ -45,9 +45,6 @@ class Where(str, Enum):
     UNRESOLVED = "unresolved"
 
 
-FOUND_IN_WHEELS = (Where.LOADED, Where.RPATH, Where.LD_LIBRARY_PATH, Where.RUNPATH)
-
-
 class Severity(str, Enum):
     ERROR = "error"  # fails the check
     WARNING = "warning"

@@ -9,7 +9,6 @@ from pathlib import Path
 from stackctl.errors import InputError
 
 _PACKAGE = Path(__file__).resolve().parent.parent
-ASSET_NAMES = ("Dockerfile.in", "templates", "gates")
 
 
 def asset_root() -> Path:
