@@ -3,8 +3,9 @@
 `docker.auth.AuthConfig` reads the Docker config and picks, for a registry, `credHelpers[host]`, else
 `credsStore`, else `auths` (the CLI's order); `docker.credentials.Store` speaks the helper protocol. One
 thing is changed: the SDK runs a helper with its stderr on ours, and a helper that fails may write the
-secret there, so here every helper runs with stderr captured and dropped. The answer is used in headers
-and in the push's auth config only; no message ever carries it.
+secret there, so here every helper runs with stderr captured and dropped. The answer is used in the registry
+client's headers, the engine's push's auth config and skopeo's private auth file (engine/skopeo.py) only; no
+message ever carries it.
 """
 
 from __future__ import annotations

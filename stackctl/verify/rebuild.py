@@ -1,11 +1,14 @@
 """`stackctl verify --rebuild`: reproducibility as the check.
 
 The image in the registry names its revision, lock and SOURCE_DATE_EPOCH. A clean checkout of that
-revision (a detached `git worktree` in a temporary directory) is built on the local engine without cache,
-its config gets publish's reproducible rewrite, computed here and pushed nowhere, and the result is held
-against the registry's: the config's digest (which covers every layer's diff_id, the labels, the
-environment and the history) and, layer by layer, the diff_ids. A forged image, however well its
-records are copied, is not what its revision and lock build.
+revision (a detached `git worktree` in a temporary directory) is built without cache, on the engine and
+builder `verify` opened, by the same `build_image` as `stackctl build`: it ends with its OCI layout, the
+config already reproducible (BuildKit's exporter dated it, or the build rewrote a copy's), as the
+published image's was when it was built. The check is that layout's manifest digest against the
+registry's; where they part, the config's digest (which covers every layer's diff_id, the labels, the
+environment and the history), the diff_ids layer by layer and the labels say where. Nothing is
+rewritten here and nothing is pushed. A forged image, however well its records are copied, is not what
+its revision and lock build.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ class Rebuilt:
     rebuilt_config: str  # the rebuilt layout's
     registry_layers: tuple[str, ...]  # diff_ids
     rebuilt_layers: tuple[str, ...]
-    seconds: float  # the whole rebuild: checkout, build, rewrite, compare
+    seconds: float  # the whole rebuild: checkout, build (its layout included), compare
     compared: tuple[str, ...]
     differences: tuple[str, ...]
     registry_digest: str = ""  # the manifest digest checked
