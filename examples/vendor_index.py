@@ -18,7 +18,9 @@ builds small real wheels and serves them until Ctrl-C:
 writes the same format from a real image) for `stackctl abi --inventory`; it is made up, so it goes to a
 file of its own: a FILE that holds another image's inventory (a real one `stackctl inventory` wrote) is
 left alone and `serve` stops. It prints the `--index` flags that point a command at the two indexes.
-The wheels follow `stacks/*.toml`: change a pin there and the next `serve` has it. `build_indexes()`
+The wheels follow `stacks/*.toml` (`--stacks DIR`): change a pin there and the next `serve` has it; profiles
+of other targets get wheels for those (a twin of the stacks for cp311, the Python of the project's own base
+image, gets cp311 wheels), each package holding the module its gate entry imports. `build_indexes()`
 returns the two servers unstarted, for tests and other tools.
 """
 
