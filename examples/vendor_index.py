@@ -18,7 +18,9 @@ builds small real wheels and serves them until Ctrl-C:
 writes the same format from a real image) for `stackctl abi --inventory`; it is made up, so it goes to a
 file of its own: a FILE that holds another image's inventory (a real one `stackctl inventory` wrote) is
 left alone and `serve` stops. It prints the `--index` flags that point a command at the two indexes.
-The wheels follow `stacks/*.toml`: change a pin there and the next `serve` has it. `build_indexes()`
+The wheels follow `stacks/*.toml` (`--stacks DIR`): change a pin there and the next `serve` has it; profiles
+of other targets get wheels for those (a twin of the stacks for cp311, the Python of the project's own base
+image, gets cp311 wheels), each package holding the module its gate entry imports. `build_indexes()`
 returns the two servers unstarted, for tests and other tools.
 """
 
@@ -147,9 +149,12 @@ class _Elf:
         return self._built[k]
 
 
-def _vendor_files(project: str, version: str, t: Target, elf: _Elf, machine: str) -> dict[str, bytes | str]:
+def _vendor_files(project: str, version: str, t: Target, elf: _Elf, machine: str,
+                  module: str | None = None) -> dict[str, bytes | str]:
     key = canonicalize_name(project)
-    pkg = {"torch-musa": "torch_musa", "tilelang-musa": "tilelang", "deep-ep": "deep_ep"}.get(key, key)
+    # the package the gate imports (`module`, e.g. tvm_ffi for apache-tvm-ffi), so an image of the stack passes it
+    pkg = module.split(".")[0] if module else {"torch-musa": "torch_musa", "tilelang-musa": "tilelang"}.get(
+        key, key.replace("-", "_"))
     files: dict[str, bytes | str] = {f"{pkg}/__init__.py": f"__version__ = {version!r}\n"}
     for path, soname, needs in _LIBS.get(key, ()):
         files[path] = elf.library(path, soname, needs, machine)
@@ -202,6 +207,11 @@ def build_indexes(root: Path, stacks_dir: Path = REPO / "stacks") -> ExampleInde
         server.add(w, upload_time=when, metadata=metadata)
         ex.projects.setdefault(f"{where}/{canonicalize_name(project)}", []).append(w.name)
 
+    modules = {str(p.key): p.gate.module for s in stacks for p in s.pins if p.gate is not None}
+
+    def vendor_files(pin: str, version: str, t: Target, machine: str = "x86_64") -> dict[str, bytes | str]:
+        return _vendor_files(pin, version, t, elf, machine, modules.get(str(canonicalize_name(pin))))
+
     for month, stack in enumerate(stacks):
         release = T0 + timedelta(days=30 * month)
         vendor = {i.name for i in stack.indexes if not i.from_pip}
@@ -211,7 +221,7 @@ def build_indexes(root: Path, stacks_dir: Path = REPO / "stacks") -> ExampleInde
             for t in pin.targets(stack.targets):
                 if pin.index in vendor:
                     add(musa, "musa", pin.name, pin.version, _tag(t), when,
-                        _vendor_files(pin.name, pin.version, t, elf, "x86_64"),
+                        vendor_files(pin.name, pin.version, t),
                         _requires(pin.name, pin.version, pins), metadata=False)
                 else:
                     pkg = str(pin.key).replace("-", "_")
@@ -225,7 +235,7 @@ def build_indexes(root: Path, stacks_dir: Path = REPO / "stacks") -> ExampleInde
                 arm = f"{v.public}+{AARCH64_LABEL}"
                 t310 = Target("3.10", "linux_aarch64")
                 add(musa, "musa", pin.name, arm, _tag(t310), release + timedelta(days=3),
-                    _vendor_files(pin.name, arm, t310, elf, "aarch64"), _requires(pin.name, arm, pins),
+                    vendor_files(pin.name, arm, t310, "aarch64"), _requires(pin.name, arm, pins),
                     metadata=False)
     # older releases of the first vendor stack's pins: history an index has
     first = next((s for s in stacks if any(not i.from_pip for i in s.indexes)), None)
@@ -236,7 +246,7 @@ def build_indexes(root: Path, stacks_dir: Path = REPO / "stacks") -> ExampleInde
                 older = f"{v.major}.{v.minor}.{v.micro}+{v.local}"
                 for t in pin.targets(first.targets):
                     add(musa, "musa", pin.name, older, _tag(t), T0 - timedelta(days=60),
-                        _vendor_files(pin.name, older, t, elf, "x86_64"), (), metadata=False)
+                        vendor_files(pin.name, older, t), (), metadata=False)
     # what the closure needs from the public index
     for name, version in (("filelock", "3.16.1"), ("typing-extensions", "4.12.2"), ("packaging", "25.0"),
                           ("packaging", "24.2")):

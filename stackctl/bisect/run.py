@@ -49,7 +49,7 @@ class Step:
     stack: str
     profile: str
     outcome: str  # good | bad | skip
-    verdict: str  # ab's word, or the stage that could not make the stack: "cannot resolve", "ABI", "build"
+    verdict: str  # ab's word, or the stage that could not make the stack: "cannot resolve", "ABI", "build", "gate"
     why: str
     delta_pct: float | None = None
     regressions: tuple[str, ...] = ()
@@ -323,7 +323,7 @@ class _Bisect:
         except ServiceError:
             raise
         except StackctlError as exc:
-            return replace(skip("build", str(exc).splitlines()[0], lock_digest=lock.digest(), built=True), key=key)
+            return replace(skip(*_unbuilt(exc), lock_digest=lock.digest(), built=True), key=key)
         if whole:
             self.candidate_image = image
         self.say(f"  {stack.name}: {image}; A/B against the control on {self.opts.trial}")
@@ -392,6 +392,18 @@ class _Bisect:
         if j.outcome is Outcome.GOOD:
             return replace(step, outcome=Outcome.BAD.value, why=f"undecided against the control; {seen}")
         return replace(step, why=f"undecided both ways; {seen}")
+
+
+def _unbuilt(exc: StackctlError) -> tuple[str, str]:
+    """(verdict, why) of a stack whose build failed: its gate, said by the checks that failed (the message alone
+    counts them, and the user's next question is which import), or the build itself."""
+    from stackctl.image import BuildFailed
+
+    head = str(exc).splitlines()[0]
+    fails = [line for line in exc.lines if line.startswith("FAIL ")] if isinstance(exc, BuildFailed) else []
+    if fails and head.startswith("the gate failed"):
+        return "gate", f"{head}: {'; '.join(fails)}"
+    return "build", head
 
 
 def _jsonable(step: Step) -> dict[str, Any]:
