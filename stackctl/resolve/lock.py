@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion
 from stackctl.base.files import unsafe_component, write_atomic
 from stackctl.base.jsonout import to_jsonable
 from stackctl.errors import CheckFailed, InputError
-from stackctl.profile.locate import profile_file
+from stackctl.profile.locate import StackRef, profile_file
 from stackctl.profile.model import Stack
 from stackctl.profile.versions import parse_version
 
@@ -365,10 +365,12 @@ def write_lock(path: str | Path, lock: Lock) -> bool:
     return True
 
 
-def lock_path(profile: str, explicit: Path | None = None) -> Path:
+def lock_path(profile: str | StackRef, explicit: Path | None = None) -> Path:
     """The one rule for where a stack's lock is: `--lock` when given, else the `.lock` beside the profile in
     the working tree (for `PATH@GITREV`, beside PATH; for a bare stack name, `stacks/NAME.lock`)."""
-    return explicit if explicit is not None else profile_file(profile).with_suffix(".lock")
+    if explicit is not None:
+        return explicit
+    return (profile.file if isinstance(profile, StackRef) else profile_file(profile)).with_suffix(".lock")
 
 
 def is_lock_ref(spec: str) -> bool:
