@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stackctl.base import count, recorded_at
+from stackctl.base import count
 from stackctl.cli.annotate import AnnotationsOpt, annotate
 from stackctl.cli.app import (
     app,
@@ -134,8 +134,8 @@ def scan(
             console.print(f"{r.path}:{r.line}: {r.text}", markup=False)
         sup = ", ".join(f"{s.package} {s.old}" for s in items) or "nothing"
         say(f"{count(len(refs), 'stale reference')} in {count(read, 'text file')}; superseded: {sup}")
-        if (at := recorded_at(record, no_record, "scan", new.name, result.warnings)) is not None:
-            say(f"recorded in {at} (what `stackctl report` reads)")
+        if result.recorded is not None:
+            say(f"recorded in {result.recorded} (what `stackctl report` reads)")
 
     emit(result, as_json, human)
     annotate(result.annotations(path))

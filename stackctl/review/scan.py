@@ -168,6 +168,7 @@ class ScanResult:
     references: tuple[StaleRef, ...]
     files_read: int
     warnings: tuple[str, ...] = ()
+    recorded: Path | None = None  # where it was recorded for `stackctl report`
 
     def annotations(self, root: Path) -> tuple[Annotation, ...]:
         """Each reference at its file (under the tree `root` scanned) and line, for CI to show on the diff."""
@@ -211,6 +212,6 @@ def scan_stale(root: Path, new: Stack, old: Stack, since_arg: str, allow: Path |
     result = ScanResult(items, tuple(refs), read)
     from stackctl.base.evidence import record_to, write_evidence
 
-    said = record_to(record, no_record, "scan", new.name, lambda at: write_evidence(
+    done = record_to(record, no_record, "scan", new.name, lambda at: write_evidence(
         at, "scan", new.name, result, profile_digests=(new.digest(), old.digest()), command=command))
-    return dataclasses.replace(result, warnings=(said,)) if said else result
+    return dataclasses.replace(result, warnings=done.warnings, recorded=done.at)
