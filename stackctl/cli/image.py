@@ -28,8 +28,6 @@ from stackctl.cli.app import (
 from stackctl.cli.matrix import EngineOpt, EnginesFileOpt
 from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
 from stackctl.errors import CheckFailed, InputError
-from stackctl.profile import load_profile
-from stackctl.resolve import lock_path
 
 if TYPE_CHECKING:
     from stackctl.base import Level, Steps
@@ -60,9 +58,9 @@ def tag(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the image tag the profile's template gives."""
-    from stackctl.image import image_ref
+    from stackctl.usecases import image_tag
 
-    ref = image_ref(load_profile(profile), repository)
+    ref = image_tag(profile, repository)
     emit({"repository": ref.repository, "tag": ref.tag, "ref": str(ref)}, as_json, lambda: print(ref.tag))
 
 
@@ -140,14 +138,11 @@ def render(
     The Dockerfile, the requirement files from the lock, the gate and its spec, and with --wheelhouse the
     wheels.
     """
-    from stackctl.base import check_output
-    from stackctl.image import render_context
+    from stackctl.usecases import render_profile
 
-    check_output(out, "--out", directory=True)
     with _context_bar(not as_json and console_err.is_terminal) as on_wheel:
-        written = render_context(load_profile(profile), lock_path(profile, lock), out, target=target,
-                                 wheelhouse=wheelhouse, revision=revision, ref=ref, created=created, env=os.environ,
-                                 on_wheel=on_wheel)
+        written = render_profile(profile, out, lock, target=target, wheelhouse=wheelhouse, revision=revision,
+                                 ref=ref, created=created, env=os.environ, on_wheel=on_wheel)
     digests, wheels = written.files, written.wheels
     emit(written, as_json, lambda: console.print(f"wrote {out}/Dockerfile and {len(digests) - 1} other files"
                                                  + ("" if wheelhouse else f"; {len(wheels)} wheels expected under "
@@ -294,9 +289,9 @@ def build(
                        overrides(index), context, repository, cache_repository, allow_dirty, revision, ref, created,
                        record_dir, no_cache, send_wheels, invoked(), builder, tuple(engine or ()), engines_file)
     if build_all:
-        from stackctl.cli.matrix import build_all as run_all
+        from stackctl.cli.matrix import build_all as build_pool
 
-        return run_all(order, as_json=as_json)
+        return build_pool(order, as_json=as_json)
     from stackctl.usecases import build_stack
 
     built = build_stack(order, say=_say, watch=_watch_build(not as_json and console_err.is_terminal, as_json))
@@ -356,11 +351,11 @@ def publish(
     moves the tag. No engine is asked anything. Then appends the publication record.
     """
     if publish_all:
-        from stackctl.cli.matrix import publish_all as run_all
+        from stackctl.cli.matrix import publish_all as publish_pool
 
         if profile is not None or lock is not None or record_file is not None:
             raise InputError("publish --all takes the cells of RECORD_DIR/matrix.json: no PROFILE, --lock or --record")
-        return run_all(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json)
+        return publish_pool(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json)
     if profile is None:
         raise InputError("publish: give a PROFILE, or --all")
     from stackctl.usecases import publish_built

@@ -38,7 +38,6 @@ def verify(
     """
     from stackctl.base import to_jsonable
     from stackctl.usecases import verify_remote
-    from stackctl.verify import raise_if_failed
 
     # A rebuild reports each build step as a timestamped line (it takes as long as a build); a plain
     # verify is a few registry reads under a spinner.
@@ -59,4 +58,5 @@ def verify(
                 say(f"  {line}")
 
     emit({**to_jsonable(result), "ok": not result.failed}, as_json, human)
-    raise_if_failed(result)
+    if (failure := result.failure()) is not None:
+        raise failure

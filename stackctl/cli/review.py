@@ -22,7 +22,6 @@ from stackctl.cli.app import (
     table,
 )
 from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt
-from stackctl.profile import load_profile
 
 if TYPE_CHECKING:
     from stackctl.review import ImageDiff, LockDiff, StackDiff
@@ -115,11 +114,10 @@ def scan(
     as_json: JsonOpt = False,
 ) -> None:
     """Find references to superseded pins; exit 1 when any remain."""
-    from stackctl.review import scan_stale
+    from stackctl.usecases import scan_profile
 
     one_format(as_json, markdown)
-    new, old = load_profile(stack), load_profile(since)
-    result = scan_stale(path, new, old, since, allow, record=record, no_record=no_record, command=invoked())
+    result = scan_profile(path, stack, since, allow, record=record, no_record=no_record, command=invoked())
     for w in result.warnings:
         console_err.print(f"[yellow]warning:[/] {w}", highlight=False)
     refs, items, read = result.references, result.superseded, result.files_read

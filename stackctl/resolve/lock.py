@@ -176,9 +176,10 @@ class LockStatus:
     closure: int
 
 
-def lock_status(stack: Stack, path: Path, *, check: bool = False, profile_arg: str | None = None) -> LockStatus:
-    """The lock at `path` against `stack`; with `check`, a lock made from another profile fails. A missing
-    lock fails as `check` fails it (exit 1): the lock is what is checked, not an input of the check."""
+def lock_status(ref: StackRef, path: Path, *, check: bool = False) -> LockStatus:
+    """The lock at `path` against the stack `ref` names; with `check`, a lock made from another profile fails. A
+    missing lock fails as `check` fails it (exit 1): the lock is what is checked, not an input of the check."""
+    stack, profile_arg = ref.stack, ref.arg
     if not Path(path).exists():
         raise CheckFailed(missing_lock(path, profile_arg or stack.name))
     lk = read_lock(path)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from stackctl.engine.docker import DockerEngine
     from stackctl.engine.pool import Pool, Unreachable
     from stackctl.image.build import Built
+    from stackctl.image.context import WrittenContext
     from stackctl.image.labels import ImageRef
     from stackctl.image.matrix import Event, Matrix
     from stackctl.profile.model import Stack
@@ -199,3 +200,28 @@ def build_over_pool(order: BuildOrder, env: Mapping[str, str], on_unreachable: C
     req = MatrixRequest(cells, {m.name: m.machine for m in pool.members},
                         {m.name: m.engine.address for m in pool.members}, order)
     return build_matrix(req, builders, on_event, on_step), pool
+
+
+def image_tag(profile: str, repository: str | None = None) -> ImageRef:
+    """`stackctl tag`: the image reference the profile's template gives."""
+    from stackctl.image.labels import image_ref
+    from stackctl.profile.locate import load_profile
+
+    return image_ref(load_profile(profile), repository)
+
+
+def render_profile(profile: str, out: Path, lock: Path | None = None, *, target: str | None = None,
+                   wheelhouse: Path | None = None, revision: str | None = None, ref: str | None = None,
+                   created: str | None = None, env: Mapping[str, str] | None = None,
+                   on_wheel: Steps | None = None) -> WrittenContext:
+    """`stackctl render`: the build context of the profile (its lock `lock`, else the one beside it) in `out`."""
+    from stackctl.base.files import check_output
+    from stackctl.image.context import render_context
+    from stackctl.profile.locate import stack_ref
+    from stackctl.resolve.lock import lock_path
+
+    check_output(out, "--out", directory=True)
+    stack = stack_ref(profile)
+    return render_context(stack.stack, lock_path(stack, lock), out, target=target, wheelhouse=wheelhouse,
+                          revision=revision, ref=ref, created=created, env=os.environ if env is None else env,
+                          on_wheel=on_wheel)
