@@ -1,4 +1,4 @@
-"""The engine adapters: the Docker engine (`docker`, the only code importing docker), buildx and its bake,
+"""Stage 7, the engine adapters: the Docker engine (`docker`, the only code importing docker), buildx and its bake,
 skopeo, the registry client and its credentials, a build's wheel server, an image's library inventory, and the
 engine pool (its members named, parsed and reached). They implement the image stage's protocols
 (`image/protocols.py`) and read with its parsers; the use cases (`stackctl.usecases`) wire them to a command.

@@ -1,7 +1,9 @@
-"""The use cases, just below the command line: one module per command family, each a command's whole work as
-one call (a command parses its options, makes that call and renders what it returns). They wire the stages
-to the engine adapters: `build` (a single build and `build --all`, one `BuildOrder`), `publish`, `verify`,
-`gate`, `ab`, `abi`, `bisect`.
+"""Stage 12, the use cases, just below the command line: one module per command family, each a command's whole
+work as one call (a command parses its options, makes that call and renders what it returns). They resolve a
+PROFILE argument once (`profile.StackRef`), decide where the records go, and wire the stages to the engine
+adapters: `build` (a single build, `build --all`, `tag`, `render`: one `BuildOrder`), `publish`, `verify`,
+`gate`, `ab`, `bisect`, `report` (and `scan`), `resolve` (`resolve`, `lock`, `outdated`, `fetch`, `check`,
+`export`, `show`, `propose`).
 
 The names below are the stage's API; each is imported from its module on first use."""
 
