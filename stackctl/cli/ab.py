@@ -130,9 +130,10 @@ def ab(
     from stackctl.usecases import AbAsk, ab_compare
 
     one_format(as_json, markdown)
-    done = ab_compare(AbAsk(control, candidate, plan, tuple(trial or ()), repeat, max_repeat, allow_undecided,
-                        tuple(image or ()), tuple(python or ()), target, record_dir, record, no_record, invoked()),
-                  say=_progress)
+    ask = AbAsk(control, candidate, plan=plan, trials=tuple(trial or ()), repeat=repeat, max_repeat=max_repeat,
+                allow_undecided=allow_undecided, images=tuple(image or ()), pythons=tuple(python or ()),
+                target=target, record_dir=record_dir, record=record, no_record=no_record, command=invoked())
+    done = ab_compare(ask, say=_progress)
     rep: AbReport = done.report
     result = to_jsonable(rep) | {"verdict": rep.verdict, "pictures": list(done.pictures)}
 

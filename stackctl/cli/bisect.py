@@ -106,9 +106,10 @@ def bisect(
     from stackctl.usecases import BisectAsk, bisect_moves
 
     one_format(as_json, markdown)
-    rep: BisectReport = bisect_moves(BisectAsk(control, candidate, trial, plan, metric, repeat, max_repeat,
-                                             tuple(index or ()), inventory, work_dir, record_dir, record, no_record,
-                                             builder, invoked()), say=_progress)
+    ask = BisectAsk(control, candidate, trial, plan=plan, metric=metric, repeat=repeat, max_repeat=max_repeat,
+                    index=tuple(index or ()), inventory=inventory, work_dir=work_dir, record_dir=record_dir,
+                    record=record, no_record=no_record, builder=builder, command=invoked())
+    rep: BisectReport = bisect_moves(ask, say=_progress)
     result = to_jsonable(rep) | {"failing": rep.failing}
 
     def human() -> None:

@@ -285,9 +285,11 @@ def build(
     """
     from stackctl.usecases import BuildOrder
 
-    order = BuildOrder(tuple(profiles or ()), tuple(target or ()), build_all, lock, wheelhouse, fetch,
-                       overrides(index), context, repository, cache_repository, allow_dirty, revision, ref, created,
-                       record_dir, no_cache, send_wheels, invoked(), builder, tuple(engine or ()), engines_file)
+    order = BuildOrder(tuple(profiles or ()), tuple(target or ()), every=build_all, lock=lock, wheelhouse=wheelhouse,
+                       fetch=fetch, overrides=overrides(index), context=context, repository=repository,
+                       cache_repository=cache_repository, allow_dirty=allow_dirty, revision=revision, ref=ref,
+                       created=created, record_dir=record_dir, no_cache=no_cache, send_wheels=send_wheels,
+                       command=invoked(), builder=builder, engines=tuple(engine or ()), engines_file=engines_file)
     if build_all:
         from stackctl.cli.matrix import build_all as build_pool
 
