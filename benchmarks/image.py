@@ -228,6 +228,7 @@ def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str
     checked into the context, the build with its wheel server, the build record."""
     from stackctl.engine.docker import DockerEngine
     from stackctl.image.build import BuildRequest, build_image
+    from stackctl.image.order import BuildOrder
     from stackctl.image.prepare import prepare_build
 
     t0 = time.perf_counter()
@@ -261,7 +262,8 @@ def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str
         engine = Buildx(DockerEngine())
 
     prep = prepare_build(repo.stack, repo.lock, None, "bench", "bench", None, None, os.environ)
-    req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp / "ctx", tmp / "records", nocache)
+    req = BuildRequest(prep, repo.lock, BuildOrder(wheelhouse=repo.wheelhouse, no_cache=nocache), tmp / "records",
+                       tmp / "ctx")
     built = build_image(req, engine, on_step=step)
     seconds = time.perf_counter() - t0
     marks.append((seconds, "end"))

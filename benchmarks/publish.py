@@ -38,7 +38,7 @@ REGISTRY = "127.0.0.1:5000"
 def stackctl_publish(repo: Any, build_record: Path, out: Path, repository: str | None = None
                      ) -> tuple[float, dict[str, Any]]:
     """`stackctl publish` as the command runs it: the build's layout copied by skopeo, checked, tagged."""
-    from stackctl.engine.publishing import publish_image
+    from stackctl.usecases.publish import publish_image
 
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -23,7 +23,8 @@ from stackctl.errors import InputError
 
 if TYPE_CHECKING:
     from stackctl.engine.docker import DockerEngine
-    from stackctl.profile.model import Devices, Stack
+    from stackctl.profile.locate import StackRef
+    from stackctl.profile.model import Devices
 
 RUN_DIR = "/tmp/stackctl-ab"  # in an image: the runner, its job and result, the output directory
 RUNNER = Path(__file__).with_name("legrun.py")
@@ -125,14 +126,14 @@ def _result(raw: bytes) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else _failed_result(-1, "the runner's result is not a JSON object")
 
 
-def image_legs(control: Stack, candidate: Stack, args: tuple[str, str], images: tuple[str, ...],
-               record_dir: Path, python: str, workdir: str) -> tuple[LegRunner, LegRunner]:
+def image_legs(stacks: tuple[StackRef, StackRef], images: tuple[str, ...], record_dir: Path, python: str,
+               workdir: str) -> tuple[LegRunner, LegRunner]:
     """Both legs in images: those named (`--image CONTROL --image CANDIDATE`), else each stack's latest build
     (its build record). One engine runs both, so both see the same host and devices."""
     from stackctl.engine.docker import DockerEngine, check_local_ref
 
     refs: list[tuple[str, str | None]] = []
-    for i, stack in enumerate((control, candidate)):
+    for i, stack in enumerate(s.stack for s in stacks):
         if images:
             refs.append((images[i], None))
             continue
@@ -142,15 +143,16 @@ def image_legs(control: Stack, candidate: Stack, args: tuple[str, str], images: 
             refs.append((str(data["image"]), str(record)))
         except FileNotFoundError:
             raise InputError(f"{record}: no build record of {stack.name}",
-                             hint=f"build it (`stackctl build {args[i]}`) or name the images with --image") from None
+                             hint=f"build it (`stackctl build {stacks[i].arg}`) or name the images with --image"
+                             ) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{record}: not a build record ({exc})") from None
     for ref, _ in refs:
         check_local_ref(ref)
     engine = DockerEngine()
     legs: list[LegRunner] = []
-    for role, stack, arg, (ref, record_path) in zip(("control", "candidate"), (control, candidate), args, refs,
-                                                        strict=True):
+    for role, (arg, stack), (ref, record_path) in zip(("control", "candidate"), ((s.arg, s.stack) for s in stacks),
+                                                      refs, strict=True):
         facts = engine.facts(ref)
         if facts is None:
             raise InputError(f"image {ref} is not in the engine at {engine.address}", hint="build or pull it first")
@@ -165,12 +167,11 @@ def image_legs(control: Stack, candidate: Stack, args: tuple[str, str], images: 
     return legs[0], legs[1]
 
 
-def python_legs(control: Stack, candidate: Stack, args: tuple[str, str],
-                pythons: tuple[str, ...]) -> tuple[LegRunner, LegRunner]:
+def python_legs(stacks: tuple[StackRef, StackRef], pythons: tuple[str, ...]) -> tuple[LegRunner, LegRunner]:
     """Both legs on the host's interpreters (`--python CONTROL --python CANDIDATE`)."""
     legs: list[LegRunner] = []
-    for role, stack, arg, py in zip(("control", "candidate"), (control, candidate), args, pythons,
-                                        strict=True):
+    for role, (arg, stack), py in zip(("control", "candidate"), ((s.arg, s.stack) for s in stacks), pythons,
+                                      strict=True):
         path = py if os.sep in py else (_which(py) or py)
         devices = stack.devices
         # an interpreter on the host reaches the host's devices itself: nothing is given to it

@@ -19,6 +19,7 @@ from stackctl.errors import InputError
 
 if TYPE_CHECKING:
     from stackctl.image.gaterun import GateRun
+    from stackctl.profile.locate import StackRef
     from stackctl.profile.model import Stack
 
 RECORD_KIND = "ab"
@@ -189,12 +190,13 @@ def _run_line(trial: Trial, run: Run, order: int, total: int) -> str:
     return f"{what}: {samples} in {run.seconds:.1f} s"
 
 
-def run_ab(control: Stack, candidate: Stack, args: tuple[str, str], plan: Plan, *,
+def run_ab(control_ref: StackRef, candidate_ref: StackRef, plan: Plan, *,
            images: tuple[str, ...] = (), pythons: tuple[str, ...] = (), record_dir: Path = Path("build"),
            target: str | None = None, max_repeat: int | None = None, allow_undecided: bool = False,
            say: Say = lambda _: None) -> AbReport:
     """Both legs, the gate in each, every trial's runs, the verdicts. `max_repeat` and `allow_undecided` stand
     for the plan's where given (`--max-repeat`, `--allow-undecided`)."""
+    control, candidate = control_ref.stack, candidate_ref.stack
     plan = plan.repeated(None, max_repeat, allow_undecided)
     if images and pythons:
         raise InputError("give --image or --python, not both: both legs run the same way")
@@ -205,9 +207,9 @@ def run_ab(control: Stack, candidate: Stack, args: tuple[str, str], plan: Plan, 
     files = plan_files(Path(plan.root), plan.files)
     started = now_iso()
     if pythons:
-        legs = python_legs(control, candidate, args, pythons)
+        legs = python_legs((control_ref, candidate_ref), pythons)
     else:
-        legs = image_legs(control, candidate, args, images, record_dir, plan.python, plan.workdir)
+        legs = image_legs((control_ref, candidate_ref), images, record_dir, plan.python, plan.workdir)
     runners = {CONTROL: legs[0], CANDIDATE: legs[1]}
     for runner in legs:
         _probe_leg(plan, runner, say)

@@ -280,6 +280,7 @@ class AbiOutcome:
     problems: tuple[StackctlError, ...]
     warnings: tuple[str, ...]
     annotations: tuple[Annotation, ...] = ()  # each finding where CI shows it (cli --annotations)
+    recorded: Path | None = None  # where a profile's check was recorded for `stackctl report`
 
     def as_json(self) -> dict[str, object]:
         return {"reports": [{"target": label, **report_json(rep)} for label, rep in self.reports],
@@ -382,9 +383,8 @@ def check_targets(targets: list[str], *, lock: Path | None = None, target: str |
         from stackctl.base.evidence import record_to, write_evidence
 
         stack_name, lock_digest, digests = recorded
-        said = record_to(record, no_record, "abi", stack_name, lambda at: write_evidence(
+        done = record_to(record, no_record, "abi", stack_name, lambda at: write_evidence(
             at, "abi", stack_name, {**outcome.as_json(), "failures": [str(e) for e in problems]},
             lock_digest=lock_digest, profile_digests=digests, command=command))
-        if said is not None:
-            outcome = dataclasses.replace(outcome, warnings=(*outcome.warnings, said))
+        outcome = dataclasses.replace(outcome, warnings=(*outcome.warnings, *done.warnings), recorded=done.at)
     return outcome

@@ -199,6 +199,7 @@ class WheelDiffRun:
     rows: tuple[tuple[str, str, str, str, str], ...]  # member, size before, size after, crc before, crc after
     elf_rows: tuple[tuple[str, str], ...]  # library, dynamic section changes
     warnings: tuple[str, ...] = ()
+    recorded: Path | None = None  # where it was recorded for `stackctl report`
 
 
 def diff_wheel_files(old: str, new: str, limits: Limits, *, record: Path | None = None, no_record: bool = False,
@@ -221,7 +222,7 @@ def diff_wheel_files(old: str, new: str, limits: Limits, *, record: Path | None 
     from stackctl.base.evidence import add_to_evidence, record_to
     from stackctl.base.jsonout import to_jsonable
 
-    said = record_to(record, no_record, "wheel-diff", None, lambda at: add_to_evidence(
+    done = record_to(record, no_record, "wheel-diff", None, lambda at: add_to_evidence(
         at, "wheel-diff", d.new, {"diff": to_jsonable(d), "rows": to_jsonable(rows),
                                   "elf_rows": to_jsonable(elf_rows)}, command=command))
-    return WheelDiffRun(d, tuple(origins), tuple(rows), elf_rows, (said,) if said else ())
+    return WheelDiffRun(d, tuple(origins), tuple(rows), elf_rows, done.warnings, done.at)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         rebased,
     )
     from stackctl.base.concurrency import end_children, workers_alive
-    from stackctl.base.evidence import Evidence, add_to_evidence, read_evidence, recorded_at, write_evidence
+    from stackctl.base.evidence import Evidence, Recorded, add_to_evidence, read_evidence, write_evidence
     from stackctl.base.files import check_output, sha256_file, write_atomic
     from stackctl.base.imageref import ImageName, looks_like_image, parse_image_ref
     from stackctl.base.jsonout import dumps, to_jsonable
@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from stackctl.base.words import count
 
 __all__ = [
-    "Annotation", "Evidence", "ImageName", "Level", "Progress", "Steps", "add_to_evidence", "check_output", "count",
-    "dumps",
+    "Annotation", "Evidence", "ImageName", "Level", "Progress", "Recorded", "Steps", "add_to_evidence", "check_output",
+    "count", "dumps",
     "end_children", "from_problem", "github_command", "github_endgroup", "github_group", "gitlab_report",
-    "human_size", "looks_like_image", "now_iso", "parse_image_ref", "read_evidence", "rebased", "recorded_at",
+    "human_size", "looks_like_image", "now_iso", "parse_image_ref", "read_evidence", "rebased",
     "sha256_file", "short_time", "strip_userinfo", "to_jsonable", "workers_alive", "write_atomic", "write_evidence",
 ]
 
@@ -44,7 +44,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
         "annotations": ("Annotation", "Level", "from_problem", "github_command", "github_endgroup", "github_group",
                         "gitlab_report", "rebased"),
         "concurrency": ("end_children", "workers_alive"),
-        "evidence": ("Evidence", "add_to_evidence", "read_evidence", "recorded_at", "write_evidence"),
+        "evidence": ("Evidence", "Recorded", "add_to_evidence", "read_evidence", "write_evidence"),
         "files": ("check_output", "sha256_file", "write_atomic"),
         "imageref": ("ImageName", "looks_like_image", "parse_image_ref"),
         "jsonout": ("dumps", "to_jsonable"),

@@ -29,34 +29,39 @@ def default_record(kind: str, stack: str | None, record_dir: Path = RECORD_DIR) 
     return record_dir / f"{stack}.{kind}.json"
 
 
-def recorded_at(explicit: Path | None, no_record: bool, kind: str, stack: str | None,
-                warnings: tuple[str, ...] | list[str] = ()) -> Path | None:
-    """Where `record_to` recorded the evidence (for the check to say so), or None: told not to, or it could
-    not (`warnings` then holds record_to's word)."""
-    if no_record or any(w.startswith("not recorded for `stackctl report`") for w in warnings):
-        return None
-    return explicit if explicit is not None else default_record(kind, stack)
+@dataclass(frozen=True)
+class Recorded:
+    """Where `record_to` put a check's evidence (None: nowhere), and why not where it should have gone: a
+    warning for the check to show (its own result stands)."""
+
+    at: Path | None = None
+    warning: str | None = None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return (self.warning,) if self.warning else ()
 
 
 def record_to(explicit: Path | None, no_record: bool, kind: str, stack: str | None,
-              write: Callable[[Path], object]) -> str | None:
+              write: Callable[[Path], object]) -> Recorded:
     """Record a check's evidence: at `explicit` when named (a failure there is an error), else where report
     looks for it (a failure there is a warning, returned: the check's own result stands), or nowhere."""
     from stackctl.errors import StackctlError
 
     if no_record:
-        return None
+        return Recorded()
     if explicit is not None:
         from stackctl.base.files import check_output
 
         check_output(explicit, "--record")
         write(explicit)
-        return None
+        return Recorded(explicit)
+    at = default_record(kind, stack)
     try:
-        write(default_record(kind, stack))
+        write(at)
     except StackctlError as exc:
-        return f"not recorded for `stackctl report` ({exc}); --no-record skips it"
-    return None
+        return Recorded(None, f"not recorded for `stackctl report` ({exc}); --no-record skips it")
+    return Recorded(at)
 
 
 @dataclass(frozen=True)

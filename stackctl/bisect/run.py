@@ -32,12 +32,16 @@ else:  # pragma: no cover
 
 if TYPE_CHECKING:
     from stackctl.ab import Plan
+    from stackctl.image.order import BuildOrder
     from stackctl.profile.model import Stack
     from stackctl.resolve import Lock
 
 RECORD_KIND = "bisect"
 LEDGER = "steps.json"
 Say = Callable[[str], None]
+# How a stack between is built: given the build's order and where its lines go, the image built. The caller
+# (the bisect use case) wires it to the build; bisect decides only what to build and when.
+BuildImage = Callable[["BuildOrder", Say], str]
 
 
 @dataclass(frozen=True)
@@ -182,12 +186,13 @@ def _step_from(d: Mapping[str, Any]) -> Step:
 
 class _Bisect:
     def __init__(self, opts: BisectOptions, control: Stack, candidate: Stack, units: Units, work: Path,
-                 say: Say) -> None:
+                 say: Say, build_image: BuildImage) -> None:
         from stackctl.index.config import parse_overrides
         from stackctl.resolve import make_client
 
         self.opts, self.control, self.candidate, self.units, self.work, self.say = (
             opts, control, candidate, units, work, say)
+        self.build_image = build_image
         self.overrides = parse_overrides(list(opts.index))
         self.client = make_client()
         self.ledger = read_ledger(work)
@@ -213,7 +218,8 @@ class _Bisect:
     def build(self, profile: str, lock_file: Path, stack: Stack, lock: Lock) -> tuple[str, bool]:
         """The stack's image, and whether it was built now: an image this working directory's build record says
         was built for this profile and lock, still in the engine under that id, is used as it is."""
-        from stackctl.engine import BuildOptions, DockerEngine, build_stack
+        from stackctl.engine.docker import DockerEngine
+        from stackctl.image.order import BuildOrder
 
         try:
             done = json.loads((self.work / f"{stack.name}.build.json").read_text(encoding="utf-8"))
@@ -226,10 +232,9 @@ class _Bisect:
                 self.say(f"  {stack.name}: {done['image']}, built for this lock before (its build record)")
                 return done["image"], False
         self.say(f"  {stack.name}: building")
-        built = build_stack(BuildOptions(profile=profile, lock=lock_file, index=self.opts.index, allow_dirty=True,
-                                         record_dir=self.work, builder=self.opts.builder),
-                            say=lambda line, _level: self.say(f"  {line}"))
-        return built.image, True
+        order = BuildOrder((profile,), lock=lock_file, overrides=self.overrides, allow_dirty=True,
+                           record_dir=self.work, builder=self.opts.builder)
+        return self.build_image(order, lambda line: self.say(f"  {line}")), True
 
     def key(self, lock: Lock) -> str:
         """A step is reused for the same locks, plan file, trial as run (its repeats too) and metric."""
@@ -343,9 +348,11 @@ class _Bisect:
     def ab(self, stack: Stack, arg: str, image: str, names: tuple[str, ...], role: str, profile: str,
            lock_digest: str) -> Step:
         from stackctl.ab import record_ab, run_ab
+        from stackctl.profile.locate import StackRef, profile_file
 
         assert self.control_image is not None
-        rep = run_ab(self.control, stack, (self.opts.control, arg), self.opts.plan,
+        rep = run_ab(StackRef(self.opts.control, self.control, profile_file(self.opts.control)),
+                     StackRef(arg, stack, profile_file(arg)), self.opts.plan,
                      images=(self.control_image, image), record_dir=self.work, max_repeat=self.opts.max_repeat,
                      say=lambda line: self.say(f"  {line}"))
         where = self.work / "ab" / f"{stack.name}.ab.json"
@@ -373,10 +380,12 @@ class _Bisect:
         the control, regresses against such a stack too. The candidate regressed against it: it lacks the
         regression (good). The candidate no worse than it: it holds the regression (bad). Else: a skip."""
         from stackctl.ab import record_ab, run_ab
+        from stackctl.profile.locate import StackRef, profile_file
 
         assert self.candidate_image is not None
         self.say(f"  {stack.name}: undecided against the control; the candidate against it")
-        rep = run_ab(stack, self.candidate, (arg, self.opts.candidate), self.opts.plan,
+        rep = run_ab(StackRef(arg, stack, profile_file(arg)),
+                     StackRef(self.opts.candidate, self.candidate, profile_file(self.opts.candidate)), self.opts.plan,
                      images=(image, self.candidate_image), record_dir=self.work, max_repeat=self.opts.max_repeat,
                      say=lambda line: self.say(f"  {line}"))
         where = self.work / "ab" / f"{stack.name}.candidate.ab.json"
@@ -452,10 +461,11 @@ def conclusion(units: Units, result: SearchResult | None, culprits: tuple[Culpri
     return head + "; ".join(said) + tail
 
 
-def run_bisect(opts: BisectOptions, *, say: Say = lambda _: None,
+def run_bisect(opts: BisectOptions, build_image: BuildImage, *, say: Say = lambda _: None,
                interrupted: Callable[[BisectReport], None] | None = None) -> BisectReport:
-    """Bisect the moves from the control to the candidate on one trial (and metric) of the plan. On Ctrl-C,
-    `interrupted` is given the report of the steps finished (to record it) before KeyboardInterrupt goes on."""
+    """Bisect the moves from the control to the candidate on one trial (and metric) of the plan, each stack
+    between built with `build_image`. On Ctrl-C, `interrupted` is given the report of the steps finished (to
+    record it) before KeyboardInterrupt goes on."""
     from stackctl.profile.locate import load_profile, profile_file
 
     started_at, started = now_iso(), time.monotonic()
@@ -484,7 +494,7 @@ def run_bisect(opts: BisectOptions, *, say: Say = lambda _: None,
     say(f"{len(units.units)} units of moves: " + "; ".join(f"{i + 1}. {u.name}" for i, u in enumerate(units.units)))
     if units.kept:
         say(f"not bisected (only the candidate has them): {', '.join(units.kept)}")
-    run = _Bisect(opts, control, candidate, units, work, say)
+    run = _Bisect(opts, control, candidate, units, work, say, build_image)
     result: SearchResult | None = None
     status = "done"
     try:

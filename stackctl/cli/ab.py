@@ -125,25 +125,17 @@ def ab(
     Exit 1 on a regression, an undecided benchmark (unless allowed), a changed test inventory, differing exact
     outputs, a broken run or a failed gate.
     """
-    from stackctl.ab import DEFAULT_PLAN, load_plan, record_ab, run_ab
     from stackctl.base import to_jsonable
     from stackctl.errors import CheckFailed
-    from stackctl.profile import load_profile, profile_file
+    from stackctl.usecases import AbAsk, ab_compare
 
     one_format(as_json, markdown)
-    stacks = load_profile(control), load_profile(candidate)
-    the_plan = load_plan(plan or profile_file(candidate).parent / DEFAULT_PLAN)
-    the_plan = the_plan.select(tuple(trial or ())).repeated(repeat, max_repeat, allow_undecided)
-    rep: AbReport = run_ab(stacks[0], stacks[1], (control, candidate), the_plan, images=tuple(image or ()),
-                           pythons=tuple(python or ()), record_dir=record_dir, target=target, say=_progress)
-    drawn: tuple[str, ...] = ()
-    if not no_record:
-        where = record or record_dir / f"{stacks[1].name}.ab.json"
-        drawn = record_ab(rep, where, invoked(), stacks[0], stacks[1])
-        _progress(f"recorded {where}" + (f" and {len(drawn)} picture(s) beside it" if drawn else ""))
-        if not drawn and any(t.metrics for t in rep.trials):
-            _progress("no pictures: they need matplotlib (pip install 'stackctl[plots]')")
-    result = to_jsonable(rep) | {"verdict": rep.verdict, "pictures": list(drawn)}
+    ask = AbAsk(control, candidate, plan=plan, trials=tuple(trial or ()), repeat=repeat, max_repeat=max_repeat,
+                allow_undecided=allow_undecided, images=tuple(image or ()), pythons=tuple(python or ()),
+                target=target, record_dir=record_dir, record=record, no_record=no_record, command=invoked())
+    done = ab_compare(ask, say=_progress)
+    rep: AbReport = done.report
+    result = to_jsonable(rep) | {"verdict": rep.verdict, "pictures": list(done.pictures)}
 
     def human() -> None:
         if markdown:
@@ -153,4 +145,4 @@ def ab(
 
     emit(result, as_json, human)
     if rep.failing:
-        raise CheckFailed(f"ab {stacks[0].name} → {stacks[1].name}: " + "; ".join(rep.problems))
+        raise CheckFailed(f"ab {done.control} → {done.candidate}: " + "; ".join(rep.problems))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stackctl.base import count, recorded_at
+from stackctl.base import count
 from stackctl.cli.annotate import AnnotationsOpt, annotate, group
 from stackctl.cli.app import (
     app,
@@ -166,7 +166,7 @@ def abi(
     an optional member, the allow list; exit 1 naming each unresolved library and each exceeded symbol
     version.
     """
-    from stackctl.abi import check_targets, is_wheel_target
+    from stackctl.abi import check_targets
     from stackctl.wheels import Limits
 
     one_format(as_json, markdown)
@@ -179,11 +179,7 @@ def abi(
     for w in outcome.warnings:
         console_err.print(f"[yellow]warning:[/] {w}")
 
-    at = None
-    if not all(is_wheel_target(t) for t in targets):  # a profile's check is recorded for `stackctl report`
-        from stackctl.profile import load_profile
-
-        at = recorded_at(record, no_record, "abi", load_profile(targets[0]).name, outcome.warnings)
+    at = outcome.recorded
 
     def human() -> None:
         for label, rep in outcome.reports:
@@ -281,8 +277,8 @@ def wheel_diff(
         console.print(f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed, "
                       f"{d.unchanged} unchanged")
         console.print(d.summary, markup=False)
-        if (at := recorded_at(record, no_record, "wheel-diff", None, run.warnings)) is not None:
-            say(f"recorded in {at} (what `stackctl report` reads)")
+        if run.recorded is not None:
+            say(f"recorded in {run.recorded} (what `stackctl report` reads)")
         _print_sources(sources)
 
     emit({**to_jsonable(d), "sources": sources}, as_json, human)

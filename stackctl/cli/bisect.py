@@ -101,26 +101,15 @@ def bisect(
     cannot resolve, pass its ABI check or gate, or whose comparison cannot tell, is skipped. Steps already
     recorded for the same locks and plan are reused. Exit 1 when no culprit could be named.
     """
-    from stackctl.ab import DEFAULT_PLAN, load_plan
     from stackctl.base import to_jsonable
-    from stackctl.bisect import BisectOptions, record_bisect, run_bisect
     from stackctl.errors import CheckFailed
-    from stackctl.profile import load_profile, profile_file
+    from stackctl.usecases import BisectAsk, bisect_moves
 
     one_format(as_json, markdown)
-    the_plan = load_plan(plan or profile_file(candidate).parent / DEFAULT_PLAN).repeated(repeat)
-    opts = BisectOptions(control, candidate, the_plan, trial, metric, tuple(index or ()), inventory, work_dir,
-                         record_dir, builder, invoked(), max_repeat)
-    stacks = load_profile(control), load_profile(candidate)
-    where = record or record_dir / f"{stacks[1].name}.bisect.json"
-
-    def keep(rep: BisectReport) -> None:
-        if not no_record:
-            record_bisect(rep, where, invoked(), stacks[0], stacks[1])
-            _progress(f"recorded {where}" + (" (interrupted: the steps finished)" if rep.status != "done" else ""))
-
-    rep: BisectReport = run_bisect(opts, say=_progress, interrupted=keep)
-    keep(rep)
+    ask = BisectAsk(control, candidate, trial, plan=plan, metric=metric, repeat=repeat, max_repeat=max_repeat,
+                    index=tuple(index or ()), inventory=inventory, work_dir=work_dir, record_dir=record_dir,
+                    record=record, no_record=no_record, builder=builder, command=invoked())
+    rep: BisectReport = bisect_moves(ask, say=_progress)
     result = to_jsonable(rep) | {"failing": rep.failing}
 
     def human() -> None:

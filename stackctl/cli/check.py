@@ -10,7 +10,6 @@ import typer
 from stackctl.cli.annotate import AnnotationsOpt, annotate
 from stackctl.cli.app import app, console, console_err, emit
 from stackctl.cli.options import JsonOpt, LockOpt, ProfileArg
-from stackctl.profile import load_profile
 
 
 @app.command()
@@ -39,11 +38,9 @@ def check(
     pinned twice, at another version, missing, in the wrong file, or not in the profile.
     """
     from stackctl.base import Annotation, Level
-    from stackctl.resolve import check_stack, lock_path
+    from stackctl.usecases import check_profile
 
-    stack = load_profile(profile)  # a profile that does not validate stops here, exit 2
-    report = check_stack(stack, lock_path(profile, lock), requirements, hashes=hashes, profile_arg=profile,
-                         target=target, fmt=fmt)
+    report = check_profile(profile, lock, requirements, hashes=hashes, target=target, fmt=fmt)
 
     def human() -> None:
         for line in report.passed:
@@ -53,7 +50,7 @@ def check(
         for line in report.warnings:
             console_err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=not console_err.is_terminal)
 
-    emit({"stack": stack.name, "passed": report.passed, "failed": report.failed, "warnings": report.warnings},
+    emit({"stack": report.stack, "passed": report.passed, "failed": report.failed, "warnings": report.warnings},
          as_json, human)
     annotate(Annotation(Level.ERROR, f.text, f.file, f.line) for f in report.failures)
     if (failure := report.failure()) is not None:

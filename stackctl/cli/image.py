@@ -28,14 +28,12 @@ from stackctl.cli.app import (
 from stackctl.cli.matrix import EngineOpt, EnginesFileOpt
 from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
 from stackctl.errors import CheckFailed, InputError
-from stackctl.profile import load_profile
-from stackctl.resolve import lock_path
 
 if TYPE_CHECKING:
     from stackctl.base import Level, Steps
-    from stackctl.engine import BuildProgress
     from stackctl.image import ImageRef
     from stackctl.profile import Stack
+    from stackctl.usecases import BuildProgress, BuildReport
 
 TargetOpt = Annotated[str | None, typer.Option("--target", metavar="LABEL",
                                                help="Target label, e.g. cp311-linux_x86_64 "
@@ -53,15 +51,6 @@ WheelhouseOpt = Annotated[Path | None, typer.Option("--wheelhouse", metavar="DIR
                                                     help="Directory holding the lock's wheels.")]
 
 
-def _write(path: Path, text: str, what: str) -> None:
-    from stackctl.base import write_atomic
-
-    try:
-        write_atomic(path, text)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
-
-
 @app.command()
 def tag(
     profile: ProfileArg,
@@ -69,9 +58,9 @@ def tag(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the image tag the profile's template gives."""
-    from stackctl.image import image_ref
+    from stackctl.usecases import image_tag
 
-    ref = image_ref(load_profile(profile), repository)
+    ref = image_tag(profile, repository)
     emit({"repository": ref.repository, "tag": ref.tag, "ref": str(ref)}, as_json, lambda: print(ref.tag))
 
 
@@ -99,26 +88,16 @@ def gate(
     The gate runs under --python (default: this interpreter), or with --image in a container of any image
     on the engine (CI's gate on an image built another way); --spec-only renders its spec and runs nothing.
     """
-    from stackctl.image import gate_phase, gate_spec_text, verdict
-    from stackctl.resolve import read_lock
+    from stackctl.usecases import gate_profile
 
-    stack = load_profile(profile)
-    spec = gate_spec_text(stack, read_lock(lock) if lock is not None else None, target, gate_phase(phase))
-    if spec_out:
-        _write(spec_out, spec, "the gate spec")
-    if spec_only:
+    spinner = _gating(not as_json and console_err.is_terminal)
+    gated = gate_profile(profile, python=python, image=image, phase=phase, lock=lock, target=target,
+                         spec_out=spec_out, spec_only=spec_only, around=spinner)
+    run = gated.run
+    if run is None:  # --spec-only
         if not spec_out:
-            sys.stdout.write(spec)
+            sys.stdout.write(gated.spec)
         return
-    from stackctl.engine import gate_stack
-
-    where = f"image {image}" if image is not None else python or sys.executable
-    if not as_json and console_err.is_terminal:
-        with console_err.status(f"gating {stack.name} in {where}"):
-            run = gate_stack(stack, spec, python=python, image=image, device=phase == "device")
-    else:
-        run = gate_stack(stack, spec, python=python, image=image, device=phase == "device")
-    problem = verdict(stack.name, run)
 
     def human() -> None:
         for ln in run.lines:
@@ -127,12 +106,19 @@ def gate(
         if run.crashed and run.stderr.strip():
             console_err.print(run.stderr.rstrip(), style="dim", markup=False, soft_wrap=True)
 
-    emit({"stack": stack.name, "python": run.python, "image": image, "phase": phase, "passed": run.passed,
+    emit({"stack": gated.stack, "python": run.python, "image": image, "phase": phase, "passed": run.passed,
           "failed": run.failed,
           "finished": run.finished, "exit_status": run.returncode,
           "results": [{"ok": ok, "line": ln} for ok, ln in run.results]}, as_json, human)
-    if problem is not None:
-        raise problem
+    if gated.problem is not None:
+        raise gated.problem
+
+
+def _gating(show: bool) -> Callable[[str, str], AbstractContextManager[object]] | None:
+    """A terminal's spinner while the gate runs (its imports can take a minute); nothing in a CI log."""
+    if not show:
+        return None
+    return lambda stack, where: console_err.status(f"gating {stack} in {where}")
 
 
 @app.command()
@@ -152,14 +138,11 @@ def render(
     The Dockerfile, the requirement files from the lock, the gate and its spec, and with --wheelhouse the
     wheels.
     """
-    from stackctl.base import check_output
-    from stackctl.image import render_context
+    from stackctl.usecases import render_profile
 
-    check_output(out, "--out", directory=True)
     with _context_bar(not as_json and console_err.is_terminal) as on_wheel:
-        written = render_context(load_profile(profile), lock_path(profile, lock), out, target=target,
-                                 wheelhouse=wheelhouse, revision=revision, ref=ref, created=created, env=os.environ,
-                                 on_wheel=on_wheel)
+        written = render_profile(profile, out, lock, target=target, wheelhouse=wheelhouse, revision=revision,
+                                 ref=ref, created=created, env=os.environ, on_wheel=on_wheel)
     digests, wheels = written.files, written.wheels
     emit(written, as_json, lambda: console.print(f"wrote {out}/Dockerfile and {len(digests) - 1} other files"
                                                  + ("" if wheelhouse else f"; {len(wheels)} wheels expected under "
@@ -190,7 +173,7 @@ def _build_bars(show: bool) -> Iterator[BuildProgress]:
     """One display for the three phases of a build (wheels fetched, context written, build steps): a
     terminal holds one live display at a time. A CI log gets timestamped lines instead, one per build step
     as the engine starts it (not silence until the end)."""
-    from stackctl.engine import BuildProgress
+    from stackctl.usecases import BuildProgress
 
     if not console_err.is_terminal:
         yield BuildProgress(fetch=progress_lines("fetch"), step=step_lines("build"))
@@ -300,50 +283,45 @@ def build(
     (a BuildKit engine bakes its cells in one `docker buildx bake`), the registry as the engines' shared
     cache, one summary and build/matrix.json.
     """
-    from stackctl.engine import BuildOptions, build_stack
-    from stackctl.image import check_wheelhouse_arg
+    from stackctl.usecases import BuildOrder
 
-    check_wheelhouse_arg(wheelhouse, fetch)
+    order = BuildOrder(tuple(profiles or ()), tuple(target or ()), every=build_all, lock=lock, wheelhouse=wheelhouse,
+                       fetch=fetch, overrides=overrides(index), context=context, repository=repository,
+                       cache_repository=cache_repository, allow_dirty=allow_dirty, revision=revision, ref=ref,
+                       created=created, record_dir=record_dir, no_cache=no_cache, send_wheels=send_wheels,
+                       command=invoked(), builder=builder, engines=tuple(engine or ()), engines_file=engines_file)
     if build_all:
-        from stackctl.cli.matrix import build_all as run_all
+        from stackctl.cli.matrix import build_all as build_pool
 
-        return run_all(profiles or [], target or [], engine or [], engines_file, lock=lock, wheelhouse=wheelhouse,
-                       index=overrides(index), repository=repository, cache_repository=cache_repository,
-                       allow_dirty=allow_dirty, revision=revision, ref=ref, created=created, record_dir=record_dir,
-                       no_cache=no_cache, send_wheels=send_wheels, as_json=as_json, builder=builder)
-    if len(profiles or []) != 1 or len(target or []) > 1 or engine or engines_file or cache_repository:
-        raise InputError("build: give one PROFILE and at most one --target; --engine, --engines and "
-                         "--cache-repository go with --all")
-    profile, one_target = (profiles or [""])[0], target[0] if target else None
-    options = BuildOptions(profile, lock=lock, target=one_target, wheelhouse=wheelhouse, index=tuple(index or ()),
-                           context=context, repository=repository, allow_dirty=allow_dirty, revision=revision,
-                           ref=ref, created=created, record_dir=record_dir, no_cache=no_cache,
-                           send_wheels=send_wheels, builder=builder, command=invoked())
-    built = build_stack(options, say=_say, watch=_watch_build(not as_json and console_err.is_terminal, as_json))
-    result, record, record_path, image = built.result, built.record, built.record_path, built.image
+        return build_pool(order, as_json=as_json)
+    from stackctl.usecases import build_stack
 
-    def human() -> None:
-        stack_image = record.get("stack_image")
-        if stack_image:
-            say(f"stack image {stack_image['image']} ({stack_image['image_id'][:19]}), its stack-phase "
-                f"gate {'cached' if stack_image['gate_cached'] else 'passed'}")
-        for ln in record["gate"]:
-            console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
-        if record.get("gate_left"):
-            say(f"gate: {', '.join(record['gate_left'])} left to the app phase: `stackctl gate {profile} "
-                "--image REF` checks them in the image your project builds", style="yellow")
-        if result.gate_cached:
-            said = ("the lines above are those its run kept in the image" if record["gate"]
-                    else "the image keeps no lines of that run")
-            say(f"gate: step taken from the cache (the same layers passed it before; {said}; "
-                "--no-cache runs it again)", style="dim")
-        say(f"wheels: {record['wheels_how']}")
-        said = f"{result.cached_steps} of {result.steps} steps cached"
-        if result.ran and result.cached_steps:  # which step a rebuild ran, by its instruction
-            said += f"; ran {'; '.join(result.ran)}"
-        say(f"built {image} ({result.image_id[:19]}), {said}; record {record_path}")
+    built = build_stack(order, say=_say, watch=_watch_build(not as_json and console_err.is_terminal, as_json))
+    emit(built.record, as_json, lambda: _show_built(built))
 
-    emit(record, as_json, human)
+
+def _show_built(built: BuildReport) -> None:
+    """A single build: the stack image beneath (under [image.app]), the gate's lines, what the gate left to the
+    app phase, where the wheels came from, and the image built."""
+    if built.stack_image is not None:
+        below = built.stack_image
+        say(f"stack image {below.image} ({below.image_id[:19]}), its stack-phase "
+            f"gate {'cached' if below.gate_cached else 'passed'}")
+    for ln in built.gate:
+        console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
+    if built.gate_left:
+        say(f"gate: {', '.join(built.gate_left)} left to the app phase: `stackctl gate {built.profile} "
+            "--image REF` checks them in the image your project builds", style="yellow")
+    if built.gate_cached:
+        said = ("the lines above are those its run kept in the image" if built.gate
+                else "the image keeps no lines of that run")
+        say(f"gate: step taken from the cache (the same layers passed it before; {said}; "
+            "--no-cache runs it again)", style="dim")
+    say(f"wheels: {built.wheels_how}")
+    said = f"{built.cached_steps} of {built.steps} steps cached"
+    if built.ran and built.cached_steps:  # which step a rebuild ran, by its instruction
+        said += f"; ran {'; '.join(built.ran)}"
+    say(f"built {built.image} ({built.image_id[:19]}), {said}; record {built.record_path}")
 
 
 @app.command()
@@ -375,19 +353,18 @@ def publish(
     moves the tag. No engine is asked anything. Then appends the publication record.
     """
     if publish_all:
-        from stackctl.cli.matrix import publish_all as run_all
+        from stackctl.cli.matrix import publish_all as publish_pool
 
         if profile is not None or lock is not None or record_file is not None:
             raise InputError("publish --all takes the cells of RECORD_DIR/matrix.json: no PROFILE, --lock or --record")
-        return run_all(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json)
+        return publish_pool(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json)
     if profile is None:
         raise InputError("publish: give a PROFILE, or --all")
-    from stackctl.engine import publish_built
+    from stackctl.usecases import publish_built
 
-    stack = load_profile(profile)
-    record = record_file or record_dir / "publications.jsonl"
-    below, pub = publish_built(stack, lock_path(profile, lock), record, repository, sign_key=sign_key,
-                               build_record=record_dir / f"{stack.name}.build.json", command=invoked())
+    done = publish_built(profile, lock=lock, record_dir=record_dir, record=record_file, repository=repository,
+                         sign_key=sign_key, command=invoked())
+    below, pub, record = done.below, done.publication, done.record
 
     def human() -> None:
         if below is not None:

@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,8 +18,9 @@ from stackctl.errors import CheckFailed, Problems, ServiceError, StackctlError
 
 if TYPE_CHECKING:
     from stackctl.base import Steps
-    from stackctl.engine import Pool, Published, Unreachable
+    from stackctl.engine import Pool, Unreachable
     from stackctl.image import CellResult, Event, Matrix
+    from stackctl.usecases import BuildOrder, PublishedCell
 
 EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", metavar="NAME=URL", help="An engine of the pool for --all (repeatable): unix://PATH, "
@@ -36,16 +37,10 @@ def _left_out(u: Unreachable) -> None:
     console_err.print(f"engine {u.name} ({u.address}) left out: {u.reason}", style="yellow", markup=False)
 
 
-def build_all(profiles: Sequence[str], targets: Sequence[str], engine: Sequence[str], engines_file: Path | None, *,
-              lock: Path | None, wheelhouse: Path | None, index: Mapping[str, str], repository: str | None,
-              cache_repository: str | None, allow_dirty: bool, revision: str | None, ref: str | None,
-              created: str | None, record_dir: Path, no_cache: bool, send_wheels: bool, as_json: bool,
-              builder: str | None = None) -> None:
-    from stackctl.engine import PoolBuild, build_over_pool, engine_specs
+def build_all(order: BuildOrder, *, as_json: bool) -> None:
+    """`build --all`: the order built over its engine pool, one view of every cell, one summary."""
+    from stackctl.usecases import build_over_pool
 
-    order = PoolBuild(tuple(profiles), tuple(targets), engine_specs(engine, engines_file), lock, wheelhouse, index,
-                      repository, cache_repository, allow_dirty, revision, ref, created, record_dir, no_cache,
-                      send_wheels, builder)
     with _view(not as_json) as (event, steps):
         matrix, pool = build_over_pool(order, os.environ, _left_out, event, steps)
     _report(matrix, as_json, pool)
@@ -125,16 +120,15 @@ def _cell_json(c: CellResult) -> dict[str, Any]:
 def publish_all(engine: Sequence[str], engines_file: Path | None, *, repository: str | None, record_dir: Path,
                 as_json: bool) -> None:
     """Publish every cell the last `build --all` built, from the engine that built it."""
-    from stackctl.engine import engine_specs, publish_over_pool
+    from stackctl.usecases import publish_over_pool
 
-    given = engine_specs(engine, engines_file) if (engine or engines_file) else ()
     lock = threading.Lock()
 
     def event(where: str, cell: str, what: str) -> None:
         with lock:
             _say(where, cell, what)
 
-    out = publish_over_pool(record_dir, given, repository, event)
+    out = publish_over_pool(record_dir, engine, engines_file, repository, event)
 
     def human() -> None:
         console.print(table("publish --all", ["stack", "target", "engine", "result", "digest"],
@@ -149,7 +143,7 @@ def publish_all(engine: Sequence[str], engines_file: Path | None, *, repository:
         raise Problems.of([_failure(r) for r in failed])
 
 
-def _failure(r: Published) -> StackctlError:
+def _failure(r: PublishedCell) -> StackctlError:
     error = StackctlError(f"{r.stack} {r.target}: {r.error}")
     error.exit_code = r.exit_code
     return error

@@ -11,7 +11,6 @@ from stackctl.base import count
 from stackctl.cli.annotate import AnnotationsOpt
 from stackctl.cli.app import app, console, emit, output, say, table
 from stackctl.cli.options import ExportLockOpt, IndexOpt, JsonOpt, ProfileArg, overrides
-from stackctl.profile import load_profile
 
 
 @app.command()
@@ -49,11 +48,11 @@ def show(
     Each index is shown at the URL a run would use, and where that URL comes from (an override of
     --index or STACKCTL_INDEX_<NAME>_URL is said as one).
     """
-    from stackctl.resolve import describe_index, indexes_in_force
-    from stackctl.review import rendered_tag
+    from stackctl.resolve import describe_index
+    from stackctl.usecases import show_profile
 
-    s = load_profile(profile)
-    in_force = indexes_in_force(s, overrides(index))
+    shown = show_profile(profile, overrides(index))
+    s, in_force = shown.stack, shown.indexes
 
     def human() -> None:
         say(f"{s.name}  {s.description}", style="bold")
@@ -71,9 +70,9 @@ def show(
             say(f"probe {p.name}: {p.describe()}")
         if s.image:  # the tag alone runs to 80 characters: a table when it fits, else a line of its own
             console.print(table(None, ["image", "tag", "base"],
-                                [[s.image.repository, rendered_tag(s) or "", s.image.base]]))
+                                [[s.image.repository, shown.tag or "", s.image.base]]))
 
-    emit({"stack": s, "digest": s.digest(), "gate": s.gate_entries(), "tag": rendered_tag(s),
+    emit({"stack": s, "digest": s.digest(), "gate": s.gate_entries(), "tag": shown.tag,
           "indexes_in_force": [{"name": e.name, "url": e.url, "source": e.source_label, "override": e.overridden}
                                for e in in_force]}, as_json, human)
 
@@ -99,24 +98,21 @@ def export(
     .lock beside the profile unless --lock): every pin and closure wheel with its URL, size, upload time,
     sha256 and index, for `pip install -r` or `uv pip install -r`.
     """
-    from stackctl.resolve import export_requirements, lock_path
+    from stackctl.usecases import export_profile
 
-    s = load_profile(profile)
-    if fmt == "pylock" and lock is None:
-        lock = lock_path(profile)
-    result = export_requirements(s, out, lock, check=check, target=target, fmt=fmt)
+    result = export_profile(profile, out, lock, check=check, target=target, fmt=fmt).result
     if result.checked:
         def show_drift() -> None:
             for d in result.drift:
                 console.print(d.diff, markup=False)
             if not result.drift:
-                console.print(f"[green]ok[/] {', '.join(sorted(result.files))} match {s.name}")
+                console.print(f"[green]ok[/] {', '.join(sorted(result.files))} match {result.stack}")
 
-        emit({"stack": s.name, "drift": result.drift, "checked": sorted(result.files)}, as_json, show_drift)
+        emit({"stack": result.stack, "drift": result.drift, "checked": sorted(result.files)}, as_json, show_drift)
         if (failure := result.failure(profile)) is not None:
             raise failure
         return
-    emit({"stack": s.name, "written": sorted(str(out / n) for n in result.files)}, as_json,
+    emit({"stack": result.stack, "written": sorted(str(out / n) for n in result.files)}, as_json,
          lambda: console.print("\n".join(f"wrote {out / n}" for n in result.files)))
 
 

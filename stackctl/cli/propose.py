@@ -49,16 +49,12 @@ def propose(
     move to the newest of their line (local label, series, every target); builds whose local label names
     a torch follow the torch picked. Exit 1 when a pin cannot follow (nothing is written).
     """
-    from stackctl.profile import load_profile
-    from stackctl.resolve import make_client, propose_profile
+    from stackctl.usecases import propose as propose_upgrade
 
     one_format(as_json, markdown)
-    stack = load_profile(profile)
-    client = make_client()
     with progress_bar(not as_json) as progress:
-        proposed = propose_profile(stack, profile, client, overrides(index), window=train_window,
-                                   allow_series=allow_series, only=only or (), name=name, dry_run=dry_run,
-                                   force=force, progress=progress)
+        proposed = propose_upgrade(profile, overrides(index), window=train_window, allow_series=allow_series,
+                                   only=only or (), name=name, dry_run=dry_run, force=force, progress=progress)
     proposal, written = proposed.proposal, proposed.written
     rows = [[m.pin, m.before, m.after, m.note] for m in proposal.moves]
 

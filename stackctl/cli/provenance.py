@@ -37,16 +37,13 @@ def verify(
     builder the image was built with: the digest of a BuildKit build and of a classic one differ).
     """
     from stackctl.base import to_jsonable
-    from stackctl.engine import verify_remote
-    from stackctl.resolve import read_lock
-    from stackctl.verify import raise_if_failed
+    from stackctl.usecases import verify_remote
 
-    locked = read_lock(lock) if lock is not None else None
     # A rebuild reports each build step as a timestamped line (it takes as long as a build); a plain
     # verify is a few registry reads under a spinner.
     spinner = not as_json and not rebuild and console_err.is_terminal
     with console_err.status(f"reading {ref} from the registry") if spinner else nullcontext():
-        result = verify_remote(ref, locked, stream_layers=layers, key=key, rebuild_from=source if rebuild else None,
+        result = verify_remote(ref, lock, stream_layers=layers, key=key, rebuild_from=source if rebuild else None,
                                wheelhouse=wheelhouse, builder=builder,
                                on_step=step_lines("rebuild") if rebuild and not as_json else None)
 
@@ -61,4 +58,5 @@ def verify(
                 say(f"  {line}")
 
     emit({**to_jsonable(result), "ok": not result.failed}, as_json, human)
-    raise_if_failed(result)
+    if (failure := result.failure()) is not None:
+        raise failure

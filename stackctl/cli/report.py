@@ -166,15 +166,14 @@ def report(
     "not run", evidence made for another lock or profile as "stale", each with the command to run.
     Nothing is run or fetched.
     """
-    from stackctl.profile import load_profile
-    from stackctl.review import report_for
+    from stackctl.usecases import report_profile
 
     one_format(as_json, markdown)
     if as_html and (as_json or markdown):
         from stackctl.errors import InputError
 
         raise InputError("--html excludes --json and --markdown: pick one")
-    rep = report_for(load_profile(profile), profile, lock, since=since, since_lock=since_lock, record_dir=record_dir)
+    rep = report_profile(profile, lock, since=since, since_lock=since_lock, record_dir=record_dir)
 
     def human() -> None:
         if markdown:

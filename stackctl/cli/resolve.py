@@ -21,8 +21,6 @@ from stackctl.cli.app import (
     table,
 )
 from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, ProfileArg, overrides
-from stackctl.errors import CheckFailed
-from stackctl.profile import load_profile
 
 if TYPE_CHECKING:
     from stackctl.index import IndexEndpoint
@@ -97,14 +95,14 @@ def resolve_cmd(
     For every target: the file pip would pick, its sha256, size and upload time, the newest in line, the
     release trains and the dependency closure. The lock is written atomically.
     """
-    from stackctl.resolve import lock_path, lock_summary, make_client, resolve_to
+    from stackctl.resolve import lock_summary
+    from stackctl.usecases import ClientOptions, resolve_profile
 
-    stack = load_profile(profile)
-    path = lock_path(profile, lock)
-    client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs)
+    client = ClientOptions(offline, cache_dir, no_cache, timeout, retries, jobs)
     with progress_bar(not as_json, "resolve") as progress:
-        run = resolve_to(stack, client, path, overrides(index), closure=not no_closure, train_window=train_window,
-                         progress=progress, verify=verify)
+        done = resolve_profile(profile, lock, overrides(index), client, closure=not no_closure,
+                               train_window=train_window, verify=verify, progress=progress)
+    run, path = done.run, done.path
     emit({**lock_summary(run.lock, path), "written": run.written,
           "indexes": [{"name": e.name, "url": e.url, "source": e.source_label, "override": e.overridden}
                       for e in run.indexes]}, as_json,
@@ -124,19 +122,18 @@ def lock_cmd(
 
     With --check, exit 1 when the profile changed and the lock did not.
     """
-    from stackctl.resolve import lock_path, lock_status
+    from stackctl.usecases import lock_of_profile
 
-    stack = load_profile(profile)
-    path = lock_path(profile, lock)
-    try:
-        status = lock_status(stack, path, check=check, profile_arg=profile)
-    except CheckFailed as exc:
+    checked = lock_of_profile(profile, lock, check=check)
+    path, name, status, exc = checked.path, checked.stack, checked.status, checked.failure
+    if exc is not None or status is None:
         from stackctl.base import Annotation, Level
 
+        assert exc is not None
         annotate([Annotation(Level.ERROR, f"{exc}; {exc.hint}" if exc.hint else str(exc), str(path))])
-        raise
-    emit(status, as_json, lambda: console.print(f"[green]ok[/] {path} matches {stack.name}" if status.current else
-                                                f"{path}: made from another version of {stack.name}; run resolve"))
+        raise exc
+    emit(status, as_json, lambda: console.print(f"[green]ok[/] {path} matches {name}" if status.current else
+                                                f"{path}: made from another version of {name}; run resolve"))
 
 
 OUTDATED_COLUMNS = ["artifact", "pinned", "published", "newest in line", "newest published", "other lines"]
@@ -162,15 +159,13 @@ def outdated(
 
     Artifact, pinned, newest in line, when that was published, and newer builds of other lines.
     """
-    from stackctl.resolve import make_client
-    from stackctl.resolve import outdated as outdated_pins
+    from stackctl.usecases import ClientOptions, outdated_pins
 
     one_format(as_json, markdown)
-    stack = load_profile(profile)
-    client = make_client(offline, cache_dir, no_cache, timeout, retries, jobs) if from_lock is None else None
-    with progress_bar(client is not None and not as_json and not markdown) as progress:
-        pins = outdated_pins(stack, client, overrides(index), from_lock=from_lock, profile_arg=profile,
-                             progress=progress)
+    client = ClientOptions(offline, cache_dir, no_cache, timeout, retries, jobs)
+    with progress_bar(from_lock is None and not as_json and not markdown) as progress:
+        found = outdated_pins(profile, overrides(index), client, from_lock=from_lock, progress=progress)
+    stack_name, pins = found.stack, found.pins
     rows = [[p.artifact, p.pinned, short_time(p.published),
              (p.newest_in_line or "—") + ("" if p.is_newest else f" (held by {p.held_by})" if p.held_by else " ⬆"),
              short_time(p.newest_published), "; ".join(p.other_lines)] for p in pins]
@@ -179,9 +174,9 @@ def outdated(
         if markdown:
             print(markdown_table(OUTDATED_COLUMNS, rows))
         else:
-            console.print(table(f"{stack.name}: is this the newest?", OUTDATED_COLUMNS, rows))
+            console.print(table(f"{stack_name}: is this the newest?", OUTDATED_COLUMNS, rows))
 
-    emit({"stack": stack.name, "pins": pins}, as_json, human)
+    emit({"stack": stack_name, "pins": pins}, as_json, human)
 
 
 @app.command()
@@ -199,15 +194,10 @@ def fetch(
 
     Every wheel the lock lists for --target goes into --dest; a matching file already there is kept.
     """
-    from stackctl.base import check_output
-    from stackctl.resolve import fetch_wheelhouse, lock_path, make_client, read_lock
+    from stackctl.usecases import fetch_profile
 
-    check_output(dest, "--dest", directory=True)
-    stack = load_profile(profile)
-    lk = read_lock(lock_path(profile, lock), profile)
-    client = make_client(no_cache=True, timeout=timeout, retries=retries)
     with progress_bar(not as_json, "fetch") as progress:
-        paths = fetch_wheelhouse(lk, stack, target, dest, client=client, overrides=overrides(index),
-                                 progress=progress)
+        paths = fetch_profile(profile, target, dest, lock, overrides(index), timeout=timeout, retries=retries,
+                              progress=progress)
     emit({"target": target, "dest": str(dest), "wheels": [str(p) for p in paths]}, as_json,
          lambda: console.print(f"{len(paths)} wheels for {target} in {dest}"))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stackctl.base import count, recorded_at
+from stackctl.base import count
 from stackctl.cli.annotate import AnnotationsOpt, annotate
 from stackctl.cli.app import (
     app,
@@ -22,7 +22,6 @@ from stackctl.cli.app import (
     table,
 )
 from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt
-from stackctl.profile import load_profile
 
 if TYPE_CHECKING:
     from stackctl.review import ImageDiff, LockDiff, StackDiff
@@ -115,11 +114,10 @@ def scan(
     as_json: JsonOpt = False,
 ) -> None:
     """Find references to superseded pins; exit 1 when any remain."""
-    from stackctl.review import scan_stale
+    from stackctl.usecases import scan_profile
 
     one_format(as_json, markdown)
-    new, old = load_profile(stack), load_profile(since)
-    result = scan_stale(path, new, old, since, allow, record=record, no_record=no_record, command=invoked())
+    result = scan_profile(path, stack, since, allow, record=record, no_record=no_record, command=invoked())
     for w in result.warnings:
         console_err.print(f"[yellow]warning:[/] {w}", highlight=False)
     refs, items, read = result.references, result.superseded, result.files_read
@@ -134,8 +132,8 @@ def scan(
             console.print(f"{r.path}:{r.line}: {r.text}", markup=False)
         sup = ", ".join(f"{s.package} {s.old}" for s in items) or "nothing"
         say(f"{count(len(refs), 'stale reference')} in {count(read, 'text file')}; superseded: {sup}")
-        if (at := recorded_at(record, no_record, "scan", new.name, result.warnings)) is not None:
-            say(f"recorded in {at} (what `stackctl report` reads)")
+        if result.recorded is not None:
+            say(f"recorded in {result.recorded} (what `stackctl report` reads)")
 
     emit(result, as_json, human)
     annotate(result.annotations(path))

@@ -23,6 +23,7 @@ from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
 from stackctl.image.gatespec import left_for_app
 from stackctl.image.labels import LABEL_EPOCH
+from stackctl.image.order import BuildOrder
 from stackctl.image.prepare import Prepared, with_sbom
 from stackctl.image.protocols import Engine, WheelServing
 from stackctl.image.render import INSTALLED_PATH
@@ -31,16 +32,37 @@ from stackctl.index.client import IndexClient
 
 @dataclass(frozen=True)
 class BuildRequest:
+    """One image's build: the render prepared for it, and the order (what the user asked) it is part of."""
+
     prepared: Prepared
     lock: Path  # the lock file the render was made from
-    repository: str | None = None
-    wheelhouse: Path | None = None  # holds the lock's wheels; else they are fetched into the record dir
+    order: BuildOrder = field(default_factory=BuildOrder)
+    record_dir: Path = Path("build")  # the order's, or RECORD_DIR/TARGET for one of several cells of a stack
     context: Path | None = None  # default: RECORD_DIR/STACK/context
-    record_dir: Path = Path("build")
-    no_cache: bool = False
-    overrides: Mapping[str, str] = field(default_factory=dict)  # --index NAME=URL for fetching wheels
-    send_wheels: bool = False  # put the wheels in the context even where a wheel server could serve them
-    command: str = ""  # the command line that asked for the build: the record says how to run it again
+
+    @property
+    def repository(self) -> str | None:
+        return self.order.repository
+
+    @property
+    def wheelhouse(self) -> Path | None:  # holds the lock's wheels; else they are fetched into the record dir
+        return self.order.wheelhouse
+
+    @property
+    def no_cache(self) -> bool:
+        return self.order.no_cache
+
+    @property
+    def overrides(self) -> Mapping[str, str]:  # --index NAME=URL for fetching wheels
+        return self.order.overrides
+
+    @property
+    def send_wheels(self) -> bool:  # put the wheels in the context even where a wheel server could serve them
+        return self.order.send_wheels
+
+    @property
+    def command(self) -> str:  # the command line that asked for the build: the record says how to run it again
+        return self.order.command
 
 
 @dataclass(frozen=True)

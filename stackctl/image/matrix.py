@@ -31,6 +31,7 @@ from stackctl.image.build import BuildRequest, Built, Staged, build_image, finis
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
 from stackctl.image.cachekeys import StageCache, stage_caches, stage_images
 from stackctl.image.labels import image_ref
+from stackctl.image.order import BuildOrder
 from stackctl.image.prepare import Prepared
 from stackctl.image.protocols import Engine, WheelServing
 from stackctl.image.schedule import Assignment, Cell, Slot, schedule
@@ -72,14 +73,12 @@ class MatrixRequest:
     cells: tuple[CellInput, ...]
     machines: Mapping[str, str]  # engine name → its architecture
     addresses: Mapping[str, str] = field(default_factory=dict)  # engine name → URL (credentials left out)
-    repository: str | None = None
-    cache_repository: str | None = None  # default: the image's own repository, when on a registry host
-    wheelhouse: Path | None = None
-    record_dir: Path = Path("build")
-    no_cache: bool = False
-    overrides: Mapping[str, str] = field(default_factory=dict)
-    send_wheels: bool = False
+    order: BuildOrder = field(default_factory=BuildOrder)
     push_cache: bool = True
+
+    @property
+    def repository(self) -> str | None:
+        return self.order.repository
 
 
 @dataclass(frozen=True)
@@ -117,39 +116,45 @@ class Matrix:
         return 3 if 3 in codes else max(codes, default=0)
 
 
-def matrix_cells(profiles: Sequence[str], targets: Sequence[str], *, lock: Path | None, record_dir: Path,
-                 revision: str | None, ref: str | None, created: str | None, allow_dirty: bool,
-                 env: Mapping[str, str]) -> tuple[CellInput, ...]:
-    """Every named profile (none: every profile in ./stacks/) for each of `targets` it has (none: the target of
-    its image's python), prepared for its build; every bad input reported at once, before any engine builds."""
+def matrix_cells(order: BuildOrder, env: Mapping[str, str]) -> tuple[CellInput, ...]:
+    """The order's cells, each profile resolved once and prepared for its build: with --all every named profile
+    (none: every profile in ./stacks/) for each of its targets it has (none: the target of its image's python);
+    a single build, its profile for its one target. Every bad input reported at once, before any engine builds."""
     from stackctl.image.prepare import pick_target, prepare_build
-    from stackctl.profile.locate import load_profile
+    from stackctl.profile.locate import stack_ref
     from stackctl.resolve.lock import lock_path
 
-    names = list(profiles) or sorted(str(p) for p in Path("stacks").glob("*.toml"))
+    names = list(order.profiles) or sorted(str(p) for p in Path("stacks").glob("*.toml"))
     if not names:
         raise InputError("--all: no profile named and none in ./stacks/")
-    if lock is not None and len(names) > 1:
+    if order.lock is not None and len(names) > 1:
         raise InputError("--lock names one stack's lock: with --all each profile's lock is the one beside it")
     cells: list[CellInput] = []
     problems: list[StackctlError] = []
-    wanted, loaded = set(targets), []
+    wanted, loaded = set(order.targets), []
     for name in names:
         try:
-            stack = load_profile(name)
-            labels = [t.label for t in stack.targets if t.label in wanted] if targets else [pick_target(stack, None)]
-            loaded.append((name, stack, labels))
+            ref = stack_ref(name)
+            if not order.every:  # a single build: its one target, or the image's python's
+                labels = [pick_target(ref.stack, order.target)]
+            elif order.targets:
+                labels = [t.label for t in ref.stack.targets if t.label in wanted]
+            else:
+                labels = [pick_target(ref.stack, None)]
+            loaded.append((ref, labels))
             wanted -= set(labels)
         except StackctlError as exc:
             problems.append(exc)
     if wanted and not problems:
         raise InputError(f"--target {', '.join(sorted(wanted))}: no named stack has it")
-    for name, stack, labels in loaded:
+    for ref, labels in loaded:
         for label in labels:
             try:
-                path = lock_path(name, lock)
-                prep = prepare_build(stack, path, label, revision, ref, created, allow_dirty, env)
-                cells.append(CellInput(prep, path, record_dir if len(labels) == 1 else record_dir / label))
+                path = lock_path(ref, order.lock)
+                prep = prepare_build(ref.stack, path, label, order.revision, order.ref, order.created,
+                                     order.allow_dirty, env)
+                cells.append(CellInput(prep, path, order.record_dir if len(labels) == 1
+                                       else order.record_dir / label))
             except StackctlError as exc:
                 problems.append(exc)
     if problems:
@@ -193,7 +198,7 @@ class _CachedBuild:
 
 
 def cache_repository(req: MatrixRequest, prep: Prepared) -> str | None:
-    repo = req.cache_repository or image_ref(prep.stack, req.repository).repository
+    repo = req.order.cache_repository or image_ref(prep.stack, req.repository).repository
     return repo if names_registry(repo) else None
 
 
@@ -268,7 +273,7 @@ def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngin
     pulled = nbytes = pushed = 0
     try:
         repo = cache_repository(req, prep)
-        caches = _caches(prep) if repo and not req.no_cache else ()
+        caches = _caches(prep) if repo and not req.order.no_cache else ()
         found = []
         for s in caches:
             ref = f"{repo}:{s.tag()}"
@@ -286,8 +291,7 @@ def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngin
             on_event(name, label, f"cache: {len(found)} of {len(caches)} stages from the registry"
                                   + (f" ({pulled} pulled, {nbytes} bytes)" if pulled else ""))
         on_event(name, label, "build started")
-        breq = BuildRequest(prep, cell.lock, req.repository, req.wheelhouse, None, cell.record_dir, req.no_cache,
-                            req.overrides, req.send_wheels)
+        breq = BuildRequest(prep, cell.lock, req.order, cell.record_dir)
         built = build_image(breq, _CachedBuild(engine, found + own), on_step=on_step(name, label) if on_step else None)
         if repo and req.push_cache:
             pushed = _push_stages(engine, repo, _caches(prep), set(found), built.result.log)
@@ -347,8 +351,7 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
         labels[tname] = _label(cell)
         base = _unbuilt(req, cell, name, "buildkit")
         try:
-            breq = BuildRequest(prep, cell.lock, req.repository, req.wheelhouse, None, cell.record_dir, req.no_cache,
-                                req.overrides, req.send_wheels)
+            breq = BuildRequest(prep, cell.lock, req.order, cell.record_dir)
             st = stage_build(breq, engine)
             digests = lay_context(st)
         except StackctlError as exc:
@@ -357,8 +360,8 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
         repo = cache_repository(req, prep) if engine.registry_cache else None
         cache_from, cache_to = registry_cache(cache_ref(repo, prep.stack.name, prep.target)) if repo else ((), ())
         target = BakeTarget(tname, st.context, st.image, args=dict(st.buildargs or {}),
-                            contexts=engine.named_contexts(st.context), layout=st.layout, no_cache=req.no_cache,
-                            cache_from=() if req.no_cache else cache_from,
+                            contexts=engine.named_contexts(st.context), layout=st.layout,
+                            no_cache=req.order.no_cache, cache_from=() if req.order.no_cache else cache_from,
                             cache_to=cache_to if req.push_cache else ())
         staged[tname] = _Staged(cell, breq, st, digests, target)
         on_event(name, labels[tname], f"bake target {tname}" + (f", registry cache {cache_to[0]}" if target.cache_to
@@ -419,7 +422,7 @@ def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine | BakeEngi
                                                      str(image_ref(prep.stack, req.repository)), error=why,
                                                      exit_code=3)
     cells = tuple(done[(c.prepared.stack.name, c.prepared.target)] for c in req.cells)
-    record = req.record_dir / MATRIX_RECORD
+    record = req.order.record_dir / MATRIX_RECORD
     try:
         write_atomic(record, dumps({"cells": list(cells)}) + "\n")
     except OSError as exc:

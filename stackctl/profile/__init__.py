@@ -9,19 +9,28 @@ from typing import TYPE_CHECKING
 from stackctl.base.lazy import lazy_api
 
 if TYPE_CHECKING:
-    from stackctl.profile.locate import key_position, load_profile, load_profiles, profile_file, resolve_profile_arg
+    from stackctl.profile.locate import (
+        StackRef,
+        key_position,
+        load_profile,
+        load_profiles,
+        profile_file,
+        resolve_profile_arg,
+        stack_ref,
+    )
     from stackctl.profile.model import Pin, Stack
     from stackctl.profile.schema import profile_schema
     from stackctl.profile.versions import classify
 
 __all__ = [
-    "Pin", "Stack", "classify", "key_position", "load_profile", "load_profiles", "profile_file", "profile_schema",
-    "resolve_profile_arg",
+    "Pin", "Stack", "StackRef", "classify", "key_position", "load_profile", "load_profiles", "profile_file",
+    "profile_schema", "resolve_profile_arg", "stack_ref",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
     __getattr__ = lazy_api(__name__, {
-        "locate": ("key_position", "load_profile", "load_profiles", "profile_file", "resolve_profile_arg"),
+        "locate": ("StackRef", "key_position", "load_profile", "load_profiles", "profile_file",
+                   "resolve_profile_arg", "stack_ref"),
         "model": ("Pin", "Stack"),
         "schema": ("profile_schema",),
         "versions": ("classify",),

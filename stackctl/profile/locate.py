@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,25 @@ def load_profile(spec: str) -> Stack:
 
     source, name = split_ref(resolve_profile_arg(spec))
     return load_stack(name, source)
+
+
+@dataclass(frozen=True)
+class StackRef:
+    """A PROFILE argument resolved once: the argument as given (what a record says to run again), the stack it
+    names, and its file in the working tree (beside which its lock is, for `PATH@REV` beside PATH)."""
+
+    arg: str
+    stack: Stack
+    file: Path
+
+    @property
+    def name(self) -> str:
+        return self.stack.name
+
+
+def stack_ref(spec: str) -> StackRef:
+    """The profile a PROFILE argument names, loaded and validated once, with where it came from."""
+    return StackRef(spec, load_profile(spec), profile_file(spec))
 
 
 def load_profiles(specs: list[str] | tuple[str, ...]) -> tuple[Stack, ...]:

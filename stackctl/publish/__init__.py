@@ -1,4 +1,4 @@
-"""Stage 8, publish: the build's OCI layout copied to the registry and checked there, the SBOM and signed
+"""Stage 9, publish: the build's OCI layout copied to the registry and checked there, the SBOM and signed
 provenance statements put beside it, the tag moved last, and the publication record (`publication`); the
 statements and what is pushed beside the image (`attest`).
 

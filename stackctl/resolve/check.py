@@ -11,6 +11,7 @@ from pathlib import Path
 
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, StackctlError
+from stackctl.profile.locate import StackRef
 from stackctl.profile.model import Stack
 from stackctl.resolve.export import drift, read_existing, render_requirements
 from stackctl.resolve.gatelock import require_installable
@@ -78,14 +79,15 @@ def pin_drift(stack: Stack, lock: Lock) -> list[str]:
     return out
 
 
-def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, hashes: bool,
-                profile_arg: str, target: str | None = None, fmt: str = "requirements") -> CheckReport:
-    """`profile_arg` is the profile as the user named it, for the commands the failures suggest; `target`
+def check_stack(ref: StackRef, lock_path: Path, requirements: Path | None, *, hashes: bool,
+                target: str | None = None, fmt: str = "requirements") -> CheckReport:
+    """`ref.arg` is the profile as the user named it, for the commands the failures suggest; `target`
     compares the requirement files with what `export --target` writes for it; `fmt` "pylock": the directory
     holds `export --format pylock`'s lock files, compared with what the lock makes."""
     from stackctl.resolve.export import FORMATS
     from stackctl.resolve.targets import one_target
 
+    stack, profile_arg = ref.stack, ref.arg
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt}: one of {', '.join(FORMATS)}")
     tgt = one_target(stack, target) if target is not None else None
@@ -119,7 +121,7 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
                 require_installable(stack, locked, tuple(t.label for t in stack.targets))
     if requirements is not None and fmt == "pylock":
         if locked is not None:
-            passes_, failures_ = _check_pylocks(stack, locked, requirements, profile_arg, target, lock_path)
+            passes_, failures_ = _check_pylocks(ref, locked, requirements, target, lock_path)
             passes += passes_
             failures += failures_
     elif requirements is not None and (locked is not None or not hashes):
@@ -141,19 +143,20 @@ def check_stack(stack: Stack, lock_path: Path, requirements: Path | None, *, has
     return CheckReport(stack.name, tuple(passes), tuple(failures), tuple(warnings))
 
 
-def _check_pylocks(stack: Stack, lock: Lock, directory: Path, profile_arg: str, target: str | None,
+def _check_pylocks(ref: StackRef, lock: Lock, directory: Path, target: str | None,
                    lock_path: Path) -> tuple[list[str], list[Failure]]:
     """Each PEP 751 file `export --format pylock` writes, as it would write it from this lock: missing,
     not a lock file `packaging.pylock` accepts, other packages (a version, a wheel, a hash), or only its form."""
     from stackctl.resolve.export import lock_index_urls
     from stackctl.resolve.pylock import render_pylocks
 
+    stack = ref.stack
     expected = render_pylocks(stack, lock, lock_index_urls(stack, lock), target)
     existing = read_existing(directory, expected)
     from stackctl.resolve.lock import lock_path as default_lock
 
-    other_lock = f" --lock {lock_path}" if lock_path != default_lock(profile_arg) else ""
-    fix = (f"run `stackctl export {profile_arg} --out {directory}" + (f" --target {target}" if target else "")
+    other_lock = f" --lock {lock_path}" if lock_path != default_lock(ref) else ""
+    fix = (f"run `stackctl export {ref.arg} --out {directory}" + (f" --target {target}" if target else "")
            + f" --format pylock{other_lock}` and commit it")
     passes: list[str] = []
     failures: list[Failure] = []

@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion
 from stackctl.base.files import unsafe_component, write_atomic
 from stackctl.base.jsonout import to_jsonable
 from stackctl.errors import CheckFailed, InputError
-from stackctl.profile.locate import profile_file
+from stackctl.profile.locate import StackRef, profile_file
 from stackctl.profile.model import Stack
 from stackctl.profile.versions import parse_version
 
@@ -176,9 +176,10 @@ class LockStatus:
     closure: int
 
 
-def lock_status(stack: Stack, path: Path, *, check: bool = False, profile_arg: str | None = None) -> LockStatus:
-    """The lock at `path` against `stack`; with `check`, a lock made from another profile fails. A missing
-    lock fails as `check` fails it (exit 1): the lock is what is checked, not an input of the check."""
+def lock_status(ref: StackRef, path: Path, *, check: bool = False) -> LockStatus:
+    """The lock at `path` against the stack `ref` names; with `check`, a lock made from another profile fails. A
+    missing lock fails as `check` fails it (exit 1): the lock is what is checked, not an input of the check."""
+    stack, profile_arg = ref.stack, ref.arg
     if not Path(path).exists():
         raise CheckFailed(missing_lock(path, profile_arg or stack.name))
     lk = read_lock(path)
@@ -365,10 +366,12 @@ def write_lock(path: str | Path, lock: Lock) -> bool:
     return True
 
 
-def lock_path(profile: str, explicit: Path | None = None) -> Path:
+def lock_path(profile: str | StackRef, explicit: Path | None = None) -> Path:
     """The one rule for where a stack's lock is: `--lock` when given, else the `.lock` beside the profile in
     the working tree (for `PATH@GITREV`, beside PATH; for a bare stack name, `stacks/NAME.lock`)."""
-    return explicit if explicit is not None else profile_file(profile).with_suffix(".lock")
+    if explicit is not None:
+        return explicit
+    return (profile.file if isinstance(profile, StackRef) else profile_file(profile)).with_suffix(".lock")
 
 
 def is_lock_ref(spec: str) -> bool:

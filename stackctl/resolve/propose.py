@@ -32,6 +32,7 @@ from stackctl.errors import CheckFailed, InputError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
 from stackctl.index.pages import IndexedFile, ProjectListing
+from stackctl.profile.locate import StackRef
 from stackctl.profile.model import Pin, Stack, Target
 from stackctl.profile.versions import classify
 from stackctl.resolve.targets import best_wheel, installable_everywhere
@@ -425,19 +426,19 @@ class Proposed:
                            hint="nothing was written; wait for the build, or leave the train with --only")
 
 
-def propose_profile(stack: Stack, profile_arg: str, client: IndexClient, overrides: Mapping[str, str] | None = None,
+def propose_profile(ref: StackRef, client: IndexClient, overrides: Mapping[str, str] | None = None,
                     *, window: float = 3600.0, allow_series: bool = False, only: Sequence[str] = (),
                     name: str | None = None, dry_run: bool = False, force: bool = False,
                     progress: Progress | None = None) -> Proposed:
     """Ask the indexes what the stack's pins could move to; unless `dry_run` or a pin is held, write the
     proposal as NAME.toml beside the profile."""
     from stackctl.index.config import endpoints
-    from stackctl.profile.locate import profile_file
 
+    stack = ref.stack
     eps = endpoints(stack, overrides, keep_in=client.options.cache_dir)
     proposal = propose_from_indexes(stack, client, eps, window=window,
                                     allow_series=allow_series, only=only, name=name, progress=progress)
     written: Path | None = None
     if not dry_run and not proposal.blocked:
-        written, _ = write_proposal(proposal, profile_file(profile_arg), force=force)
+        written, _ = write_proposal(proposal, ref.file, force=force)
     return Proposed(proposal, written)

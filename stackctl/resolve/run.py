@@ -12,6 +12,7 @@ from stackctl.base.progress import Progress
 from stackctl.errors import CheckFailed, InputError
 from stackctl.index.client import ClientOptions, IndexClient
 from stackctl.index.config import IndexEndpoint
+from stackctl.profile.locate import StackRef
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock
 
@@ -150,11 +151,11 @@ def held_by(lk: Lock, name: str, newer: str) -> str | None:
     return None
 
 
-def outdated(stack: Stack, client: IndexClient | None, overrides: Mapping[str, str] | None = None, *,
-             from_lock: Path | None = None, profile_arg: str | None = None,
-             progress: Progress | None = None) -> tuple[OutdatedPin, ...]:
+def outdated(ref: StackRef, client: IndexClient | None, overrides: Mapping[str, str] | None = None, *,
+             from_lock: Path | None = None, progress: Progress | None = None) -> tuple[OutdatedPin, ...]:
     """Is each pin the newest of its line: asked of the indexes through `client`, or read from `from_lock`
     (which must have been made from this profile)."""
+    stack, profile_arg = ref.stack, ref.arg
     if from_lock is not None:
         from stackctl.resolve.lock import read_lock
 

@@ -21,6 +21,7 @@ from stackctl.base.sizes import human_size
 from stackctl.base.times import short_time
 from stackctl.base.words import count
 from stackctl.image.labels import LABEL_INSTALLED, diff_installed, installed_from_labels
+from stackctl.profile.locate import StackRef
 from stackctl.profile.model import Stack
 from stackctl.publish.publication import Publication, read_records
 from stackctl.resolve.lock import Lock
@@ -491,14 +492,17 @@ def _merged(*records: Evidence | None) -> Evidence | None:
     return dataclasses.replace(present[-1], result={"entries": list(entries.values())})
 
 
-def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = None, old_arg: str | None = None,
-           old_lock_path: Path | None = None, record_dir: Path = Path("build"), now: str = "") -> Recorded:
+def gather(new_ref: StackRef, lock_path: Path, *, old_ref: StackRef | None = None, old_lock_path: Path | None = None,
+           record_dir: Path = Path("build"), now: str = "") -> Recorded:
     """Read every record there is; nothing is run, nothing is fetched."""
     from datetime import datetime, timezone
 
     from stackctl.base.times import utc_iso
     from stackctl.errors import StackctlError
     from stackctl.resolve.lock import read_lock
+
+    new, new_arg = new_ref.stack, new_ref.arg
+    old, old_arg = (old_ref.stack, old_ref.arg) if old_ref is not None else (None, None)
 
     def mtime(p: Path) -> str | None:
         """When resolve wrote the lock, as near as the tree says: the file's mtime, or its commit's time when
@@ -552,20 +556,21 @@ def gather(new: Stack, new_arg: str, lock_path: Path, *, old: Stack | None = Non
         bisect=read_evidence(paths["bisect"], "bisect"), bisect_path=str(paths["bisect"]), now=now)
 
 
-def report_for(new: Stack, profile_arg: str, lock: Path | None = None, *, since: str | None = None,
+def report_for(ref: StackRef, lock: Path | None = None, *, since: str | None = None,
                since_lock: Path | None = None, record_dir: Path = Path("build")) -> Report:
     """`stackctl report`: the old profile is `since`, else the one `new` extends (by stack name for a bare
     name, else beside the profile file); every record read, nothing run."""
     from stackctl.base.times import now_iso
-    from stackctl.profile.locate import load_profile, profile_file
+    from stackctl.profile.locate import stack_ref
     from stackctl.resolve.lock import lock_path
 
+    new, profile_arg = ref.stack, ref.arg
     old_arg = since
     if old_arg is None and new.extends:
         bare = "/" not in profile_arg and "@" not in profile_arg and not profile_arg.endswith(".toml")
-        old_arg = new.extends if bare else str(profile_file(profile_arg).parent / f"{new.extends}.toml")
-    old = load_profile(old_arg) if old_arg else None
-    ev = gather(new, profile_arg, lock_path(profile_arg, lock), old=old, old_arg=old_arg,
-                old_lock_path=lock_path(old_arg, since_lock) if old_arg else None, record_dir=record_dir,
+        old_arg = new.extends if bare else str(ref.file.parent / f"{new.extends}.toml")
+    old = stack_ref(old_arg) if old_arg else None
+    ev = gather(ref, lock_path(ref, lock), old_ref=old,
+                old_lock_path=lock_path(old, since_lock) if old else None, record_dir=record_dir,
                 now=now_iso())
     return build_report(ev)

@@ -19,6 +19,7 @@ from packaging.version import Version
 from stackctl.base.annotations import Annotation, Level
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError
+from stackctl.profile.locate import StackRef
 from stackctl.profile.model import Stack
 from stackctl.profile.tag import sanitize
 
@@ -168,6 +169,7 @@ class ScanResult:
     references: tuple[StaleRef, ...]
     files_read: int
     warnings: tuple[str, ...] = ()
+    recorded: Path | None = None  # where it was recorded for `stackctl report`
 
     def annotations(self, root: Path) -> tuple[Annotation, ...]:
         """Each reference at its file (under the tree `root` scanned) and line, for CI to show on the diff."""
@@ -195,13 +197,14 @@ def allow_rules(allow: Path | None, root: Path) -> tuple[AllowRule, ...]:
     return parse_allow(text, str(allow_file))
 
 
-def scan_stale(root: Path, new: Stack, old: Stack, since_arg: str, allow: Path | None = None, *,
+def scan_stale(root: Path, new_ref: StackRef, old_ref: StackRef, allow: Path | None = None, *,
                record: Path | None = None, no_record: bool = False, command: str = "") -> ScanResult:
     """`stackctl scan`: every reference under `root` to a pin `new` superseded in `old`; the result also
     written as evidence where `stackctl report` reads it (build/NEW.scan.json, or `record`), unless
     `no_record`."""
     from stackctl.profile.locate import resolve_profile_arg
 
+    new, old, since_arg = new_ref.stack, old_ref.stack, old_ref.arg
     items = superseded(old, new)
     rules = allow_rules(allow, root)
     # The old profile itself is meant to name the old versions.
@@ -211,6 +214,6 @@ def scan_stale(root: Path, new: Stack, old: Stack, since_arg: str, allow: Path |
     result = ScanResult(items, tuple(refs), read)
     from stackctl.base.evidence import record_to, write_evidence
 
-    said = record_to(record, no_record, "scan", new.name, lambda at: write_evidence(
+    done = record_to(record, no_record, "scan", new.name, lambda at: write_evidence(
         at, "scan", new.name, result, profile_digests=(new.digest(), old.digest()), command=command))
-    return dataclasses.replace(result, warnings=(said,)) if said else result
+    return dataclasses.replace(result, warnings=done.warnings, recorded=done.at)

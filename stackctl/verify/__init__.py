@@ -1,4 +1,4 @@
-"""Stage 7, verify and signatures: an image in a registry re-checked against its lock, labels, SBOM and
+"""Stage 8, verify and signatures: an image in a registry re-checked against its lock, labels, SBOM and
 provenance (`verification`) through the registry reads publish checks its copy with too (`remote`), rebuilt
 from its revision for the same manifest digest (`rebuild`), and the DSSE envelopes its statements travel in,
 signed and opened (`sign`).

@@ -114,6 +114,7 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
     CheckFailed for a difference; what cannot be read or built is ServiceError or InputError."""
     from stackctl.image.build import BuildRequest, build_image
     from stackctl.image.labels import image_ref
+    from stackctl.image.order import BuildOrder
     from stackctl.image.prepare import prepare_build
     from stackctl.profile.loader import load_stack
 
@@ -157,8 +158,8 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
             if prep.lock.digest() != labels.get(LABEL_LOCK):
                 raise CheckFailed(f"the lock at revision {revision[:12]} is {prep.lock.digest()}, the image's label "
                                   f"says {labels.get(LABEL_LOCK)}")
-            req = BuildRequest(prep, profile.with_suffix(".lock"), name, wheelhouse, Path(tmp) / "context",
-                               Path(tmp) / "records", True, dict(overrides or {}))
+            order = BuildOrder(repository=name, wheelhouse=wheelhouse, no_cache=True, overrides=dict(overrides or {}))
+            req = BuildRequest(prep, profile.with_suffix(".lock"), order, Path(tmp) / "records", Path(tmp) / "context")
             image = str(image_ref(stack, name))
             built = build_image(req, engine, on_step=on_step)
             artefact = from_record(built.record.get("artefact"), str(built.record_path))

@@ -62,6 +62,14 @@ class Verification:
     def failed(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if not f.ok)
 
+    def failure(self) -> CheckFailed | None:
+        """The error `verify` exits with (1), naming the failed checks; None when every check passed."""
+        if not self.failed:
+            return None
+        return CheckFailed(f"{self.ref} does not verify: " + "; ".join(f"{f.check}: {f.detail}"
+                                                                       for f in self.failed[:8])
+                           + (f"; and {len(self.failed) - 8} more" if len(self.failed) > 8 else ""))
+
 
 def lock_distributions(lock: Lock, target: str) -> dict[str, tuple[str, str]]:
     """canonical name → (version, sha256) of every wheel the lock installs for `target`."""
@@ -411,9 +419,8 @@ def _base_problems(base: Mapping[str, Any] | None, config: Mapping[str, Any]) ->
 
 
 def raise_if_failed(v: Verification) -> None:
-    if v.failed:
-        raise CheckFailed(f"{v.ref} does not verify: " + "; ".join(f"{f.check}: {f.detail}" for f in v.failed[:8])
-                          + (f"; and {len(v.failed) - 8} more" if len(v.failed) > 8 else ""))
+    if (failure := v.failure()) is not None:
+        raise failure
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from stackctl.base.files import sha256_file
 from stackctl.engine.wheelserver import WheelServer
 from stackctl.image.build import BuildRequest, build_image
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
+from stackctl.image.order import BuildOrder
 from stackctl.image.prepare import prepare_build
 from stackctl.image.render import WHEEL_HOST
 from stackctl.resolve.closure import uv_binary
@@ -172,7 +173,7 @@ def test_a_build_whose_stages_never_reached_the_server_names_send_wheels(tmp_pat
     repo = make_stack_repo(tmp_path, "r", "stackctl-test/served", commit=False, installer="uv")
     prep = prepare_build(repo.stack, repo.lock, None, "r1", "t", None, None, {})
     engine = _Engine(reach)
-    req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp_path / "ctx", tmp_path / "records")
+    req = BuildRequest(prep, repo.lock, BuildOrder(wheelhouse=repo.wheelhouse), tmp_path / "records", tmp_path / "ctx")
     with pytest.raises(BuildFailed) as info:
         build_image(req, engine)  # type: ignore[arg-type]
     assert urlsplit(engine.proxy).hostname == "127.0.0.1" and urlsplit(engine.proxy).password

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stackctl.engine.building import chosen_builder
 from stackctl.errors import InputError
+from stackctl.usecases.build import chosen_builder
 
 
 def test_the_builder_is_the_options_then_the_environments_then_auto() -> None:

@@ -1,0 +1,227 @@
+"""`stackctl build`: one order (`BuildOrder`) for a single build and for `build --all`, its cells prepared by
+the image stage's `matrix_cells` (each profile resolved once), and which builder each engine runs, chosen in
+one place: `--builder auto|buildkit|classic` (or STACKCTL_BUILDER).
+
+auto: BuildKit (`docker buildx build`) when the buildx plugin runs and the engine is Docker 23 or later; else the
+classic builder of the engine API, with one line saying why. The BuildKit embedded in Docker 20.10 (v0.8) builds
+the rendered Dockerfile (the wheels bind-mounted from the main context), but two --no-cache builds of one
+revision give different layers there (it knows no SOURCE_DATE_EPOCH), so `verify --rebuild` could not reproduce
+the image: on 20.10 auto keeps the classic builder, and --builder buildkit is the user's own choice.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stackctl.base.annotations import Level
+from stackctl.base.progress import Progress, Steps
+from stackctl.errors import InputError
+from stackctl.image.order import BuildOrder
+
+if TYPE_CHECKING:
+    from stackctl.engine.buildx import BuildxEngine
+    from stackctl.engine.docker import DockerEngine
+    from stackctl.engine.pool import Pool, Unreachable
+    from stackctl.image.build import Built
+    from stackctl.image.context import WrittenContext
+    from stackctl.image.labels import ImageRef
+    from stackctl.image.matrix import Event, Matrix
+    from stackctl.profile.model import Stack
+
+BUILDERS = ("auto", "buildkit", "classic")
+
+
+def chosen_builder(given: str | None, env: Mapping[str, str] | None = None) -> str:
+    """The builder asked for: the option, else STACKCTL_BUILDER, else auto."""
+    env = os.environ if env is None else env
+    name = (given or env.get("STACKCTL_BUILDER") or "auto").strip().lower()
+    if name not in BUILDERS:
+        where = "--builder" if given else "STACKCTL_BUILDER"
+        raise InputError(f"{where} {name!r}: pick one of {', '.join(BUILDERS)}")
+    return name
+
+
+def open_engine(builder: str | None = None, *, url: str | None = None,
+                say: Callable[[str], None] | None = None) -> DockerEngine | BuildxEngine:
+    """The engine to build on (DOCKER_HOST's, or `url`), with the builder chosen: it is reached first, so an
+    unreachable engine fails before any download."""
+    from stackctl.engine.docker import DockerEngine
+
+    name = chosen_builder(builder)
+    return with_builder(DockerEngine(url), name, url=url, say=say)
+
+
+def with_builder(docker: DockerEngine, name: str, *, url: str | None = None,
+                 say: Callable[[str], None] | None = None) -> DockerEngine | BuildxEngine:
+    """A reached engine with the builder `name` (a `chosen_builder`) put in front: BuildKit where buildx runs
+    and, for auto, the engine is Docker 23 or later; else the engine API's classic builder."""
+    from stackctl.engine.buildx import BuildxEngine, buildx_version
+
+    if name == "classic":
+        return docker
+    version = buildx_version({**os.environ, **({"DOCKER_HOST": url} if url else {})})
+    if version is None:
+        if name == "buildkit":
+            raise InputError("--builder buildkit: `docker buildx version` does not run here",
+                             hint="install the docker-buildx plugin, or build with --builder classic")
+        if say is not None:
+            say("builder: classic (the engine API's): `docker buildx version` does not run here, so BuildKit is "
+                "out of reach")
+        return docker
+    engine = BuildxEngine(docker, url)
+    if name == "auto" and not engine.reproducible:
+        if say is not None:
+            say(f"builder: classic (the engine API's): the BuildKit of Docker {engine.server_version} gives no "
+                "reproducible digest; --builder buildkit builds with it all the same")
+        return docker
+    return engine
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    """Where a build reports as it goes: wheels fetched, each wheel written into the context, each build step
+    as the builder starts it."""
+
+    fetch: Progress | None = None
+    wheel: Callable[[str], None] | None = None
+    step: Steps | None = None
+
+
+# A line for the user: `None` says what was chosen (the builder), NOTICE a note, WARNING a warning.
+Say = Callable[[str, "Level | None"], None]
+# Entered around the build itself, once the stack is prepared and the engine reached: given the stack and the
+# image's ref, it gives the build's progress callbacks (the caller's display) and sees a failure go by.
+Watch = Callable[["Stack", "ImageRef"], AbstractContextManager[BuildProgress]]
+
+
+@dataclass(frozen=True)
+class StackImage:
+    """Under [image.app]: the stack image beneath the project's, built (and gated) first."""
+
+    image: str
+    image_id: str
+    gate_cached: bool
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """A single build, as `stackctl build` shows it; `record` is the build record as written (its JSON)."""
+
+    stack: str
+    profile: str  # the PROFILE argument as given (what a hint says to run)
+    image: str  # repository:tag
+    image_id: str
+    record_path: Path
+    gate: tuple[str, ...]  # the gate's lines: this run's, or those the image kept from the run that passed it
+    gate_cached: bool
+    gate_left: tuple[str, ...]  # entries left to the app phase (`gate --image`)
+    wheels_how: str
+    steps: int
+    cached_steps: int
+    ran: tuple[str, ...]  # the steps a rebuild ran, by their instruction
+    stack_image: StackImage | None
+    record: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, built: Built, profile: str) -> BuildReport:
+        record, result = built.record, built.result
+        below = record.get("stack_image")
+        return cls(str(record["stack"]), profile, built.image, result.image_id, built.record_path,
+                   tuple(record["gate"]), result.gate_cached, tuple(record.get("gate_left") or ()),
+                   str(record["wheels_how"]), result.steps, result.cached_steps, tuple(result.ran),
+                   StackImage(below["image"], below["image_id"], bool(below["gate_cached"])) if below else None,
+                   record)
+
+
+def check_single(order: BuildOrder) -> None:
+    """A single build names one profile, at most one target, and no pool."""
+    if (len(order.profiles) != 1 or len(order.targets) > 1 or order.engines or order.engines_file
+            or order.cache_repository):
+        raise InputError("build: give one PROFILE and at most one --target; --engine, --engines and "
+                         "--cache-repository go with --all")
+
+
+def build_stack(order: BuildOrder, *, say: Say, watch: Watch | None = None,
+                env: Mapping[str, str] | None = None) -> BuildReport:
+    """`stackctl build PROFILE`: the order's one cell prepared as `build --all` prepares its cells (the profile
+    loaded once and its lock rendered), then the engine (DOCKER_HOST's) reached with the builder the order
+    chooses (so an unreachable one fails before any download), the lock's and the render's notes said, and the
+    build run inside `watch`. Raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
+    from stackctl.image.build import BuildRequest, build_image
+    from stackctl.image.context import check_wheelhouse_arg
+    from stackctl.image.labels import image_ref
+    from stackctl.image.matrix import matrix_cells
+
+    check_wheelhouse_arg(order.wheelhouse, order.fetch)
+    check_single(order)
+    (cell,) = matrix_cells(order, os.environ if env is None else env)
+    prep = cell.prepared
+    # before any download: an unreachable engine fails at once
+    engine = open_engine(order.builder, say=lambda line: say(line, None))
+    if (said := prep.lock.override_warning()) is not None:
+        say(said, Level.WARNING)
+    for note in prep.notes:
+        say(note, Level.NOTICE)
+    req = BuildRequest(prep, cell.lock, order, cell.record_dir, order.context)
+    around = watch(prep.stack, image_ref(prep.stack, order.repository)) if watch else nullcontext(BuildProgress())
+    with around as progress:
+        built = build_image(req, engine, on_wheel=progress.wheel, on_step=progress.step, on_fetch=progress.fetch)
+    return BuildReport.of(built, order.profiles[0])
+
+
+def build_over_pool(order: BuildOrder, env: Mapping[str, str], on_unreachable: Callable[[Unreachable], None],
+                    on_event: Event, on_step: Callable[[str, str], Steps] | None = None) -> tuple[Matrix, Pool]:
+    """`build --all` as one call: the engine pool parsed, the cells prepared (bad input fails before any engine
+    is asked), the pool reached, each engine's builder chosen as for a single build (a BuildKit engine bakes its
+    queue), the matrix built over it."""
+    from stackctl.engine.pool import engine_specs, reach_pool
+    from stackctl.image.context import check_wheelhouse_arg
+    from stackctl.image.matrix import MatrixRequest, build_matrix, matrix_cells
+
+    check_wheelhouse_arg(order.wheelhouse, order.fetch)
+    specs = engine_specs(order.engines, order.engines_file)
+    builder = chosen_builder(order.builder, env)
+    cells = matrix_cells(order, env)
+    pool = reach_pool(specs, on_unreachable)
+    urls = {s.name: s.url for s in specs}
+
+    def told(name: str) -> Callable[[str], None]:
+        return lambda line: on_event(name, "engine", line)
+
+    builders = {m.name: with_builder(m.engine, builder, url=urls.get(m.name), say=told(m.name))
+                for m in pool.members}
+    for name, engine in builders.items():
+        on_event(name, "engine", f"builder: {getattr(engine, 'builder', 'classic')}")
+    req = MatrixRequest(cells, {m.name: m.machine for m in pool.members},
+                        {m.name: m.engine.address for m in pool.members}, order)
+    return build_matrix(req, builders, on_event, on_step), pool
+
+
+def image_tag(profile: str, repository: str | None = None) -> ImageRef:
+    """`stackctl tag`: the image reference the profile's template gives."""
+    from stackctl.image.labels import image_ref
+    from stackctl.profile.locate import load_profile
+
+    return image_ref(load_profile(profile), repository)
+
+
+def render_profile(profile: str, out: Path, lock: Path | None = None, *, target: str | None = None,
+                   wheelhouse: Path | None = None, revision: str | None = None, ref: str | None = None,
+                   created: str | None = None, env: Mapping[str, str] | None = None,
+                   on_wheel: Steps | None = None) -> WrittenContext:
+    """`stackctl render`: the build context of the profile (its lock `lock`, else the one beside it) in `out`."""
+    from stackctl.base.files import check_output
+    from stackctl.image.context import render_context
+    from stackctl.profile.locate import stack_ref
+    from stackctl.resolve.lock import lock_path
+
+    check_output(out, "--out", directory=True)
+    stack = stack_ref(profile)
+    return render_context(stack.stack, lock_path(stack, lock), out, target=target, wheelhouse=wheelhouse,
+                          revision=revision, ref=ref, created=created, env=os.environ if env is None else env,
+                          on_wheel=on_wheel)

@@ -1,0 +1,138 @@
+"""`stackctl publish` and `publish --all`: the build's OCI layout copied by skopeo, checked through the registry
+client, the SBOM and the statements put beside it, the tag moved, the publication recorded. No engine is asked
+anything: the image is the build's OCI layout, the artefact the build record names. The publish stage decides
+what is copied and checked; this module picks the adapters and where the records are."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stackctl.errors import InputError, ServiceError, StackctlError
+from stackctl.profile.model import Stack
+from stackctl.publish.publication import Copier, Publication
+
+if TYPE_CHECKING:
+    from stackctl.image.matrix import Event
+
+PUBLICATIONS = "publications.jsonl"  # RECORD_DIR's publication record
+
+
+def _copier(host: str) -> Copier:
+    from stackctl.engine.skopeo import copy_to_registry
+
+    def copy(layout: Path, repository: str, digest: str) -> None:
+        copy_to_registry(layout, host, repository, digest)
+
+    return copy
+
+
+def builder_facts() -> dict[str, str]:
+    """What the provenance names as the builder on the publishing side: stackctl and skopeo, which copied the
+    layout (the engine's, the builder's and buildx's versions come from the build record)."""
+    import stackctl
+    from stackctl.engine.skopeo import skopeo_version
+
+    return {"stackctl": getattr(stackctl, "__version__", ""), "skopeo": skopeo_version()}
+
+
+def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
+                  sign_key: Path | None = None, build_record: Path, stack_image: bool = False,
+                  command: str = "") -> Publication:
+    """Copy the stack's built artefact (the OCI layout `build_record` names) to its repository, check it, put
+    the SBOM and provenance (signed with `sign_key` when given) beside it and move the tag.
+    `stack_image`: under [image.app], the stack image beneath the project's (TAG-stack)."""
+    from stackctl.engine.registry import Registry, check_registry, parse_ref
+    from stackctl.image.app import stack_image_ref
+    from stackctl.image.labels import image_ref
+    from stackctl.publish.publication import publish_stack, read_signing_key
+
+    key = read_signing_key(sign_key) if sign_key is not None else None  # a bad key file costs no copy
+    target = (stack_image_ref if stack_image else image_ref)(stack, repository)
+    parsed = parse_ref(str(target))
+    if parsed is None:
+        raise InputError(f"{target}: names no registry host; publish copies to host[:port]/name",
+                         hint="set the profile's [image] repository, or pass --repository HOST[:PORT]/NAME")
+    check_registry(str(target))  # before anything is copied
+    copy = _copier(parsed.registry)
+    return publish_stack(stack, lock, record, build_record, repository, registry=Registry(),
+                         copy=copy, builder=builder_facts(), key=key, stack_image=stack_image, command=command)
+
+
+@dataclass(frozen=True)
+class Published:
+    """`stackctl publish PROFILE`: under [image.app] the stack image's publication (`below`) and the final
+    image's; `record` the publication record they were appended to."""
+
+    publication: Publication
+    below: Publication | None
+    record: Path
+
+
+def publish_built(profile: str, *, lock: Path | None = None, record_dir: Path = Path("build"),
+                  record: Path | None = None, repository: str | None = None, sign_key: Path | None = None,
+                  command: str = "") -> Published:
+    """What `stackctl build PROFILE` built (RECORD_DIR/STACK.build.json), published: under [image.app] the stack
+    image first (the final image names it as its base: a reader of the final image's provenance can then fetch
+    it), then the final image. The profile is resolved once; its lock is `lock` or the one beside it; the
+    publications go to `record` (the older --record spelling) or RECORD_DIR/publications.jsonl."""
+    from stackctl.profile.locate import stack_ref
+    from stackctl.resolve.lock import lock_path
+
+    ref = stack_ref(profile)
+    stack, locked = ref.stack, lock_path(ref, lock)
+    where = record or record_dir / PUBLICATIONS
+    build_record = record_dir / f"{stack.name}.build.json"
+    below = (publish_image(stack, locked, where, repository, sign_key=sign_key, build_record=build_record,
+                           stack_image=True, command=command) if stack.app is not None else None)
+    pub = publish_image(stack, locked, where, repository, sign_key=sign_key, build_record=build_record,
+                        command=command)
+    return Published(pub, below, where)
+
+
+@dataclass(frozen=True)
+class PublishedCell:
+    stack: str
+    target: str
+    engine: str | None
+    tag: str
+    result: str  # published | failed
+    digest: str | None = None
+    image_id: str | None = None
+    error: str | None = None
+    exit_code: int = 0
+
+
+def publish_over_pool(record_dir: Path, engines: Sequence[str], engines_file: Path | None,
+                      repository: str | None, on_event: Event) -> tuple[PublishedCell, ...]:
+    """Every cell the last `build --all` built (RECORD_DIR/matrix.json), published from the engine that built
+    it: the one of that name in the pool given (`--engine`, `--engines`), else the address the record keeps. A
+    cell that fails to publish is the cell's result (with its error and exit code); the others go on."""
+    from stackctl.engine.pool import connect, engine_specs, recorded_spec
+    from stackctl.image.matrix import MATRIX_RECORD, read_matrix
+    from stackctl.profile.locate import load_profile
+
+    cells = [c for c in read_matrix(record_dir / MATRIX_RECORD) if c.result == "built"]
+    if not cells:
+        raise InputError(f"{record_dir / MATRIX_RECORD}: no built cell to publish")
+    given = {s.name: s for s in (engine_specs(engines, engines_file) if (engines or engines_file) else ())}
+    specs = {c.engine or "": given.get(c.engine or "") or recorded_spec(c.engine or "", c.address) for c in cells}
+    pool = connect(list(specs.values()))
+    reached = {m.name: m.engine for m in pool.members}
+    out: list[PublishedCell] = []
+    for c in cells:
+        name = c.engine or ""
+        try:
+            if name not in reached:
+                raise ServiceError(f"{c.stack} {c.target}: engine {name} ({specs[name].address}) does not answer")
+            stack = load_profile(c.profile or c.stack)
+            pub = publish_image(stack, Path(c.lock or ""), record_dir / PUBLICATIONS, repository,
+                                build_record=record_dir / f"{c.stack}.build.json")
+            on_event(name, f"{c.stack} {c.target}", f"published {pub.tag} {pub.digest}")
+            out.append(PublishedCell(c.stack, c.target, c.engine, pub.tag, "published", pub.digest, pub.image_id))
+        except StackctlError as exc:
+            out.append(PublishedCell(c.stack, c.target, c.engine, c.image, "failed", None, c.image_id, str(exc),
+                                     exc.exit_code))
+    return tuple(out)
