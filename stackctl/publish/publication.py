@@ -29,7 +29,6 @@ from stackctl.profile.model import Stack
 from stackctl.publish.attest import Material
 from stackctl.resolve.lock import Lock
 from stackctl.verify.sign import SigningKey
-from stackctl.verify.sign import read_signing_key as read_signing_key  # --sign-key's reader, for the publish command
 
 SMALL_LAYER = 64 << 20  # a layer read whole for the image's own records (the SBOM lives in a small top layer)
 

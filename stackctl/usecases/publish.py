@@ -47,7 +47,8 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     from stackctl.engine.registry import Registry, check_registry, parse_ref
     from stackctl.image.app import stack_image_ref
     from stackctl.image.labels import image_ref
-    from stackctl.publish.publication import publish_stack, read_signing_key
+    from stackctl.publish.publication import publish_stack
+    from stackctl.verify.sign import read_signing_key
 
     key = read_signing_key(sign_key) if sign_key is not None else None  # a bad key file costs no copy
     target = (stack_image_ref if stack_image else image_ref)(stack, repository)

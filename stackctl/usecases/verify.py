@@ -21,13 +21,14 @@ def verify_remote(ref: str, lock: Path | None = None, *, stream_layers: bool = F
 
     from stackctl.engine.registry import Registry, parse_ref
     from stackctl.resolve.lock import read_lock
-    from stackctl.verify.verification import read_key, verify_image
+    from stackctl.verify.sign import read_verifying_key
+    from stackctl.verify.verification import verify_image
 
     locked = read_lock(lock) if lock is not None else None
     parsed = parse_ref(ref)
     if parsed is None:
         raise InputError(f"{ref}: names no registry host; verify reads host[:port]/name[:tag|@digest]")
-    public = read_key(key) if key is not None else None
+    public = read_verifying_key(key) if key is not None else None
     registry, repository = Registry(), f"{parsed.registry}/{parsed.name}"
     result = verify_image(registry, repository, parsed.reference, locked, stream_layers=stream_layers, key=public)
     if rebuild_from is None:

@@ -35,7 +35,6 @@ from stackctl.verify.sign import (
     Opened,
     VerifyingKey,
     open_envelope,
-    read_verifying_key,
     statement_materials,
 )
 
@@ -106,8 +105,6 @@ def verify_image(registry: RegistryApi, repository: str, reference: str, lock: L
     except ContentMismatch as exc:
         raise CheckFailed(f"{repository}:{reference} does not verify: {exc}") from None
 
-
-read_key = read_verifying_key  # verify --key's reader, for the verify command
 
 
 def _verify(registry: RegistryApi, repository: str, reference: str, lock: Lock | None, *,
