@@ -54,9 +54,13 @@ def buildx_version(env: Mapping[str, str] | None = None) -> str | None:
 
 
 class BuildxEngine:
-    """The `Engine` protocol with BuildKit as its builder (`docker buildx build`)."""
+    """The `Engine` protocol with BuildKit as its builder (`docker buildx build`): its install stages bind-mount
+    their wheels (`mounts`), so it needs no wheel server; on the containerd store its build writes the OCI layout
+    itself (`writes_layout`)."""
 
-    builder = "buildkit"
+    builder: Literal["buildkit"] = "buildkit"
+    wheel_serving = None  # the install stages mount their wheels: no server
+    mounts: Literal["named", "context"] = "named"  # how the install stages mount them: the engine's version says
 
     def __init__(self, docker: DockerEngine | None = None, url: str | None = None) -> None:
         self.docker = docker or DockerEngine(url)
@@ -70,12 +74,18 @@ class BuildxEngine:
         self.server_version = str(info.get("ServerVersion") or "0")
         major = self.server_version.split(".", 1)[0]
         recent = major.isdigit() and int(major) >= 23
-        self.mounts: Literal["named", "context"] = "named" if recent else "context"
+        self.mounts = "named" if recent else "context"
         # measured: two --no-cache builds give one digest on 26 (both stores), not on 20.10's BuildKit v0.8
         self.reproducible = recent
         # two --output at once: BuildKit 0.13 (Docker 26); before, the layout is loaded into the engine after
         self.exporters = 2 if major.isdigit() and int(major) >= 26 else 1
         self.transfer = None
+
+    @property
+    def writes_layout(self) -> bool:
+        """Whether the build writes the image's OCI layout (BuildKit's OCI exporter): on the containerd store;
+        on overlay2 the engine's exporter keeps the image and the layout is copied out of the engine."""
+        return self.containerd_store
 
     @property
     def registry_cache(self) -> bool:
@@ -196,9 +206,6 @@ class BuildxEngine:
     def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,
                        timeout: float = 600.0, **kw: Any) -> tuple[int, str, str, bytes | None]:
         return self.docker.run_with_files(image, files, argv, fetch=fetch, timeout=timeout, **kw)
-
-    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> None:
-        return None  # the install stages mount their wheels (`mounts`): no server
 
     def facts(self, ref: str) -> ImageFacts | None:
         return self.docker.facts(ref)

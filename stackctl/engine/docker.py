@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from stackctl.base.neterrors import cause_in_words
 from stackctl.base.progress import Progress, Steps
@@ -69,7 +69,18 @@ _LAYER_DONE = frozenset({"Pushed", "Layer already exists", "Pull complete", "Alr
 
 
 class DockerEngine:
+    """The `Engine` protocol with the engine API's classic builder: its install stages fetch their wheels from a
+    wheel server on this machine (`wheel_serving`), and the OCI layout is a copy of the engine's image
+    (`layout`)."""
+
+    builder: Literal["classic"] = "classic"
+    mounts: Literal[""] = ""  # the classic builder bind-mounts nothing
+    writes_layout = False  # it writes no OCI layout: the image is copied out of the engine
     transfer: Progress | None = None  # layer bytes of push and pull: (label, bytes done, bytes in all)
+
+    @property
+    def wheel_serving(self) -> DockerEngine:
+        return self  # `wheel_server`
 
     def __init__(self, url: str | None = None) -> None:
         """`url`: the engine at this address (unix://, tcp:// with TLS from DOCKER_CERT_PATH and

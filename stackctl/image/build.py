@@ -66,6 +66,8 @@ def wheelhouse_for(prep: Prepared, wheelhouse: Path | None, default: Path, overr
 
 
 CI_BASE_IMAGE = "stackctl-base:bookworm"  # the one image .ci/services.sh builds
+SEND_WHEELS_UNDER_BUILDKIT = ("--send-wheels changes nothing under BuildKit: its install stages bind-mount the "
+                              "wheels from the build context; the option matters to the classic builder alone")
 
 
 def base_image_hint(base: str) -> str:
@@ -91,18 +93,15 @@ def kept_gate_lines(engine: Engine, image: str, freeze: str = INSTALLED_PATH) ->
 def _epoch_arg(engine: Engine, prep: Prepared) -> dict[str, str] | None:
     """SOURCE_DATE_EPOCH for BuildKit (its exporter dates the config, the history and, rewritten, the layers'
     files from it); the classic builder is not given it: it would warn of an argument no step uses."""
-    if getattr(engine, "builder", "classic") != "buildkit" or prep.plan is None:
+    if engine.builder != "buildkit" or prep.plan is None:
         return None
     epoch = dict(prep.plan.labels).get(LABEL_EPOCH)
     return {"SOURCE_DATE_EPOCH": epoch} if epoch else None
 
 
 def _versions(engine: Engine) -> dict[str, str]:
-    """What built the image, for the provenance: the engine's version and API, the builder, buildx's version
-    (an engine adapter without them, as a test's, gives none)."""
-    versions = getattr(engine, "versions", None)
-    got = versions() if callable(versions) else {}
-    return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
+    """What built the image, for the provenance: the engine's version and API, the builder, buildx's version."""
+    return {str(k): str(v) for k, v in engine.versions().items()}
 
 
 @dataclass(frozen=True)
@@ -122,6 +121,7 @@ class Staged:
     buildargs: Mapping[str, str] | None
     served: Mapping[str, str] = field(default_factory=dict)  # groups/…: sha256, for the wheel server
     server: WheelServing | None = None
+    notes: tuple[str, ...] = ()  # what the build says of the options it was given (the record keeps them)
 
 
 def stage_build(req: BuildRequest, engine: Engine, *, on_fetch: Progress | None = None) -> Staged:
@@ -141,7 +141,9 @@ def stage_build(req: BuildRequest, engine: Engine, *, on_fetch: Progress | None 
     wheels = wheelhouse_for(prep, req.wheelhouse, base / "wheelhouse", req.overrides, progress=on_fetch)
     served = {f.path.removeprefix("groups/"): f.sha256 for f in prep.rendered.files
               if f.wheel and f.sha256 and f.path.startswith("groups/")}
-    offered = "--send-wheels" if req.send_wheels else engine.wheel_server(ctx / "groups", served)
+    serving = engine.wheel_serving  # the classic builder's: BuildKit's stages mount their wheels
+    offered = None if serving is None else "--send-wheels" if req.send_wheels else serving.wheel_server(
+        ctx / "groups", served)
     server = None if offered is None or isinstance(offered, str) else offered
     if server is not None:
         wheels_how = f"served to the install stages at {server.where}: {server.how}"
@@ -150,20 +152,22 @@ def stage_build(req: BuildRequest, engine: Engine, *, on_fetch: Progress | None 
     if server is not None:
         assert prep.plan is not None
         prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, serve_wheels=True))
-    mounts = getattr(engine, "mounts", "")  # BuildKit's: the stages bind-mount the wheels
-    if mounts in ("named", "context"):
+    notes: tuple[str, ...] = ()
+    if engine.mounts:  # BuildKit's: the stages bind-mount the wheels
         assert prep.plan is not None
-        prep = dataclasses.replace(prep, plan=dataclasses.replace(
-            prep.plan, mounts="named" if mounts == "named" else "context"))
+        prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, mounts=engine.mounts))
         wheels_how = ("mounted into the install stages from each group's build context `wheels-GROUP`"
-                      if mounts == "named" else
+                      if engine.mounts == "named" else
                       "mounted into the install stages from the build context (this BuildKit has no named contexts)")
+        if req.send_wheels:  # asked for, and nothing to do: said, not silently dropped
+            notes = (SEND_WHEELS_UNDER_BUILDKIT,)
+            wheels_how += f"; {SEND_WHEELS_UNDER_BUILDKIT}"
     prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
     # with an app on top, the published image is the final one: its layout takes STACK.oci, the stack
     # image's goes beside it
     layout = req.record_dir / f"{stack.name}{'.stack' if stack.app else ''}.oci"
     return Staged(prep, str(image), ctx, base, wheels, base_facts, started, wheels_how, layout,
-                  _epoch_arg(engine, prep), served if server else {}, server)
+                  _epoch_arg(engine, prep), served if server else {}, server, notes)
 
 
 def lay_context(staged: Staged, on_wheel: Callable[[str], None] | None = None) -> dict[str, str]:
@@ -218,11 +222,11 @@ def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], 
               "steps": result.steps, "cached_steps": result.cached_steps, "ran_steps": list(result.ran),
               "gate": list(kept_gate_lines(engine, image) if result.gate_cached else result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if staged.server else "context",
-              "builder": getattr(engine, "builder", "classic"),
+              "builder": engine.builder,
               "engine": _versions(engine),
               "artefact": result.artefact.record() if result.artefact is not None else None,
               "wheels_how": staged.wheels_how,
-              "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),
+              "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": [*prep.notes, *staged.notes],
               "fingerprint": fp, "fingerprint_digest": fp.digest(), "base_layers": list(base_facts.layers)}
     if stack.app is not None:
         app, fields = finish_app(prep, result, image, req.repository, staged.work, engine, req.no_cache, on_step)
@@ -235,21 +239,18 @@ def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], 
 
 def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, record: dict[str, Any],
               engine: Engine) -> Built:
-    from stackctl.image.layout import LayoutEngine, build_artefact
+    from stackctl.image.layout import build_artefact
 
     record_path = req.record_dir / f"{stack}.build.json"
     # the artefact publish copies to the registry: the image's OCI layout, its digest final here. BuildKit's
-    # exporter wrote it already where the store allows; elsewhere the image is copied out of the engine.
-    # The matrix's cache-from wrapper does not forward `layout`: the engine it wraps copies the image out.
-    source = engine if isinstance(engine, LayoutEngine) else getattr(engine, "_inner", None)
-    if isinstance(source, LayoutEngine):
-        if not record.get("artefact"):
-            record["artefact"] = build_artefact(source, image, req.record_dir / f"{stack}.oci",
-                                                record["labels"]).record()
-        below = record.get("stack_image")
-        if isinstance(below, dict) and not below.get("artefact"):  # [image.app]: the stack image, published first
-            below["artefact"] = build_artefact(source, below["image"], req.record_dir / f"{stack}.stack.oci",
-                                               below["labels"]).record()
+    # exporter wrote it already where the store allows (`writes_layout`); elsewhere the image is copied out of
+    # the engine.
+    if not record.get("artefact"):
+        record["artefact"] = build_artefact(engine, image, req.record_dir / f"{stack}.oci", record["labels"]).record()
+    below = record.get("stack_image")
+    if isinstance(below, dict) and not below.get("artefact"):  # [image.app]: the stack image, published first
+        below["artefact"] = build_artefact(engine, below["image"], req.record_dir / f"{stack}.stack.oci",
+                                           below["labels"]).record()
     try:
         write_atomic(record_path, dumps(record) + "\n")
     except OSError as exc:
