@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from stackctl.base.progress import Steps
+from stackctl.base.progress import Phases, Steps
 from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.engine.docker import DockerEngine
 from stackctl.errors import ServiceError
@@ -129,6 +129,7 @@ class BuildxEngine:
               contexts: Mapping[str, Path] | None = None) -> BuildResult:
         """Build `context`; with `layout`, the image's OCI layout is written there (replacing what was)."""
         args = {**(buildargs or {}), **({"http_proxy": proxy} if proxy else {})}
+        phases = Phases.over(on_step)  # the steps, then the exporters and the layout's phases, each with its time
         work = Path(tempfile.mkdtemp(prefix=".buildx.", dir=context.parent))
         try:
             meta = work / "metadata.json"
@@ -147,7 +148,7 @@ class BuildxEngine:
             outputs = self.outputs(oci, tag, layout, together=False)
             exports = [a for output in outputs for a in ("--output", output)] if outputs \
                 else ["--load"] + (["--tag", tag] if tag else [])
-            text, code = run_buildx([*argv, *exports, str(context)], self.env(), Folder(on_step).feed)
+            text, code = run_buildx([*argv, *exports, str(context)], self.env(), Folder(phases, phases.phase).feed)
             both = False
             if code == 0 and outputs and tag is not None and self.exporters > 1:
                 # The engine's copy in a second build, every step from the first one's cache. Measured on Docker
@@ -155,32 +156,39 @@ class BuildxEngine:
                 # exporters took 0.6-1.7 s, one with either alone 0.3 s, buildx's whole run.
                 again = [a for a in argv if a != "--no-cache"]
                 again[again.index("--metadata-file") + 1] = str(work / "engine.json")
+                phases.phase("the engine's image: a second build, every step from the first one's cache",
+                             "the engine's image")
                 _, second = run_buildx([*again, "--output", self.image_output(tag), str(context)], self.env(),
-                                       lambda doc: None)
+                                       Folder(None, phases.phase).feed)
                 both = second == 0  # else the layout is loaded into the engine (`finished`)
             docs, trailer = documents(text)
             return self.finished(fold(docs, trailer), tag, code == 0, read_metadata(meta).get,
-                                 oci if outputs else None, layout, both=both)
+                                 oci if outputs else None, layout, both=both, phases=phases)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
     def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any],
-                 oci: Path | None, layout: Path | None, *, both: bool = False) -> BuildResult:
+                 oci: Path | None, layout: Path | None, *, both: bool = False,
+                 phases: Phases | None = None) -> BuildResult:
         """A build's result from what buildx said of it (`meta`: its metadata file's entry): the exporter's
         layout (`oci`) settled on the image built, loaded into the engine unless the image exporter put it
         there (`both`), and moved to `layout`; the image id from the engine, else from the metadata."""
         image_id = ""
         artefact = None
+        phases = phases or Phases()
         if ok:
             if oci is not None:
+                phases.phase("the OCI layout settled on the image built", "settling the layout")
                 artefact = settle_layout(oci, _digest(meta), made_by=EXPORTED)
                 shutil.rmtree(oci / "ingest", ignore_errors=True)  # the exporter's unfinished writes: none
                 if not both or self._image_id(meta, tag) != artefact.digest:
+                    phases.phase("the OCI layout loaded into the engine", "the load into the engine")
                     load_layout(self.docker, oci, tag)
             image_id = self._image_id(meta, tag)
         result = result_of(stream, image_id, ok)
         if artefact is not None:  # elsewhere the image is copied out of the engine once built (image/build.py)
             assert layout is not None and oci is not None
+            phases.phase(f"the OCI layout moved to {layout}", "the layout's move")
             replace_layout(oci, layout)
             result = BuildResult(result.image_id, result.log, result.steps, result.cached_steps,
                                  artefact=read_layout(layout, made_by=EXPORTED), ran=result.ran)

@@ -14,7 +14,7 @@ from typing import Any
 
 from stackctl.base.files import write_atomic
 from stackctl.base.jsonout import dumps
-from stackctl.base.progress import Progress, Steps
+from stackctl.base.progress import Phases, Progress, Steps
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError
 from stackctl.image.app import finish_app, stack_image_ref
@@ -183,10 +183,11 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
     staged = stage_build(req, engine, on_fetch=on_fetch)
     server = staged.server
+    phases = Phases.over(on_step)  # the steps, then each phase after them with its time
     with server or contextlib.nullcontext():  # closed however the build ends (its port, its thread)
         digests = lay_context(staged, on_wheel)
         try:
-            result = engine.build(staged.context, staged.image, on_step, nocache=req.no_cache,
+            result = engine.build(staged.context, staged.image, phases, nocache=req.no_cache,
                                   proxy=server.proxy if server else None, buildargs=staged.buildargs,
                                   layout=staged.layout)
         except BuildFailed as exc:
@@ -196,7 +197,7 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
                 exc.hint = (f"no install stage reached the wheel server at {server.where}; if this engine's "
                             "containers cannot reach this machine, build with --send-wheels")
             raise
-    return finish_build(req, staged, digests, result, engine, on_step)
+    return finish_build(req, staged, digests, result, engine, phases)
 
 
 def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], result: BuildResult,
@@ -205,6 +206,9 @@ def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], 
     and the build record with its fingerprint."""
     prep, image, base_facts = staged.prepared, staged.image, staged.base_facts
     stack = prep.stack
+    phases = Phases.over(on_step)
+    phases.phase("the built image's facts from the engine" + (", the gate's lines kept in it (its step was cached)"
+                                                              if result.gate_cached else ""), "the image's facts")
     assert stack.image is not None
     inputs = {f"profile:{s}": Path(s) for s in stack.sources if "@" not in s}
     inputs["lock"] = req.lock
@@ -229,16 +233,16 @@ def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], 
               "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": [*prep.notes, *staged.notes],
               "fingerprint": fp, "fingerprint_digest": fp.digest(), "base_layers": list(base_facts.layers)}
     if stack.app is not None:
-        app, fields = finish_app(prep, result, image, req.repository, staged.work, engine, req.no_cache, on_step)
+        app, fields = finish_app(prep, result, image, req.repository, staged.work, engine, req.no_cache, phases)
         record.update(fields)
-        return _recorded(req, stack.name, app.image, app.result, record, engine)
+        return _recorded(req, stack.name, app.image, app.result, record, engine, phases)
     else:
         record["gate_left"] = list(left_for_app(stack, prep.target))  # for `stackctl gate --image`
-    return _recorded(req, stack.name, image, result, record, engine)
+    return _recorded(req, stack.name, image, result, record, engine, phases)
 
 
 def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, record: dict[str, Any],
-              engine: Engine) -> Built:
+              engine: Engine, phases: Phases) -> Built:
     from stackctl.image.layout import build_artefact
 
     record_path = req.record_dir / f"{stack}.build.json"
@@ -246,13 +250,17 @@ def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, re
     # exporter wrote it already where the store allows (`writes_layout`); elsewhere the image is copied out of
     # the engine.
     if not record.get("artefact"):
+        phases.phase(f"{image} copied out of the engine into its OCI layout", "the copy into the layout")
         record["artefact"] = build_artefact(engine, image, req.record_dir / f"{stack}.oci", record["labels"]).record()
     below = record.get("stack_image")
     if isinstance(below, dict) and not below.get("artefact"):  # [image.app]: the stack image, published first
+        phases.phase(f"{below['image']} copied out of the engine into its OCI layout", "the copy into the layout")
         below["artefact"] = build_artefact(engine, below["image"], req.record_dir / f"{stack}.stack.oci",
                                            below["labels"]).record()
+    phases.phase(f"the build record {record_path}", "the record")
     try:
         write_atomic(record_path, dumps(record) + "\n")
     except OSError as exc:
         raise InputError(f"{record_path}: cannot write the build record of {image}: {exc.strerror or exc}") from None
+    phases.done()
     return Built(image, result, record_path, record)
