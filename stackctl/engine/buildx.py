@@ -82,6 +82,10 @@ class BuildxEngine:
         self.transfer = None
 
     @property
+    def url(self) -> str | None:
+        return self.docker.url
+
+    @property
     def writes_layout(self) -> bool:
         """Whether the build writes the image's OCI layout (BuildKit's OCI exporter): on the containerd store;
         on overlay2 the engine's exporter keeps the image and the layout is copied out of the engine."""

@@ -123,6 +123,12 @@ class DockerEngine:
             size = self._sizes.get(label, 1)
             self.transfer(label, size, size)
 
+    @property
+    def url(self) -> str | None:
+        """The address it was opened with, its password left out (None: DOCKER_HOST's engine): where a later
+        command reaches it again (the layout a build leaves to be made when first needed)."""
+        return engine_address(self._url) if self._url is not None else None
+
     def api_version(self) -> str:
         """The engine API version this client speaks with the engine (negotiated: `version="auto"`)."""
         return str(self._client.api.api_version)

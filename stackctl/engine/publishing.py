@@ -1,6 +1,7 @@
 """`publish` and `verify` wired to the real adapters: skopeo for the copy, the registry client for the checks,
-the SBOM, the statements and the tag. No engine is asked anything at publish time: the image is the build's
-OCI layout. The image stage decides what is copied and checked; this module only picks the adapters."""
+the SBOM, the statements and the tag. The image is the build's OCI layout: no engine is asked anything at
+publish time, except for the layout a build left to be made when first needed (`made_layout`). The image
+stage decides what is copied and checked; this module only picks the adapters."""
 
 from __future__ import annotations
 
@@ -50,9 +51,22 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
         raise InputError(f"{target}: names no registry host; publish copies to host[:port]/name",
                          hint="set the profile's [image] repository, or pass --repository HOST[:PORT]/NAME")
     check_registry(str(target))  # before anything is copied
+    made_layout(build_record, stack_image)
     copy = _copier(parsed.registry)
     return publish_stack(stack, lock, record, build_record, repository, registry=Registry(),
                          copy=copy, builder=builder_facts(), key=key, stack_image=stack_image, command=command)
+
+
+def made_layout(build_record: Path, stack_image: bool = False) -> None:
+    """The OCI layout a build left to be made when first needed (an engine whose builder writes none: the
+    classic builder, BuildKit on overlay2), copied out of the engine that holds the image, once."""
+    from stackctl.image.build import layout_pending, made_artefact
+
+    pending, url = layout_pending(build_record, stack_image)
+    if pending:
+        from stackctl.engine.docker import DockerEngine
+
+        made_artefact(build_record, DockerEngine(url), stack_image)
 
 
 def publish_built(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,

@@ -194,6 +194,10 @@ class _CachedBuild:
     def wheel_serving(self) -> ServesWheels | None:
         return self._inner.wheel_serving
 
+    @property
+    def url(self) -> str | None:
+        return self._inner.url
+
     def versions(self) -> Mapping[str, str]:
         return self._inner.versions()
 

@@ -61,6 +61,8 @@ class Engine(Protocol):
     def writes_layout(self) -> bool: ...  # `build(layout=...)` writes the image's OCI layout (BuildKit's exporter)
     @property
     def wheel_serving(self) -> ServesWheels | None: ...  # None: the install stages need no wheel server
+    @property
+    def url(self) -> str | None: ...  # where it was reached (None: DOCKER_HOST's); a later command reaches it again
     def versions(self) -> Mapping[str, str]: ...  # what builds: for the provenance (engine, API, builder, buildx)
     def layout(self, image: str, dest: Path) -> Artefact: ...  # the engine's image copied into an OCI layout
     def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
