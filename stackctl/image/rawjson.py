@@ -95,7 +95,8 @@ class Folder:
                     if self._on_step is not None:  # BuildKit names every vertex of the solve at its start
                         total = sum(1 for x in vertices.values() if _STEP.match(x.name))
                         self._on_step(self._started, max(total, self._started), clean_line(step.group(3)))
-                elif self._on_phase is not None and self._started and not v.name.startswith("[internal]"):
+                elif self._on_phase is not None and self._started and not v.name.startswith("["):
+                    # not a step, nor BuildKit's own ("[internal] ...", "[context NAME] ..."): an exporter
                     self._phases.add(raw["digest"])
                     self._on_phase(clean_line(v.name))
         for raw in doc.get("statuses") or ():  # a phase's parts: "exporting layers", "unpacking to ..."
