@@ -508,17 +508,19 @@ def main() -> int:
     BASE = alias
     base_size = client.api.inspect_image(BASE)["Size"]
     runs = []
-    for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as t:
-            runs.append(one_run(args, Path(t), base_size))
-            r = runs[-1]
-            print(f"run {len(runs)}: cold {r['stackctl']['cold_s']:.1f} s / {r['hand-written']['cold_s']:.1f} s "
-                  f"({r['stackctl']['cold_s'] / r['hand-written']['cold_s']:.2f}x), rebuild "
-                  f"{r['stackctl']['rebuild_s']:.1f} s / {r['hand-written']['rebuild_s']:.1f} s "
-                  f"(rebuild / cold {r['stackctl']['ratio']:.2f})", flush=True)
-            print("  " + json.dumps(r), flush=True)
-    with contextlib.suppress(docker.errors.APIError):
-        client.api.remove_image(BASE)  # the alias only
+    try:  # the alias goes however the runs end (a shared engine's other users may break one)
+        for _ in range(args.repeat):
+            with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as t:
+                runs.append(one_run(args, Path(t), base_size))
+                r = runs[-1]
+                print(f"run {len(runs)}: cold {r['stackctl']['cold_s']:.1f} s / {r['hand-written']['cold_s']:.1f} s "
+                      f"({r['stackctl']['cold_s'] / r['hand-written']['cold_s']:.2f}x), rebuild "
+                      f"{r['stackctl']['rebuild_s']:.1f} s / {r['hand-written']['rebuild_s']:.1f} s "
+                      f"(rebuild / cold {r['stackctl']['ratio']:.2f})", flush=True)
+                print("  " + json.dumps(r), flush=True)
+    finally:
+        with contextlib.suppress(docker.errors.APIError):
+            client.api.remove_image(BASE)  # the alias only
 
     def med(*path: str) -> float:
         values = []
