@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stackctl.base.files import write_atomic
-from stackctl.base.progress import Steps
+from stackctl.base.progress import Phases, Steps
 from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.errors import ServiceError, StackctlError
 from stackctl.image.bakefile import (
@@ -45,7 +45,7 @@ class Baker(Protocol):
     def env(self) -> dict[str, str]: ...
     def outputs(self, oci: Path, tag: str | None, layout: Path | None) -> tuple[str, ...]: ...
     def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any], oci: Path | None,
-                 layout: Path | None, *, both: bool = False) -> BuildResult: ...
+                 layout: Path | None, *, both: bool = False, phases: Phases | None = None) -> BuildResult: ...
 
 BAKE_FILE = "bake.json"
 
@@ -99,7 +99,8 @@ def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[st
             meta.unlink(missing_ok=True)
             write_atomic(bake_file, json.dumps(bake_document(pending, outputs), indent=2) + "\n")
             split = BakeSplit([t.name for t in pending])
-            folders = {t.name: Folder(on_step(t.name)) for t in pending}
+            phases = {t.name: Phases.over(on_step(t.name)) for t in pending}  # steps, then exporters, each timed
+            folders = {t.name: Folder(phases[t.name], phases[t.name].phase) for t in pending}
 
             def feed(doc: dict[str, object], split: BakeSplit = split, folders: dict[str, Folder] = folders) -> None:
                 for name, part in split.feed(doc).items():
@@ -127,7 +128,7 @@ def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[st
                 got = entry.get if isinstance(entry, dict) else {}.get
                 try:
                     result = engine.finished(stream, t.tag, code == 0, got, oci.get(t.name), t.layout,
-                                             both=len(outputs.get(t.name, ())) > 1)
+                                             both=len(outputs.get(t.name, ())) > 1, phases=phases[t.name])
                     out[t.name] = Baked(result, None, found if t.cache_from else None)
                 except StackctlError as exc:
                     out[t.name] = Baked(None, exc, found if t.cache_from else None)

@@ -16,11 +16,12 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from stackctl.base.progress import Steps
+from stackctl.base.progress import Phases, Steps
 from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.engine.docker import DockerEngine
 from stackctl.errors import ServiceError
@@ -54,9 +55,13 @@ def buildx_version(env: Mapping[str, str] | None = None) -> str | None:
 
 
 class BuildxEngine:
-    """The `Engine` protocol with BuildKit as its builder (`docker buildx build`)."""
+    """The `Engine` protocol with BuildKit as its builder (`docker buildx build`): its install stages bind-mount
+    their wheels (`mounts`), so it needs no wheel server; on the containerd store its build writes the OCI layout
+    itself (`writes_layout`)."""
 
-    builder = "buildkit"
+    builder: Literal["buildkit"] = "buildkit"
+    wheel_serving = None  # the install stages mount their wheels: no server
+    mounts: Literal["named", "context"] = "named"  # how the install stages mount them: the engine's version says
 
     def __init__(self, docker: DockerEngine | None = None, url: str | None = None) -> None:
         self.docker = docker or DockerEngine(url)
@@ -70,12 +75,22 @@ class BuildxEngine:
         self.server_version = str(info.get("ServerVersion") or "0")
         major = self.server_version.split(".", 1)[0]
         recent = major.isdigit() and int(major) >= 23
-        self.mounts: Literal["named", "context"] = "named" if recent else "context"
+        self.mounts = "named" if recent else "context"
         # measured: two --no-cache builds give one digest on 26 (both stores), not on 20.10's BuildKit v0.8
         self.reproducible = recent
         # two --output at once: BuildKit 0.13 (Docker 26); before, the layout is loaded into the engine after
         self.exporters = 2 if major.isdigit() and int(major) >= 26 else 1
         self.transfer = None
+
+    @property
+    def url(self) -> str | None:
+        return self.docker.url
+
+    @property
+    def writes_layout(self) -> bool:
+        """Whether the build writes the image's OCI layout (BuildKit's OCI exporter): on the containerd store;
+        on overlay2 the engine's exporter keeps the image and the layout is copied out of the engine."""
+        return self.containerd_store
 
     @property
     def registry_cache(self) -> bool:
@@ -119,6 +134,7 @@ class BuildxEngine:
               contexts: Mapping[str, Path] | None = None) -> BuildResult:
         """Build `context`; with `layout`, the image's OCI layout is written there (replacing what was)."""
         args = {**(buildargs or {}), **({"http_proxy": proxy} if proxy else {})}
+        phases = Phases.over(on_step)  # the steps, then the exporters and the layout's phases, each with its time
         work = Path(tempfile.mkdtemp(prefix=".buildx.", dir=context.parent))
         try:
             meta = work / "metadata.json"
@@ -137,40 +153,58 @@ class BuildxEngine:
             outputs = self.outputs(oci, tag, layout, together=False)
             exports = [a for output in outputs for a in ("--output", output)] if outputs \
                 else ["--load"] + (["--tag", tag] if tag else [])
-            text, code = run_buildx([*argv, *exports, str(context)], self.env(), Folder(on_step).feed)
-            both = False
-            if code == 0 and outputs and tag is not None and self.exporters > 1:
-                # The engine's copy in a second build, every step from the first one's cache. Measured on Docker
-                # 26.1's containerd store (torch stack, every step cached, a label moved): a build with both
-                # exporters took 0.6-1.7 s, one with either alone 0.3 s, buildx's whole run.
+            # The engine's copy in a second build, every step from the first one's cache. Measured on Docker 26.1's
+            # containerd store (torch stack, every step cached, a label moved): a build with both exporters took
+            # 0.6-1.7 s, one with either alone 0.3 s, buildx's whole run. It begins once the first one's layers
+            # are gzipped (its exporter's manifest): its own exporter finds them so, and its unpacking into the
+            # engine's store runs while the first writes the layout (torch stack, cold: 4.5 s of layout, 9 s of
+            # unpacking, loaded machine).
+            second = _Second() if outputs and tag is not None and self.exporters > 1 else None
+            if second is not None:
+                assert tag is not None
                 again = [a for a in argv if a != "--no-cache"]
                 again[again.index("--metadata-file") + 1] = str(work / "engine.json")
-                _, second = run_buildx([*again, "--output", self.image_output(tag), str(context)], self.env(),
-                                       lambda doc: None)
-                both = second == 0  # else the layout is loaded into the engine (`finished`)
+                second.argv, second.env = [*again, "--output", self.image_output(tag), str(context)], self.env()
+
+            def on_phase(name: str) -> None:
+                phases.phase(name)
+                if second is not None and name.startswith("exporting manifest"):
+                    second.start()
+
+            text, code = run_buildx([*argv, *exports, str(context)], self.env(), Folder(phases, on_phase).feed)
+            both = False
+            if second is not None and (code == 0 or second.started):
+                phases.phase("the engine's image: a second build, every step from the first one's cache"
+                             + (" (begun with the layout)" if second.started else ""), "the engine's image")
+                both = second.wait() == 0 and code == 0  # else the layout is loaded into the engine (`finished`)
             docs, trailer = documents(text)
             return self.finished(fold(docs, trailer), tag, code == 0, read_metadata(meta).get,
-                                 oci if outputs else None, layout, both=both)
+                                 oci if outputs else None, layout, both=both, phases=phases)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
     def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any],
-                 oci: Path | None, layout: Path | None, *, both: bool = False) -> BuildResult:
+                 oci: Path | None, layout: Path | None, *, both: bool = False,
+                 phases: Phases | None = None) -> BuildResult:
         """A build's result from what buildx said of it (`meta`: its metadata file's entry): the exporter's
         layout (`oci`) settled on the image built, loaded into the engine unless the image exporter put it
         there (`both`), and moved to `layout`; the image id from the engine, else from the metadata."""
         image_id = ""
         artefact = None
+        phases = phases or Phases()
         if ok:
             if oci is not None:
+                phases.phase("the OCI layout settled on the image built", "settling the layout")
                 artefact = settle_layout(oci, _digest(meta), made_by=EXPORTED)
                 shutil.rmtree(oci / "ingest", ignore_errors=True)  # the exporter's unfinished writes: none
                 if not both or self._image_id(meta, tag) != artefact.digest:
+                    phases.phase("the OCI layout loaded into the engine", "the load into the engine")
                     load_layout(self.docker, oci, tag)
             image_id = self._image_id(meta, tag)
         result = result_of(stream, image_id, ok)
         if artefact is not None:  # elsewhere the image is copied out of the engine once built (image/build.py)
             assert layout is not None and oci is not None
+            phases.phase(f"the OCI layout moved to {layout}", "the layout's move")
             replace_layout(oci, layout)
             result = BuildResult(result.image_id, result.log, result.steps, result.cached_steps,
                                  artefact=read_layout(layout, made_by=EXPORTED), ran=result.ran)
@@ -197,9 +231,6 @@ class BuildxEngine:
                        timeout: float = 600.0, **kw: Any) -> tuple[int, str, str, bytes | None]:
         return self.docker.run_with_files(image, files, argv, fetch=fetch, timeout=timeout, **kw)
 
-    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> None:
-        return None  # the install stages mount their wheels (`mounts`): no server
-
     def facts(self, ref: str) -> ImageFacts | None:
         return self.docker.facts(ref)
 
@@ -223,6 +254,39 @@ class BuildxEngine:
 
     def __getattr__(self, name: str) -> Any:  # export, image_config, machine, ...: the engine's
         return getattr(self.docker, name)
+
+
+class _Second:
+    """The build that gives the engine its image, run beside the first one's end (`start`) or after it (`wait`)."""
+
+    def __init__(self) -> None:
+        self.argv: list[str] = []
+        self.env: dict[str, str] = {}
+        self.started = False
+        self._thread: threading.Thread | None = None
+        self._code: int | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> None:
+        if not self.started:
+            self.started = True
+            self._thread = threading.Thread(target=self._run, name="buildx-engine-image", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            _, self._code = run_buildx(self.argv, self.env, lambda doc: None)
+        except BaseException as exc:  # raised again in the caller's thread by `wait`
+            self._error = exc
+
+    def wait(self) -> int:
+        """Its exit status (run now where it had not begun)."""
+        self.start()
+        assert self._thread is not None
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._code if self._code is not None else 1
 
 
 def buildx_env(url: str | None) -> dict[str, str]:

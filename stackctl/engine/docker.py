@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from stackctl.base.neterrors import cause_in_words
 from stackctl.base.progress import Progress, Steps
@@ -68,7 +68,18 @@ _LAYER_DONE = frozenset({"Pushed", "Layer already exists", "Pull complete", "Alr
 
 
 class DockerEngine:
+    """The `Engine` protocol with the engine API's classic builder: its install stages fetch their wheels from a
+    wheel server on this machine (`wheel_serving`), and the OCI layout is a copy of the engine's image
+    (`layout`)."""
+
+    builder: Literal["classic"] = "classic"
+    mounts: Literal[""] = ""  # the classic builder bind-mounts nothing
+    writes_layout = False  # it writes no OCI layout: the image is copied out of the engine
     transfer: Progress | None = None  # layer bytes of push and pull: (label, bytes done, bytes in all)
+
+    @property
+    def wheel_serving(self) -> DockerEngine:
+        return self  # `wheel_server`
 
     def __init__(self, url: str | None = None) -> None:
         """`url`: the engine at this address (unix://, tcp:// with TLS from DOCKER_CERT_PATH and
@@ -110,6 +121,12 @@ class DockerEngine:
         elif ev.get("status") in _LAYER_DONE:
             size = self._sizes.get(label, 1)
             self.transfer(label, size, size)
+
+    @property
+    def url(self) -> str | None:
+        """The address it was opened with, its password left out (None: DOCKER_HOST's engine): where a later
+        command reaches it again (the layout a build leaves to be made when first needed)."""
+        return engine_address(self._url) if self._url is not None else None
 
     def api_version(self) -> str:
         """The engine API version this client speaks with the engine (negotiated: `version="auto"`)."""

@@ -232,7 +232,7 @@ def from_ref(engine: Engine, image_id: str, repository: str) -> str:
     """What a FROM names to get the engine's image `image_id`: the id itself for the classic builder; for BuildKit,
     whose frontend reads `sha256:...` as an image to pull from Docker Hub, a local tag of it under the image's
     repository (REPOSITORY:stackctl-from-ID12, removed with the repository's images)."""
-    if getattr(engine, "builder", "classic") != "buildkit":
+    if engine.builder != "buildkit":
         return image_id
     tag = f"stackctl-from-{image_id.removeprefix('sha256:')[:12]}"
     engine.tag(image_id, repository, tag)
@@ -253,7 +253,7 @@ def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], sta
     sources = AppSources.of(stack, app)
     base_id, inherited = unlabelled(stack_facts, stack_id, engine)
     args = {**dict(app.args), app.stack_arg: from_ref(engine, base_id, final_ref.repository)}
-    if getattr(engine, "builder", "classic") == "buildkit":
+    if engine.builder == "buildkit":
         args["SOURCE_DATE_EPOCH"] = str(epoch)  # the project's own steps dated as the stack's
     app_result = engine.build(sources.context, None, on_step, nocache=no_cache, buildargs=args,
                               dockerfile=sources.dockerfile, target=app.target)
@@ -285,7 +285,7 @@ def build_app(*, stack: Stack, spec: str, stack_sbom: str, locked: set[str], sta
         }, epoch)
     except OSError as exc:
         raise InputError(f"{ctx}: cannot write the final build's context: {exc.strerror or exc}") from None
-    final_args = {"SOURCE_DATE_EPOCH": str(epoch)} if getattr(engine, "builder", "classic") == "buildkit" else None
+    final_args = {"SOURCE_DATE_EPOCH": str(epoch)} if engine.builder == "buildkit" else None
     # `layout`: the final image's OCI layout, the artefact publish copies (where the builder writes one)
     result = engine.build(ctx, str(final_ref), on_step, nocache=no_cache, buildargs=final_args, layout=layout)
     return AppBuilt(str(final_ref), result.image_id, app_result.image_id, str(stack_ref), stack_id, result,

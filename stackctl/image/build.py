@@ -14,10 +14,11 @@ from typing import Any
 
 from stackctl.base.files import write_atomic
 from stackctl.base.jsonout import dumps
-from stackctl.base.progress import Progress, Steps
+from stackctl.base.progress import Phases, Progress, Steps
 from stackctl.base.times import now_iso
 from stackctl.errors import CheckFailed, InputError
 from stackctl.image.app import finish_app, stack_image_ref
+from stackctl.image.artefact import Artefact
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts, gate_result
 from stackctl.image.context import write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
@@ -88,6 +89,8 @@ def wheelhouse_for(prep: Prepared, wheelhouse: Path | None, default: Path, overr
 
 
 CI_BASE_IMAGE = "stackctl-base:bookworm"  # the one image .ci/services.sh builds
+SEND_WHEELS_UNDER_BUILDKIT = ("--send-wheels changes nothing under BuildKit: its install stages bind-mount the "
+                              "wheels from the build context; the option matters to the classic builder alone")
 
 
 def base_image_hint(base: str) -> str:
@@ -113,18 +116,15 @@ def kept_gate_lines(engine: Engine, image: str, freeze: str = INSTALLED_PATH) ->
 def _epoch_arg(engine: Engine, prep: Prepared) -> dict[str, str] | None:
     """SOURCE_DATE_EPOCH for BuildKit (its exporter dates the config, the history and, rewritten, the layers'
     files from it); the classic builder is not given it: it would warn of an argument no step uses."""
-    if getattr(engine, "builder", "classic") != "buildkit" or prep.plan is None:
+    if engine.builder != "buildkit" or prep.plan is None:
         return None
     epoch = dict(prep.plan.labels).get(LABEL_EPOCH)
     return {"SOURCE_DATE_EPOCH": epoch} if epoch else None
 
 
 def _versions(engine: Engine) -> dict[str, str]:
-    """What built the image, for the provenance: the engine's version and API, the builder, buildx's version
-    (an engine adapter without them, as a test's, gives none)."""
-    versions = getattr(engine, "versions", None)
-    got = versions() if callable(versions) else {}
-    return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
+    """What built the image, for the provenance: the engine's version and API, the builder, buildx's version."""
+    return {str(k): str(v) for k, v in engine.versions().items()}
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,7 @@ class Staged:
     buildargs: Mapping[str, str] | None
     served: Mapping[str, str] = field(default_factory=dict)  # groups/…: sha256, for the wheel server
     server: WheelServing | None = None
+    notes: tuple[str, ...] = ()  # what the build says of the options it was given (the record keeps them)
 
 
 def stage_build(req: BuildRequest, engine: Engine, *, on_fetch: Progress | None = None) -> Staged:
@@ -163,7 +164,9 @@ def stage_build(req: BuildRequest, engine: Engine, *, on_fetch: Progress | None 
     wheels = wheelhouse_for(prep, req.wheelhouse, base / "wheelhouse", req.overrides, progress=on_fetch)
     served = {f.path.removeprefix("groups/"): f.sha256 for f in prep.rendered.files
               if f.wheel and f.sha256 and f.path.startswith("groups/")}
-    offered = "--send-wheels" if req.send_wheels else engine.wheel_server(ctx / "groups", served)
+    serving = engine.wheel_serving  # the classic builder's: BuildKit's stages mount their wheels
+    offered = None if serving is None else "--send-wheels" if req.send_wheels else serving.wheel_server(
+        ctx / "groups", served)
     server = None if offered is None or isinstance(offered, str) else offered
     if server is not None:
         wheels_how = f"served to the install stages at {server.where}: {server.how}"
@@ -172,20 +175,22 @@ def stage_build(req: BuildRequest, engine: Engine, *, on_fetch: Progress | None 
     if server is not None:
         assert prep.plan is not None
         prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, serve_wheels=True))
-    mounts = getattr(engine, "mounts", "")  # BuildKit's: the stages bind-mount the wheels
-    if mounts in ("named", "context"):
+    notes: tuple[str, ...] = ()
+    if engine.mounts:  # BuildKit's: the stages bind-mount the wheels
         assert prep.plan is not None
-        prep = dataclasses.replace(prep, plan=dataclasses.replace(
-            prep.plan, mounts="named" if mounts == "named" else "context"))
+        prep = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, mounts=engine.mounts))
         wheels_how = ("mounted into the install stages from each group's build context `wheels-GROUP`"
-                      if mounts == "named" else
+                      if engine.mounts == "named" else
                       "mounted into the install stages from the build context (this BuildKit has no named contexts)")
+        if req.send_wheels:  # asked for, and nothing to do: said, not silently dropped
+            notes = (SEND_WHEELS_UNDER_BUILDKIT,)
+            wheels_how += f"; {SEND_WHEELS_UNDER_BUILDKIT}"
     prep = with_sbom(prep, wheels)  # licences from the wheels' own metadata (and the render again)
     # with an app on top, the published image is the final one: its layout takes STACK.oci, the stack
     # image's goes beside it
     layout = req.record_dir / f"{stack.name}{'.stack' if stack.app else ''}.oci"
     return Staged(prep, str(image), ctx, base, wheels, base_facts, started, wheels_how, layout,
-                  _epoch_arg(engine, prep), served if server else {}, server)
+                  _epoch_arg(engine, prep), served if server else {}, server, notes)
 
 
 def lay_context(staged: Staged, on_wheel: Callable[[str], None] | None = None) -> dict[str, str]:
@@ -201,10 +206,11 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
     """Build and gate the image; raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
     staged = stage_build(req, engine, on_fetch=on_fetch)
     server = staged.server
+    phases = Phases.over(on_step)  # the steps, then each phase after them with its time
     with server or contextlib.nullcontext():  # closed however the build ends (its port, its thread)
         digests = lay_context(staged, on_wheel)
         try:
-            result = engine.build(staged.context, staged.image, on_step, nocache=req.no_cache,
+            result = engine.build(staged.context, staged.image, phases, nocache=req.no_cache,
                                   proxy=server.proxy if server else None, buildargs=staged.buildargs,
                                   layout=staged.layout)
         except BuildFailed as exc:
@@ -214,7 +220,7 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
                 exc.hint = (f"no install stage reached the wheel server at {server.where}; if this engine's "
                             "containers cannot reach this machine, build with --send-wheels")
             raise
-    return finish_build(req, staged, digests, result, engine, on_step)
+    return finish_build(req, staged, digests, result, engine, phases)
 
 
 def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], result: BuildResult,
@@ -223,6 +229,9 @@ def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], 
     and the build record with its fingerprint."""
     prep, image, base_facts = staged.prepared, staged.image, staged.base_facts
     stack = prep.stack
+    phases = Phases.over(on_step)
+    phases.phase("the built image's facts from the engine" + (", the gate's lines kept in it (its step was cached)"
+                                                              if result.gate_cached else ""), "the image's facts")
     assert stack.image is not None
     inputs = {f"profile:{s}": Path(s) for s in stack.sources if "@" not in s}
     inputs["lock"] = req.lock
@@ -240,40 +249,95 @@ def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], 
               "steps": result.steps, "cached_steps": result.cached_steps, "ran_steps": list(result.ran),
               "gate": list(kept_gate_lines(engine, image) if result.gate_cached else result.gate_lines),
               "gate_cached": result.gate_cached, "wheels": "served" if staged.server else "context",
-              "builder": getattr(engine, "builder", "classic"),
+              "builder": engine.builder,
               "engine": _versions(engine),
               "artefact": result.artefact.record() if result.artefact is not None else None,
               "wheels_how": staged.wheels_how,
-              "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": list(prep.notes),
+              "warnings": [w for w in (prep.lock.override_warning(),) if w], "notes": [*prep.notes, *staged.notes],
               "fingerprint": fp, "fingerprint_digest": fp.digest(), "base_layers": list(base_facts.layers)}
     if stack.app is not None:
-        app, fields = finish_app(prep, result, image, req.repository, staged.work, engine, req.no_cache, on_step)
+        app, fields = finish_app(prep, result, image, req.repository, staged.work, engine, req.no_cache, phases)
         record.update(fields)
-        return _recorded(req, stack.name, app.image, app.result, record, engine)
+        return _recorded(req, stack.name, app.image, app.result, record, engine, phases)
     else:
         record["gate_left"] = list(left_for_app(stack, prep.target))  # for `stackctl gate --image`
-    return _recorded(req, stack.name, image, result, record, engine)
+    return _recorded(req, stack.name, image, result, record, engine, phases)
 
 
 def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, record: dict[str, Any],
-              engine: Engine) -> Built:
-    from stackctl.image.layout import LayoutEngine, build_artefact
-
+              engine: Engine, phases: Phases) -> Built:
     record_path = req.record_dir / f"{stack}.build.json"
-    # the artefact publish copies to the registry: the image's OCI layout, its digest final here. BuildKit's
-    # exporter wrote it already where the store allows; elsewhere the image is copied out of the engine.
-    # The matrix's cache-from wrapper does not forward `layout`: the engine it wraps copies the image out.
-    source = engine if isinstance(engine, LayoutEngine) else getattr(engine, "_inner", None)
-    if isinstance(source, LayoutEngine):
-        if not record.get("artefact"):
-            record["artefact"] = build_artefact(source, image, req.record_dir / f"{stack}.oci",
-                                                record["labels"]).record()
-        below = record.get("stack_image")
-        if isinstance(below, dict) and not below.get("artefact"):  # [image.app]: the stack image, published first
-            below["artefact"] = build_artefact(source, below["image"], req.record_dir / f"{stack}.stack.oci",
-                                               below["labels"]).record()
+    # The artefact publish copies to the registry: the image's OCI layout. BuildKit's exporter wrote it already
+    # where the store allows (`writes_layout`). Elsewhere it is a copy of the engine's image, which costs what a
+    # second export of the whole image does (the torch stack on 20.10: 25 s of an 82 s cold build, 9 s of a
+    # 14 s rebuild): it is made when first needed (`made_artefact`: publish, verify --rebuild), from the image
+    # this build made, and its digest is the same whenever it is made (`reproducible`).
+    if not record.get("artefact"):
+        record[PENDING] = _pending(engine, record["image_id"], req.record_dir / f"{stack}.oci")
+    below = record.get("stack_image")
+    if isinstance(below, dict) and not below.get("artefact"):  # [image.app]: the stack image, published first
+        below[PENDING] = _pending(engine, below["image_id"], req.record_dir / f"{stack}.stack.oci")
+    phases.phase(f"the build record {record_path}", "the record")
     try:
         write_atomic(record_path, dumps(record) + "\n")
     except OSError as exc:
         raise InputError(f"{record_path}: cannot write the build record of {image}: {exc.strerror or exc}") from None
+    phases.done()
     return Built(image, result, record_path, record)
+
+
+PENDING = "artefact_pending"  # a build record's: the OCI layout to copy out of the engine when first needed
+
+
+def _pending(engine: Engine, image_id: str, layout: Path) -> dict[str, Any]:
+    return {"image_id": image_id, "layout": str(layout), "engine": engine.url}
+
+
+def _entry(build_record: Path, stack_image: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    import json
+
+    try:
+        data = json.loads(build_record.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{build_record}: no build record; run `stackctl build` first") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{build_record}: not a build record ({exc})") from None
+    entry = data.get("stack_image") if stack_image and isinstance(data, dict) else data
+    if not isinstance(data, dict) or not isinstance(entry, dict):
+        raise InputError(f"{build_record}: names no {'stack ' if stack_image else ''}image; build the stack again")
+    return data, entry
+
+
+def layout_pending(build_record: Path, stack_image: bool = False) -> tuple[bool, str | None]:
+    """Whether the build left its OCI layout to be made when first needed (its record's `artefact_pending`),
+    and the URL of the engine holding the image to make it from (None: DOCKER_HOST's)."""
+    _, entry = _entry(build_record, stack_image)
+    pending = entry.get(PENDING)
+    if entry.get("artefact") or not isinstance(pending, dict):
+        return False, None
+    return True, str(pending["engine"]) if pending.get("engine") else None
+
+
+def made_artefact(build_record: Path, engine: Engine, stack_image: bool = False) -> Artefact:
+    """The build's artefact: the OCI layout its record names, made now where the build left it to be made (the
+    image the build made, by id, copied out of `engine` and its config made reproducible), and the record
+    rewritten to name it."""
+    from stackctl.image.artefact import from_record
+    from stackctl.image.layout import build_artefact
+
+    data, entry = _entry(build_record, stack_image)
+    pending = entry.get(PENDING)
+    if entry.get("artefact") or not isinstance(pending, dict):
+        return from_record(entry.get("artefact"), str(build_record))
+    image_id = str(pending.get("image_id") or "")
+    if not image_id or engine.facts(image_id) is None:
+        raise InputError(f"{build_record}: the build left its OCI layout to be copied out of the engine's image "
+                         f"{image_id[:19]}, which the engine no longer holds", hint="run `stackctl build` again")
+    artefact = build_artefact(engine, image_id, Path(str(pending["layout"])), dict(entry.get("labels") or {}))
+    entry["artefact"] = artefact.record()
+    del entry[PENDING]
+    try:
+        write_atomic(build_record, dumps(data) + "\n")
+    except OSError as exc:
+        raise InputError(f"{build_record}: cannot write the build record: {exc.strerror or exc}") from None
+    return artefact

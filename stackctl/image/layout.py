@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from stackctl.base.files import write_atomic
 from stackctl.errors import InputError
@@ -44,9 +44,8 @@ def reproducible_config(config: Mapping[str, Any], epoch: int) -> dict[str, Any]
     return out
 
 
-@runtime_checkable
 class LayoutEngine(Protocol):
-    def layout(self, image: str, dest: Path) -> Artefact: ...
+    def layout(self, image: str, dest: Path) -> Artefact: ...  # the engine's image copied into an OCI layout
 
 
 def _put(layout: Path, data: bytes) -> str:

@@ -26,6 +26,7 @@ from stackctl.base.imageref import names_registry
 from stackctl.base.jsonout import dumps
 from stackctl.base.progress import Steps
 from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
+from stackctl.image.artefact import Artefact
 from stackctl.image.bakefile import Baked, BakeTarget, cache_ref, registry_cache, target_name
 from stackctl.image.build import BuildRequest, Built, Staged, build_image, finish_build, lay_context, stage_build
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
@@ -33,7 +34,7 @@ from stackctl.image.cachekeys import StageCache, stage_caches, stage_images
 from stackctl.image.labels import image_ref
 from stackctl.image.order import BuildOrder
 from stackctl.image.prepare import Prepared
-from stackctl.image.protocols import Engine, WheelServing
+from stackctl.image.protocols import Builder, Engine, Mounts, ServesWheels
 from stackctl.image.schedule import Assignment, Cell, Slot, schedule
 
 MATRIX_RECORD = "matrix.json"
@@ -178,8 +179,31 @@ class _CachedBuild:
                        timeout: float = 600.0) -> tuple[int, str, str, bytes | None]:
         return self._inner.run_with_files(image, files, argv, fetch=fetch, timeout=timeout)
 
-    def wheel_server(self, root: Path, sha256: Mapping[str, str]) -> WheelServing | str | None:
-        return self._inner.wheel_server(root, sha256)
+    @property
+    def builder(self) -> Builder:
+        return self._inner.builder
+
+    @property
+    def mounts(self) -> Mounts:
+        return self._inner.mounts
+
+    @property
+    def writes_layout(self) -> bool:
+        return self._inner.writes_layout
+
+    @property
+    def wheel_serving(self) -> ServesWheels | None:
+        return self._inner.wheel_serving
+
+    @property
+    def url(self) -> str | None:
+        return self._inner.url
+
+    def versions(self) -> Mapping[str, str]:
+        return self._inner.versions()
+
+    def layout(self, image: str, dest: Path) -> Artefact:
+        return self._inner.layout(image, dest)
 
     def facts(self, ref: str) -> ImageFacts | None:
         return self._inner.facts(ref)

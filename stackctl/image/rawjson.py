@@ -13,7 +13,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,12 +63,18 @@ def documents(text: str) -> tuple[list[dict[str, Any]], str]:
 
 class Folder:
     """The vertices of the status documents as they arrive (a vertex is sent again each time it changes: the
-    last word wins), each with its log lines; `on_step(n, of, name)` as each Dockerfile step starts."""
+    last word wins), each with its log lines; `on_step(n, of, name)` as each Dockerfile step starts, and
+    `on_phase(name)` as a vertex after the steps (the exporters: "exporting to oci image format") or one of its
+    statuses ("exporting layers", "unpacking to ...") starts, so a log names where the seconds after the last
+    step go."""
 
-    def __init__(self, on_step: Steps | None = None) -> None:
+    def __init__(self, on_step: Steps | None = None, on_phase: Callable[[str], None] | None = None) -> None:
         self._vertices: dict[str, _Vertex] = {}
         self._started = 0
         self._on_step = on_step
+        self._on_phase = on_phase
+        self._phases: set[str] = set()  # the vertices said as phases
+        self._statuses: set[tuple[str, str]] = set()
 
     def feed(self, doc: dict[str, Any]) -> None:
         vertices = self._vertices
@@ -88,6 +94,17 @@ class Folder:
                     if self._on_step is not None:  # BuildKit names every vertex of the solve at its start
                         total = sum(1 for x in vertices.values() if _STEP.match(x.name))
                         self._on_step(self._started, max(total, self._started), clean_line(step.group(3)))
+                elif self._on_phase is not None and self._started and not v.name.startswith("["):
+                    # not a step, nor BuildKit's own ("[internal] ...", "[context NAME] ..."): an exporter
+                    self._phases.add(raw["digest"])
+                    self._on_phase(clean_line(v.name))
+        for raw in doc.get("statuses") or ():  # a phase's parts: "exporting layers", "unpacking to ..."
+            if not isinstance(raw, dict) or raw.get("vertex") not in self._phases or not raw.get("started"):
+                continue
+            key = (str(raw["vertex"]), str(raw.get("id") or ""))
+            if key not in self._statuses and self._on_phase is not None:
+                self._statuses.add(key)
+                self._on_phase(clean_line(_short_digests(key[1])))
         for log in doc.get("logs") or ():
             if not isinstance(log, dict) or not isinstance(log.get("vertex"), str):
                 continue
@@ -107,6 +124,10 @@ class Folder:
             tail = [clean_line(p) for p in v.partial.values() if p]
             out.append((v.name, v.cached, v.error, tuple(v.lines + tail)))
         return Stream(tuple(out), tuple(clean_line(x) for x in trailer.splitlines() if x.strip()))
+
+
+def _short_digests(text: str) -> str:
+    return re.sub(r"(sha256:[0-9a-f]{12})[0-9a-f]{52}", r"\1", text)
 
 
 def fold(docs: Iterable[dict[str, Any]], trailer: str = "", on_step: Steps | None = None) -> Stream:

@@ -49,6 +49,7 @@ class InstallItem:
     url: str = ""  # where the lock says the wheel came from
     index: str = ""  # the profile's index name ("" for the resolver's closure: the public index)
     upload_time: str | None = None  # ISO 8601 UTC, from the lock
+    size: int = 0  # the wheel's bytes, from the lock (0: not known)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,13 @@ class LayerGroup:
         commit, on another day or engine, writes the same bytes.
         """
         return max((_seconds(i.upload_time) for i in self.items), default=EPOCH_FLOOR)
+
+    @property
+    def split(self) -> bool:
+        """Whether BuildKit copies the group as two layers, its big files apart (`SPLIT_FILE_BYTES`): the
+        exporter gzips a stack's layers side by side, one core each, and one file of a few hundred MB (torch's
+        libtorch_cpu.so, 434 of its wheel's 699 MB) held the whole cold export on one core."""
+        return sum(i.size for i in self.items) >= SPLIT_GROUP_BYTES
 
 
 def wheels_context(group: str) -> str:
@@ -89,6 +97,18 @@ def _seconds(iso: str | None) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return max(EPOCH_FLOOR, int(when.timestamp()))
+
+
+SPLIT_GROUP_BYTES = 64 << 20  # a group whose wheels weigh this much is copied as two layers under BuildKit
+SPLIT_FILE_BYTES = 32 << 20  # ... the files over this size in the second (`/export-big`)
+
+
+def split_big_files() -> str:
+    """The shell that moves a group's big files from /export to /export-big, each at its own path (`normalise`
+    then dates and owns both trees as one group's): two layers that together are the group's."""
+    return (f"mkdir -p /export-big && cd /export && find . -type f -size +{SPLIT_FILE_BYTES >> 10}k -exec sh -c "
+            "'for f; do mkdir -p \"/export-big/${f%/*}\" && mv \"$f\" \"/export-big/$f\"; done' sh {} + \\\n"
+            " && cd / \\\n && ")
 
 
 def normalise(*paths: str, epoch: int, bytecode: bool = False) -> str:
@@ -270,7 +290,7 @@ def plan_layers(stack: Stack, lock: Lock, target: str) -> tuple[LayerGroup, ...]
         f = _one_wheel(pin.name, locked.files, target)
         index = stack.index(pin.index)
         vendor = not (index is not None and index.from_pip)
-        item = InstallItem(pin.name, pin.version, f.filename, f.sha256, f.url, pin.index, f.upload_time)
+        item = InstallItem(pin.name, pin.version, f.filename, f.sha256, f.url, pin.index, f.upload_time, f.size or 0)
         if pin.train:
             add(f"train-{_slug(pin.train)}", "vendor" if vendor else "public", 0 if vendor else 3, item)
         else:
@@ -282,7 +302,7 @@ def plan_layers(stack: Stack, lock: Lock, target: str) -> tuple[LayerGroup, ...]
         if c.file is None:
             raise CheckFailed(f"{c.name} {c.version}: the lock's closure has no file for {target}")
         add("deps", "closure", 2, InstallItem(c.name, c.version, c.file.filename, c.file.sha256, c.file.url, "",
-                                              c.file.upload_time))
+                                              c.file.upload_time, c.file.size or 0))
     ranked = sorted(groups, key=lambda g: order[g])  # stable: profile order within a rank
     return tuple(LayerGroup(g, groups[g][0], tuple(groups[g][1])) for g in ranked)
 
@@ -357,8 +377,13 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
         stages.append(Template(templates.stage_buildkit if plan.mounts else templates.stage).substitute(
             group=group.name, stage=stage, members=members, epoch=group.epoch, wheels=wheels,
             install=install_command(group.name, plan.installer, plan.compiles(group), plan.serve_wheels),
-            normalise=normalise("/export", epoch=group.epoch, bytecode=plan.compiles(group))))
+            normalise=(split_big_files() + normalise("/export", "/export-big", epoch=group.epoch,
+                                                      bytecode=plan.compiles(group))
+                       if plan.mounts and group.split else
+                       normalise("/export", epoch=group.epoch, bytecode=plan.compiles(group)))))
         copies.append(Template(templates.copy).substitute(group=group.name, stage=stage).rstrip("\n"))
+        if plan.mounts and group.split:  # its big files: a layer of their own, gzipped beside the rest
+            copies.append(f"COPY --from={stage} /export-big/ /")
         requirements = Template(templates.requirements).substitute(
             group=group.name, stack=plan.stack, lines=requirement_lines(group))
         files.append(ContextFile(f"groups/{group.name}/requirements.txt", text=requirements, epoch=group.epoch))

@@ -65,9 +65,10 @@ class Material:
 
 def statement(*, subject: str, digest: str, parameters: Mapping[str, Any], internal: Mapping[str, Any],
               materials: Sequence[Material], builder: Mapping[str, str], invocation: str, started: str | None,
-              finished: str, byproducts: Sequence[Material] = ()) -> dict[str, Any]:
+              finished: str, byproducts: Sequence[Material] = (), build_type: str = BUILD_TYPE) -> dict[str, Any]:
     """An in-toto Statement v1 carrying a SLSA Provenance v1 predicate (written from the two specs: the
-    documents are plain JSON, and their reference Python bindings would bring protobuf for ~40 lines)."""
+    documents are plain JSON, and their reference Python bindings would bring protobuf for ~40 lines).
+    `build_type`: what built the image (`sign.build_type` of the build record's builder)."""
 
     def rd(m: Material) -> dict[str, Any]:
         out: dict[str, Any] = {"name": m.name, "uri": m.uri, "digest": dict(m.digest)}
@@ -83,7 +84,7 @@ def statement(*, subject: str, digest: str, parameters: Mapping[str, Any], inter
         "subject": [{"name": subject, "digest": {"sha256": digest.removeprefix("sha256:")}}],
         "predicateType": "https://slsa.dev/provenance/v1",
         "predicate": {
-            "buildDefinition": {"buildType": BUILD_TYPE, "externalParameters": dict(parameters),
+            "buildDefinition": {"buildType": build_type, "externalParameters": dict(parameters),
                                 "internalParameters": dict(internal),
                                 "resolvedDependencies": [rd(m) for m in materials]},
             "runDetails": {"builder": {"id": BUILDER_ID, "version": dict(builder)}, "metadata": metadata,

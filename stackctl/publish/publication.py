@@ -28,7 +28,7 @@ from stackctl.image.protocols import RegistryApi
 from stackctl.profile.model import Stack
 from stackctl.publish.attest import Material
 from stackctl.resolve.lock import Lock
-from stackctl.verify.sign import SigningKey
+from stackctl.verify.sign import BUILD_TYPE, SigningKey, build_type
 
 SMALL_LAYER = 64 << 20  # a layer read whole for the image's own records (the SBOM lives in a small top layer)
 
@@ -53,6 +53,7 @@ class Evidence:
     base_layers: tuple[str, ...] = ()  # the base image's diff_ids: the image must be built on them
     invocation: str = ""  # the build's own id (its build record's)
     timing: tuple[tuple[str, str], ...] = ()  # ("started" | "finished", ISO time) of the build
+    build_type: str = BUILD_TYPE  # what built the image (verify.sign.build_type of the record's builder)
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,8 @@ def publish(artefact: Artefact, ref: ImageRef, registry: PushApi, copy: Copier, 
         subject=repo, digest=artefact.digest, parameters=dict(evidence.parameters),
         internal={"source_date_epoch": epoch, "layout": artefact.made_by},
         materials=evidence.materials, builder=dict(evidence.builder), invocation=evidence.invocation or when,
-        started=timing.get("started"), finished=timing.get("finished") or when, byproducts=[sbom_ref]), key)
+        started=timing.get("started"), finished=timing.get("finished") or when, byproducts=[sbom_ref],
+        build_type=evidence.build_type), key)
     # 4. only now the tag
     registry.put_manifest(repo, ref.tag, artefact.blob_path(artefact.digest).read_bytes(),
                           artefact.manifest.media_type)
@@ -359,8 +361,10 @@ def gather_evidence(stack: Stack, lock: Lock, lock_file: Path, local: ImageFacts
     # the builder as the build record names it (engine, builder, buildx) over the publishing side's facts
     made_by = build.get("engine")
     builder = {**builder, **({str(k): str(v) for k, v in made_by.items()} if isinstance(made_by, dict) else {})}
+    # what built the image, as the build record says (a record older than its `builder` field: classic)
     return Evidence(parameters, tuple(materials), tuple(sorted(builder.items())),
-                    base.layers if base is not None else (), str(build.get("invocation") or ""), timing)
+                    base.layers if base is not None else (), str(build.get("invocation") or ""), timing,
+                    build_type(str(build.get("builder") or "classic")))
 
 
 def base_material(name: str, base: ImageFacts) -> Material:

@@ -196,7 +196,7 @@ def build_over_pool(order: BuildOrder, env: Mapping[str, str], on_unreachable: C
     builders = {m.name: with_builder(m.engine, builder, url=urls.get(m.name), say=told(m.name))
                 for m in pool.members}
     for name, engine in builders.items():
-        on_event(name, "engine", f"builder: {getattr(engine, 'builder', 'classic')}")
+        on_event(name, "engine", f"builder: {engine.builder}")
     req = MatrixRequest(cells, {m.name: m.machine for m in pool.members},
                         {m.name: m.engine.address for m in pool.members}, order)
     return build_matrix(req, builders, on_event, on_step), pool

@@ -1,7 +1,8 @@
 """`stackctl publish` and `publish --all`: the build's OCI layout copied by skopeo, checked through the registry
-client, the SBOM and the statements put beside it, the tag moved, the publication recorded. No engine is asked
-anything: the image is the build's OCI layout, the artefact the build record names. The publish stage decides
-what is copied and checked; this module picks the adapters and where the records are."""
+client, the SBOM and the statements put beside it, the tag moved, the publication recorded. The image is the
+build's OCI layout, the artefact the build record names: no engine is asked anything, except for a layout the
+build left to be made when first needed (`made_layout`). The publish stage decides what is copied and checked;
+this module picks the adapters and where the records are."""
 
 from __future__ import annotations
 
@@ -57,9 +58,22 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
         raise InputError(f"{target}: names no registry host; publish copies to host[:port]/name",
                          hint="set the profile's [image] repository, or pass --repository HOST[:PORT]/NAME")
     check_registry(str(target))  # before anything is copied
+    made_layout(build_record, stack_image)
     copy = _copier(parsed.registry)
     return publish_stack(stack, lock, record, build_record, repository, registry=Registry(),
                          copy=copy, builder=builder_facts(), key=key, stack_image=stack_image, command=command)
+
+
+def made_layout(build_record: Path, stack_image: bool = False) -> None:
+    """The OCI layout a build left to be made when first needed (an engine whose builder writes none: the
+    classic builder, BuildKit on overlay2), copied out of the engine that holds the image, once."""
+    from stackctl.image.build import layout_pending, made_artefact
+
+    pending, url = layout_pending(build_record, stack_image)
+    if pending:
+        from stackctl.engine.docker import DockerEngine
+
+        made_artefact(build_record, DockerEngine(url), stack_image)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from stackctl.base.progress import Steps
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, ServiceError
-from stackctl.image.artefact import Artefact, from_record
+from stackctl.image.artefact import Artefact
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_STACK, LABEL_TARGET, OCI
 from stackctl.image.protocols import Engine, RegistryApi
 from stackctl.verify import remote
@@ -112,7 +112,7 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
     where the checkout has it (the statement only picks the file: whatever it says, the build is held
     against the registry's image).
     CheckFailed for a difference; what cannot be read or built is ServiceError or InputError."""
-    from stackctl.image.build import BuildRequest, build_image
+    from stackctl.image.build import BuildRequest, build_image, made_artefact
     from stackctl.image.labels import image_ref
     from stackctl.image.order import BuildOrder
     from stackctl.image.prepare import prepare_build
@@ -162,7 +162,7 @@ def rebuild_and_compare(registry: RegistryApi, engine: RebuildEngine, repository
             req = BuildRequest(prep, profile.with_suffix(".lock"), order, Path(tmp) / "records", Path(tmp) / "context")
             image = str(image_ref(stack, name))
             built = build_image(req, engine, on_step=on_step)
-            artefact = from_record(built.record.get("artefact"), str(built.record_path))
+            artefact = made_artefact(built.record_path, engine)  # where the build left it to be made: now
             raw = artefact.blob_path(artefact.config.digest).read_bytes()
         finally:
             if image is not None:

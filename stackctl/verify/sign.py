@@ -31,8 +31,16 @@ COSIGN_SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 COSIGN_CONFIG = "application/vnd.oci.image.config.v1+json"
 # the provenance statement's build type and builder: publish writes them (publish/attest.py), verify holds a
 # statement to them
-BUILD_TYPE = "urn:stackctl:build:docker-classic:v1"  # what externalParameters mean: a stackctl build
+# A build type a builder: the statement says what built the image (the engine API's classic builder, or BuildKit
+# through buildx), as the build record's `builder` names it; what externalParameters mean is the same for both.
+BUILD_TYPES = {"classic": "urn:stackctl:build:docker-classic:v1", "buildkit": "urn:stackctl:build:buildkit:v1"}
+BUILD_TYPE = BUILD_TYPES["classic"]  # a build record older than its `builder` field was the classic builder's
 BUILDER_ID = "urn:stackctl:builder"
+
+
+def build_type(builder: str) -> str:
+    """The provenance's buildType for the build record's `builder` ("classic" | "buildkit")."""
+    return BUILD_TYPES.get(builder, BUILD_TYPE)
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:

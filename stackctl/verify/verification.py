@@ -27,7 +27,7 @@ from stackctl.resolve.lock import Lock
 from stackctl.verify import remote
 from stackctl.verify.rebuild import Rebuilt
 from stackctl.verify.sign import (
-    BUILD_TYPE,
+    BUILD_TYPES,
     BUILDER_ID,
     CYCLONEDX_PREDICATE,
     SLSA_PROVENANCE,
@@ -344,8 +344,13 @@ def provenance_problems(doc: Mapping[str, Any], labels: Mapping[str, str], confi
     predicate = doc.get("predicate") or {}
     definition = predicate.get("buildDefinition") or {}
     run = predicate.get("runDetails") or {}
-    if definition.get("buildType") != BUILD_TYPE:
-        problems.append(f"buildType is {definition.get('buildType')!r}, not stackctl's {BUILD_TYPE}")
+    kind = definition.get("buildType")
+    made_by = ((run.get("builder") or {}).get("version") or {}).get("builder")
+    if kind not in BUILD_TYPES.values():
+        problems.append(f"buildType is {kind!r}, not one of stackctl's ({', '.join(BUILD_TYPES.values())})")
+    elif made_by in BUILD_TYPES and kind != BUILD_TYPES[made_by]:  # what built it is said twice: once alike
+        problems.append(f"buildType is {kind!r}, but the builder's version names the {made_by} builder "
+                        f"({BUILD_TYPES[made_by]})")
     builder = (run.get("builder") or {}).get("id")
     if builder != BUILDER_ID:
         problems.append(f"builder id is {builder!r}, not {BUILDER_ID}")

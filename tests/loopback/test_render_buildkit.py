@@ -76,3 +76,24 @@ def test_every_context_a_stage_mounts_is_one_the_build_names(tmp_path: Path) -> 
     assert {k: v for k, v in named.items() if k in mounted} == {m: ctx / "groups" / m[len("wheels-"):]
                                                                 for m in mounted}
     assert named["other"] == tmp_path  # contexts the caller gives stay
+
+
+def test_a_heavy_group_is_copied_as_two_layers_its_big_files_apart_and_only_under_buildkit(tmp_path: Path) -> None:
+    """BuildKit's exporter gzips layers side by side: a group whose wheels weigh SPLIT_GROUP_BYTES moves its big
+    files to /export-big, dated and owned as the rest, and the final stage copies both trees."""
+    from stackctl.image.render import SPLIT_FILE_BYTES, SPLIT_GROUP_BYTES
+
+    plan = _plan(tmp_path)
+    heavy = plan.groups[0]
+    items = tuple(dataclasses.replace(i, size=SPLIT_GROUP_BYTES) for i in heavy.items)
+    plan = dataclasses.replace(plan, groups=(dataclasses.replace(heavy, items=items), *plan.groups[1:]))
+    assert plan.groups[0].split and not any(g.split for g in plan.groups[1:])
+    named = render(dataclasses.replace(plan, mounts="named"), load_templates()).dockerfile
+    stage = f"layer01-{heavy.name}"
+    assert f"COPY --from={stage} /export/ /\nCOPY --from={stage} /export-big/ /\n" in named
+    assert named.count("/export-big/ /") == 1  # the light groups stay one layer each
+    assert f"find . -type f -size +{SPLIT_FILE_BYTES >> 10}k" in named
+    # moved before the group's files are dated and owned: both trees get the group's date
+    assert "chown -hR 0:0 /export /export-big" in named
+    assert f"find /export /export-big -exec touch -h -d @{heavy.epoch}" in named
+    assert "/export-big" not in render(plan, load_templates()).dockerfile  # the classic builder: one layer

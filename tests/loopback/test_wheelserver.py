@@ -150,8 +150,14 @@ def test_the_server_stops_with_its_build(tmp_path: Path) -> None:
 class _Engine:
     """The engine's side of a build that fails: `reach` says whether the stages got to the wheel server."""
 
+    builder, mounts, writes_layout = "classic", "", False
+
     def __init__(self, reach: bool) -> None:
         self.reach, self.proxy, self.context = reach, "", Path()
+
+    @property
+    def wheel_serving(self) -> _Engine:
+        return self
 
     def wheel_server(self, root: Path, sha256: dict[str, str]) -> WheelServer:
         self.sha256 = sha256

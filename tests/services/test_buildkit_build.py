@@ -14,7 +14,9 @@ from typing import Any
 import docker
 import pytest
 
+from stackctl.engine.docker import DockerEngine
 from stackctl.image.artefact import check_blobs, read_layout
+from stackctl.image.build import made_artefact
 from tests.conftest import Result
 from tests.services.test_app_image import app_repo  # noqa: F401  (fixture)
 from tests.support.cli import Cli
@@ -68,6 +70,12 @@ def build(cli: Cli, repo: StackRepo, record_dir: Path, *args: str) -> Result:
                cwd=repo.root)
 
 
+def artefact_of(build_record: Path, engine: EngineCase, stack_image: bool = False) -> dict[str, Any]:
+    """The record's artefact; on overlay2, where no exporter writes the layout, made from the engine's image
+    as publish makes it."""
+    return made_artefact(build_record, DockerEngine(engine.host), stack_image).record()
+
+
 def test_buildkit_build_gates_and_leaves_the_layout_its_record_names(
         tmp_path: Path, cli: Cli, on_engine: tuple[EngineCase, Cleanup], registry: str) -> None:
     engine, cleanup = on_engine
@@ -80,7 +88,8 @@ def test_buildkit_build_gates_and_leaves_the_layout_its_record_names(
     assert record["gate"][-1].startswith("gate ok: ")
     # the wheels were mounted into the install stages, never copied into a layer or the image
     assert record["wheels_how"].startswith("mounted into the install stages")
-    entry = record["artefact"]
+    assert (record["artefact"] is None) == (not engine.containerd_store)  # overlay2: copied out when needed
+    entry = artefact_of(tmp_path / "build" / "e2e.build.json", engine)
     assert Path(entry["layout"]) == tmp_path / "build" / "e2e.oci"
     artefact = read_layout(Path(entry["layout"]))
     assert artefact.digest == entry["digest"] and check_blobs(artefact) == []
@@ -114,13 +123,13 @@ def test_a_failing_gate_fails_the_buildkit_build_with_its_fail_line(
 
 def test_two_no_cache_builds_give_one_manifest_digest(
         tmp_path: Path, cli: Cli, on_engine26: tuple[EngineCase, Cleanup], registry: str) -> None:
-    _, cleanup = on_engine26
+    engine, cleanup = on_engine26
     repo = stack(tmp_path, registry, cleanup)
     digests = []
     for n in (1, 2):
         r = build(cli, repo, tmp_path / f"build{n}", "--builder", "buildkit", "--no-cache", "--json")
         assert r.code == 0, r.out + r.err
-        digests.append(json.loads(r.out)["artefact"]["digest"])
+        digests.append(artefact_of(tmp_path / f"build{n}" / "e2e.build.json", engine)["digest"])
     assert digests[0] == digests[1]
 
 
@@ -133,11 +142,17 @@ def test_classic_builder_still_builds_on_2010(
     record = json.loads(r.out)
     assert record["builder"] == "classic"
     assert record["gate"][-1].startswith("gate ok: ")
-    # the classic builder's image, copied out of the engine: the layout publish takes, as from BuildKit
-    artefact = read_layout(Path(record["artefact"]["layout"]))
-    assert artefact.digest == record["artefact"]["digest"]
+    # the classic builder writes no layout: the build leaves it to be copied out of the engine when first needed
+    # (publish, verify --rebuild), from the image this build made
+    assert record["artefact"] is None and record["artefact_pending"]["image_id"] == record["image_id"]
+    record_path = tmp_path / "build" / f"{repo.stack.name}.build.json"
+    made = made_artefact(record_path, DockerEngine(on_2010[0].host))
+    artefact = read_layout(made.layout)
+    record = json.loads(record_path.read_text())
+    assert artefact.digest == record["artefact"]["digest"] == made.digest and "artefact_pending" not in record
     assert record["artefact"]["made_by"].startswith("a copy of the engine's image")
     assert check_blobs(artefact) == []
+    assert made_artefact(record_path, DockerEngine(on_2010[0].host)).digest == made.digest  # made once
 
 
 def test_auto_falls_back_to_classic_where_buildx_cannot_run(
@@ -174,11 +189,13 @@ def test_the_app_image_through_buildkit_records_the_final_images_layout(
     record = json.loads(r.out)
     assert record["builder"] == "buildkit"
     assert "PASS import greeter version=0.1.0" in record["gate"] or record["gate_cached"]
-    final = read_layout(Path(record["artefact"]["layout"]))
-    assert Path(record["artefact"]["layout"]) == tmp_path / "build" / "public-example-app.oci"
-    assert final.digest == record["artefact"]["digest"] and check_blobs(final) == []
-    stack = read_layout(Path(record["stack_image"]["artefact"]["layout"]))
-    assert stack.digest == record["stack_image"]["artefact"]["digest"] != final.digest
+    entry = artefact_of(tmp_path / "build" / "public-example-app.build.json", engine)
+    final = read_layout(Path(entry["layout"]))
+    assert Path(entry["layout"]) == tmp_path / "build" / "public-example-app.oci"
+    assert final.digest == entry["digest"] and check_blobs(final) == []
+    below = artefact_of(tmp_path / "build" / "public-example-app.build.json", engine, stack_image=True)
+    stack = read_layout(Path(below["layout"]))
+    assert stack.digest == below["digest"] != final.digest
     if engine.containerd_store:
         assert record["image_id"] == final.digest
 
@@ -205,7 +222,8 @@ def test_the_image_flow_on_docker_26_build_publish_verify_key_and_rebuild(
     assert r.code == 0, r.out + r.err
     pub = json.loads(r.out)
     cleanup.manifest(registry, repository, pub["digest"])
-    assert pub["digest"] == record["artefact"]["digest"]  # the layout's manifest, unchanged by the copy
+    # the layout's manifest, unchanged by the copy (on overlay2 publish made the layout first)
+    assert pub["digest"] == artefact_of(records / "e2e.build.json", engine)["digest"]
     # the provenance names what built it (the engine, BuildKit through buildx) and what copied it
     made_by = pub["provenance"]["predicate"]["runDetails"]["builder"]["version"]
     assert made_by["builder"] == "buildkit" and made_by["docker-engine"].startswith("26.") and made_by["buildx"]

@@ -14,7 +14,9 @@ from typing import Any, ClassVar
 import pytest
 import requests
 
+from stackctl.engine.docker import DockerEngine
 from stackctl.engine.registry import Registry
+from stackctl.image.build import made_artefact
 from stackctl.image.labels import diff_installed
 from stackctl.publish.publication import read_records
 from stackctl.review.images import image_pins
@@ -380,7 +382,7 @@ def test_a_forged_copy_is_caught_and_the_tag_does_not_move(
 
     root, image = built(tmp_path, cli, registry)
     cleanup.images(image.rsplit(":", 1)[0])
-    art = json.loads((tmp_path / "build" / "e2e.build.json").read_text())["artefact"]
+    art = made_artefact(tmp_path / "build" / "e2e.build.json", DockerEngine()).record()  # what publish copies
     edit = _forger(kind)
     edit.targets.update({art["config"]} if kind == "config" else {art["layers"][-1]})
     with registry_proxy(registry, edit) as (host, seen):

@@ -56,3 +56,45 @@ def test_settle_refuses_a_layout_that_lacks_the_image(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not name the image built"):
         settle_layout(layout, "sha256:" + "0" * 64)
     assert (layout / "blobs" / "sha256" / str(old["digest"]).split(":")[1]).exists()  # nothing removed
+
+
+def test_a_layout_left_to_be_made_is_copied_out_once_from_the_image_the_build_made(tmp_path: Path) -> None:
+    """A build whose engine writes no layout records it as pending; the first command that needs it (publish,
+    verify --rebuild) copies the image the build made out of the engine, and the record names it from then on."""
+    import json
+
+    import pytest
+
+    from stackctl.errors import InputError
+    from stackctl.image.artefact import Artefact, read_layout
+    from stackctl.image.build import PENDING, layout_pending, made_artefact
+    from stackctl.image.buildlog import ImageFacts
+    from tests.fuzz.targets import _layout_seed
+
+    class Engine:
+        def __init__(self, holds: bool) -> None:
+            self.holds = holds
+            self.copied: list[str] = []
+
+        def facts(self, ref: str) -> ImageFacts | None:
+            return ImageFacts(ref, (), (), 1) if self.holds else None
+
+        def layout(self, image: str, dest: Path) -> Artefact:
+            self.copied.append(image)
+            _layout_seed(dest)
+            return read_layout(dest, made_by="a copy of the engine's image")
+
+    record = tmp_path / "s.build.json"
+    image_id = "sha256:" + "a" * 64
+    pending = {"image_id": image_id, "layout": str(tmp_path / "s.oci"), "engine": "ssh://builder@host"}
+    record.write_text(json.dumps({"image_id": image_id, "labels": {"io.stackctl.source-date-epoch": "315532800"},
+                                  "artefact": None, PENDING: pending}))
+    assert layout_pending(record) == (True, "ssh://builder@host")
+    with pytest.raises(InputError, match="no longer holds"):
+        made_artefact(record, Engine(holds=False))  # type: ignore[arg-type]
+    engine = Engine(holds=True)
+    made = made_artefact(record, engine)  # type: ignore[arg-type]
+    saved = json.loads(record.read_text())
+    assert engine.copied == [image_id] and saved["artefact"]["digest"] == made.digest and PENDING not in saved
+    assert layout_pending(record) == (False, None)
+    assert made_artefact(record, engine).digest == made.digest and engine.copied == [image_id]  # type: ignore[arg-type]

@@ -86,3 +86,35 @@ def test_a_build_that_names_no_image_is_the_services_fault() -> None:
 
     with pytest.raises(ServiceError):
         parse_rawjson(_doc("sha256:a", "[1/1] FROM base"), "", True)
+
+
+def test_after_the_last_step_each_exporter_and_its_parts_is_a_timed_line_numbered_on() -> None:
+    """What a CI log shows between the gate's step and the result: each exporter vertex and each of its statuses
+    as it starts, numbered on from the steps, each line saying how long the one before it took."""
+    from stackctl.base.progress import Phases
+    from stackctl.image.rawjson import Folder
+
+    clock = iter([0.0, 1.0, 9.0, 30.5, 31.0, 40.0, 40.25])
+    lines: list[tuple[int, int, str]] = []
+    phases = Phases(lambda n, of, what: lines.append((n, of, what)), clock=lambda: next(clock))
+    folder = Folder(phases, phases.phase)
+    t = "2026-12-04T00:00:00Z"
+    folder.feed({"vertexes": [{"digest": "a", "name": "[internal] load build context", "started": t},
+                              {"digest": "b", "name": "[1/2] FROM base", "started": t},
+                              {"digest": "c", "name": "[2/2] RUN gate", "started": t}]})
+    digest = "sha256:" + "e" * 64
+    folder.feed({"vertexes": [{"digest": "x", "name": "exporting to oci image format", "started": t}],
+                 "statuses": [{"id": "exporting layers", "vertex": "x", "started": t},
+                              {"id": "exporting layers", "vertex": "x", "started": t, "completed": t},
+                              {"id": f"exporting manifest {digest}", "vertex": "x", "started": t},
+                              {"id": "unrelated", "vertex": "c", "started": t}]})
+    phases.phase("the build record", "the record")
+    phases.done()
+    assert lines == [
+        (1, 1, "FROM base"), (2, 2, "RUN gate"),
+        (3, 3, "exporting to oci image format (8.0 s since step 2 began)"),
+        (4, 4, "exporting layers (exporting to oci image format took 21.5 s)"),
+        (5, 5, "exporting manifest sha256:eeeeeeeeeeee (exporting layers took 0.5 s)"),
+        (6, 6, "the build record (exporting manifest sha256:eeeeeeeeeeee took 9.0 s)")]
+    assert phases.took[-1] == ("the record", 0.25)
+    assert Phases.over(phases) is phases  # one build, one sequence: the engine's phases and the build's own

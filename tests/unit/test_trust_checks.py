@@ -114,3 +114,35 @@ def test_depends_on_reads_requires_dist_for_what_the_image_installs() -> None:
     # An extra's requirement, a distribution not installed and an unreadable line say nothing; a
     # distribution whose Requires-Dist the lock does not know is left out rather than called dependency-free.
     assert got == {"cffi": ("pycparser",), "pycparser": (), "x": ("y",)}
+
+
+def test_the_statement_says_which_builder_built_the_image_and_verify_accepts_either() -> None:
+    """The build record's `builder` picks the build type; verify takes both, and holds it to the builder the
+    statement's version names."""
+    from pathlib import Path
+
+    from stackctl.image.buildlog import ImageFacts
+    from stackctl.profile.model import Stack
+    from stackctl.publish.publication import gather_evidence
+    from stackctl.resolve.lock import Lock
+
+    stack = Stack(name="s", description="", targets=(), indexes=(), pins=())
+    local = ImageFacts(f"sha256:{SHA}", tuple(sorted(LABELS.items())), (), 0)
+
+    def evidence_type(record: dict[str, Any]) -> str:
+        return gather_evidence(stack, Lock("s", "", (), ()), Path("s.lock"), local, None, {}, record).build_type
+
+    buildkit, classic = "urn:stackctl:build:buildkit:v1", "urn:stackctl:build:docker-classic:v1"
+    assert evidence_type({"builder": "buildkit"}) == buildkit
+    assert evidence_type({"builder": "classic"}) == classic
+    assert evidence_type({}) == classic  # a record from before the field: the classic builder's
+    for kind, builder in ((buildkit, "buildkit"), (classic, "classic")):
+        doc = statement(**{"predicate.buildDefinition.buildType": kind,
+                           "predicate.runDetails.builder": {"id": "urn:stackctl:builder",
+                                                            "version": {"builder": builder}}})
+        assert provenance_problems(doc, LABELS, CONFIG, {"x": ("1.0", SHA)}) == []
+    mixed = statement(**{"predicate.buildDefinition.buildType": classic,
+                         "predicate.runDetails.builder": {"id": "urn:stackctl:builder",
+                                                          "version": {"builder": "buildkit"}}})
+    assert provenance_problems(mixed, LABELS, CONFIG, {"x": ("1.0", SHA)}) == [
+        f"buildType is '{classic}', but the builder's version names the buildkit builder ({buildkit})"]
