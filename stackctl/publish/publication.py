@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -249,9 +249,12 @@ def build_entry(build_record: Path, stack_image: bool = False) -> tuple[dict[str
 
 def publish_stack(stack: Stack, lock: Path, record: Path, build_record: Path, repository: str | None = None, *,
                   registry: PushApi, copy: Copier, builder: Mapping[str, str] | None = None,
-                  key: SigningKey | None = None, stack_image: bool = False, command: str = "") -> Publication:
+                  key: SigningKey | None = None, stack_image: bool = False, command: str = "",
+                  make_layout: Callable[[Path, bool], None] | None = None) -> Publication:
     """`stackctl publish` as one call: the artefact the build record names, refused when stale, copied under
-    the profile's (or another) repository and tag; then the publication record appended."""
+    the profile's (or another) repository and tag; then the publication record appended. `make_layout` makes
+    the layout a build left to be made when first needed, once the inputs are checked: a typo costs no copy
+    out of the engine."""
     from stackctl.image.app import stack_image_ref
     from stackctl.image.labels import LABEL_PROFILE, image_ref
     from stackctl.resolve.lock import read_lock
@@ -266,6 +269,8 @@ def publish_stack(stack: Stack, lock: Path, record: Path, build_record: Path, re
 
     if parse_image_ref(str(ref)).host is None:
         raise InputError(f"{ref}: names no registry host; publish copies to host[:port]/name (--repository)")
+    if make_layout is not None:
+        make_layout(build_record, stack_image)
     build, entry = build_entry(build_record, stack_image)
     artefact = from_record(entry.get("artefact"), str(build_record))
     labels: dict[str, str] = dict((_config(artefact).get("config") or {}).get("Labels") or {})

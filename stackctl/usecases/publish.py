@@ -58,10 +58,10 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
         raise InputError(f"{target}: names no registry host; publish copies to host[:port]/name",
                          hint="set the profile's [image] repository, or pass --repository HOST[:PORT]/NAME")
     check_registry(str(target))  # before anything is copied
-    made_layout(build_record, stack_image)
     copy = _copier(parsed.registry)
     return publish_stack(stack, lock, record, build_record, repository, registry=Registry(),
-                         copy=copy, builder=builder_facts(), key=key, stack_image=stack_image, command=command)
+                         copy=copy, builder=builder_facts(), key=key, stack_image=stack_image, command=command,
+                         make_layout=made_layout)
 
 
 def made_layout(build_record: Path, stack_image: bool = False) -> None:

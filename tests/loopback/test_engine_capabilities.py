@@ -13,6 +13,7 @@ from stackctl.engine.buildx import BuildxEngine
 from stackctl.engine.docker import DockerEngine
 from stackctl.image.build import SEND_WHEELS_UNDER_BUILDKIT, BuildRequest, Staged, stage_build
 from stackctl.image.buildlog import ImageFacts
+from stackctl.image.order import BuildOrder
 from stackctl.image.prepare import prepare_build
 from stackctl.image.protocols import Engine
 from tests.support.imagestack import make_stack_repo
@@ -42,8 +43,8 @@ class _Engine:
 def _staged(tmp_path: Path, engine: _Engine, send_wheels: bool) -> Staged:
     repo = make_stack_repo(tmp_path, "r", "stackctl-test/caps", commit=False, installer="uv")
     prep = prepare_build(repo.stack, repo.lock, None, "r1", "t", None, None, {"SOURCE_DATE_EPOCH": "1700000000"})
-    req = BuildRequest(prep, repo.lock, None, repo.wheelhouse, tmp_path / "ctx", tmp_path / "records",
-                       send_wheels=send_wheels)
+    order = BuildOrder(wheelhouse=repo.wheelhouse, record_dir=tmp_path / "records", send_wheels=send_wheels)
+    req = BuildRequest(prep, repo.lock, order, tmp_path / "records", tmp_path / "ctx")
     fake: Engine = engine  # type: ignore[assignment]  # the part of the protocol a build's staging uses
     return stage_build(req, fake)
 

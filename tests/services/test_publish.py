@@ -341,8 +341,16 @@ def test_publish_needs_no_engine_and_verify_reads_the_registry_alone(
     root, image = built(tmp_path, cli, registry)
     repository = image.rsplit(":", 1)[0]
     cleanup.images(repository)
-    # the engine that built it is gone: publish reads the layout alone
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    gone = f"unix://{tmp_path / 'no-engine.sock'}"
+    # the classic builder left the layout to be made when first needed: with the engine gone, publish says so
+    with monkeypatch.context() as m:
+        m.setenv("DOCKER_HOST", gone)
+        r = cli("publish", "e2e", *pub_args(tmp_path), cwd=root)
+    assert r.code == 3 and r.err.startswith(f"error: cannot reach the Docker engine at {gone}"), r.out + r.err
+    assert Registry().manifest(repository, image.rsplit(":", 1)[1]) is None  # nothing was copied, no tag moved
+    # once made (the first publish makes it; here by the engine that built the image), publish reads it alone
+    made_artefact(tmp_path / "build" / "e2e.build.json", DockerEngine())
+    monkeypatch.setenv("DOCKER_HOST", gone)
     r = cli("publish", "e2e", *pub_args(tmp_path), "--json", cwd=root)
     assert r.code == 0, r.out + r.err
     pub = json.loads(r.out)
