@@ -237,9 +237,6 @@ class BuildxEngine:
     def push(self, repository: str, tag: str) -> str:
         return self.docker.push(repository, tag)
 
-    def pull(self, ref: str) -> ImageFacts:
-        return self.docker.pull(ref)
-
     def remove(self, ref: str) -> None:
         self.docker.remove(ref)
 

@@ -284,20 +284,6 @@ class DockerEngine:
             raise ServiceError(f"push of {repository}:{tag} reported no digest")
         return digest
 
-    def pull(self, ref: str) -> ImageFacts:
-        repo, _, digest = ref.partition("@")
-        if not digest:
-            raise InputError(f"{ref}: pull back needs a digest reference")
-        with self.talking(f"pull of {ref} failed"):
-            for ev in self._client.api.pull(repo, tag=digest, stream=True, decode=True):
-                if "error" in ev:
-                    raise ServiceError(f"pull of {ref} failed: {ev['error']}")
-                self._transferred("pull", ev)
-        facts = self.facts(ref)
-        if facts is None:
-            raise ServiceError(f"pull of {ref} finished but the engine has no such image")
-        return facts
-
     def machine(self) -> str:
         """The engine's architecture as `uname -m` says it there (x86_64, aarch64)."""
         with self.talking("cannot read the engine's facts"):

@@ -211,9 +211,6 @@ class _CachedBuild:
     def push(self, repository: str, tag: str) -> str:
         return self._inner.push(repository, tag)
 
-    def pull(self, ref: str) -> ImageFacts:
-        return self._inner.pull(ref)
-
     def remove(self, ref: str) -> None:
         self._inner.remove(ref)
 
