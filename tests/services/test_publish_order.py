@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 # Each kind of request publish makes, in the order it makes them: (name, method, path pattern)
 STEPS = [
-    ("start a layer upload", "POST", r"/blobs/uploads/$"),
+    ("start a layer upload", "POST", r"/blobs/uploads/$"),  # not a mount attempt (`?mount=`): skopeo falls back
     ("send a layer's bytes", "PATCH", r"/blobs/uploads/"),
     ("close a layer's upload", "PUT", r"/blobs/uploads/"),
     ("put the manifest by digest", "PUT", r"/manifests/sha256:"),

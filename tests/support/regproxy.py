@@ -13,7 +13,8 @@ from typing import Any
 
 import requests
 
-# (method, path without query, status, headers, body) -> the same, changed or not
+# (method, path with its query, status, headers, body) -> the same, changed or not; the query tells a blob upload
+# started from a cross-repository mount (`?mount=…&from=…`, which a client falls back from) from a plain one
 Edit = Callable[[str, str, int, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
 
@@ -56,7 +57,7 @@ def registry_proxy(upstream: str, edit: Edit | None = None, *,
                 self._answer(401, {"WWW-Authenticate": 'Basic realm="stackctl-test"',
                                    "Docker-Distribution-API-Version": "registry/2.0"}, b"{}", None)
                 return
-            status, out, content = edit(self.command, path, 0, {}, b"")
+            status, out, content = edit(self.command, self.path, 0, {}, b"")
             if status:
                 self._answer(status, out, content, None)
                 return
@@ -66,7 +67,7 @@ def registry_proxy(upstream: str, edit: Edit | None = None, *,
             r = requests.request(self.command, f"http://{upstream}{self.path}", headers=headers, data=body,
                                  allow_redirects=False, timeout=120)
             out = {k: v for k, v in r.headers.items() if k.lower() not in (*skip, "content-encoding")}
-            status, out, content = edit(self.command, path, r.status_code, out, r.content)
+            status, out, content = edit(self.command, self.path, r.status_code, out, r.content)
             self._answer(status, out, content, r.headers.get("Content-Length") if self.command == "HEAD" else None)
 
         def _answer(self, status: int, out: dict[str, str], content: bytes, head_length: str | None) -> None:
