@@ -1,12 +1,23 @@
 """The two shapes of progress callback the core reports through (counted work, and a build's steps as they
-start); the CLI decides how each looks."""
+start), and a build's set of them; the CLI decides how each looks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 Progress = Callable[[str, int, int], None]  # what is being done, how many done (items or bytes), of how many
 Steps = Callable[[int, int, str], None]  # a build: step N of M starts, with its instruction (streamed as it happens)
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    """Where a build reports as it goes: wheels fetched, each wheel written into the context, each build step
+    as the builder starts it."""
+
+    fetch: Progress | None = None
+    wheel: Callable[[str], None] | None = None
+    step: Steps | None = None
 
 
 class Phases:

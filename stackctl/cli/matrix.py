@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,9 +17,8 @@ from stackctl.cli.app import console, console_err, emit, err_is_terminal, progre
 from stackctl.errors import CheckFailed, Problems, ServiceError, StackctlError
 
 if TYPE_CHECKING:
-    from stackctl.base import Steps
     from stackctl.engine import Pool, Unreachable
-    from stackctl.image import CellResult, Event, Matrix
+    from stackctl.image import CellProgress, CellResult, Event, Matrix
     from stackctl.usecases import BuildOrder, PublishedCell
 
 EngineOpt = Annotated[list[str] | None, typer.Option(
@@ -47,19 +46,21 @@ def build_all(order: BuildOrder, *, as_json: bool) -> None:
 
 
 @contextmanager
-def _view(show: bool) -> Iterator[tuple[Event, Callable[[str, str], Steps]]]:
+def _view(show: bool) -> Iterator[tuple[Event, CellProgress]]:
     """One view of every cell: on a terminal a row per cell (its engine, its step, its latest news); in a CI
     log one timestamped line per event, `12:03:04 [engine] stack target: what`, whichever thread says it."""
+    from stackctl.usecases import BuildProgress
+
     lock = threading.Lock()
     if not err_is_terminal() or not show:
         def event(where: str, cell: str, what: str) -> None:
             with lock:
                 _say(where, cell, what)
 
-        def steps(where: str, cell: str) -> Steps:
+        def steps(where: str, cell: str) -> BuildProgress:
             def step(n: int, of: int, what: str) -> None:
                 event(where, cell, f"step {n}/{of}: {what[:100]}")
-            return step
+            return BuildProgress(step=step)
 
         yield event, steps
         return
@@ -75,10 +76,10 @@ def _view(show: bool) -> Iterator[tuple[Event, Callable[[str, str], Steps]]]:
         def show_event(where: str, cell: str, what: str) -> None:
             bar.update(task(where, cell), description=f"{where} {cell}: {what[:70]}")
 
-        def show_steps(where: str, cell: str) -> Steps:
+        def show_steps(where: str, cell: str) -> BuildProgress:
             def step(n: int, of: int, what: str) -> None:
                 bar.update(task(where, cell), completed=n - 1, total=of, description=f"{where} {cell}: {what[:70]}")
-            return step
+            return BuildProgress(step=step)
 
         yield show_event, show_steps
 

@@ -16,13 +16,13 @@ if TYPE_CHECKING:
     from stackctl.image.context import WrittenContext, check_wheelhouse_arg, render_context
     from stackctl.image.gaterun import GateRun, gate_spec_text, run_gate, verdict
     from stackctl.image.labels import ImageRef, image_ref
-    from stackctl.image.matrix import CellResult, Event, Matrix
+    from stackctl.image.matrix import CellProgress, CellResult, Event, Matrix
     from stackctl.image.prepare import Prepared, prepare_build
     from stackctl.image.protocols import Engine, RegistryApi, WheelServing
 
 __all__ = [
-    "BuildFailed", "BuildRequest", "BuildResult", "Built", "CellResult", "Engine", "Event", "GateRun", "ImageFacts",
-    "ImageRef", "Matrix", "Prepared",
+    "BuildFailed", "BuildRequest", "BuildResult", "Built", "CellProgress", "CellResult", "Engine", "Event", "GateRun",
+    "ImageFacts", "ImageRef", "Matrix", "Prepared",
     "RegistryApi", "WheelServing", "WrittenContext", "build_image",
     "check_wheelhouse_arg", "gate_in_container", "gate_phase",
     "gate_spec_text", "image_ref", "prepare_build",
@@ -37,7 +37,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
         "context": ("WrittenContext", "check_wheelhouse_arg", "render_context"),
         "gaterun": ("GateRun", "gate_spec_text", "run_gate", "verdict"),
         "labels": ("ImageRef", "image_ref"),
-        "matrix": ("CellResult", "Event", "Matrix"),
+        "matrix": ("CellProgress", "CellResult", "Event", "Matrix"),
         "prepare": ("Prepared", "prepare_build"),
         "protocols": ("Engine", "RegistryApi", "WheelServing"),
     })

@@ -10,6 +10,11 @@ holds for the cell's layer groups (`cachekeys`) and builds with them as `cache_f
 cell's own stage images go to the registry for the next engine. A failing cell is recorded and the engine
 goes on with its queue; the matrix record (RECORD_DIR/matrix.json) says which cell was built where, for
 `publish --all`.
+
+A single `stackctl build` is a one-cell matrix over DOCKER_HOST's engine, through the same planning and the
+same cell build; it shares nothing (`MatrixRequest.shared`): no stage images pulled from or pushed to a
+registry, no bake (its one cell is built by `docker buildx build`, as `verify --rebuild` rebuilds it, so the
+two give one digest), no matrix record (its build record is its whole account).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from stackctl.base.concurrency import parallel
 from stackctl.base.files import write_atomic
 from stackctl.base.imageref import names_registry
 from stackctl.base.jsonout import dumps
-from stackctl.base.progress import Steps
+from stackctl.base.progress import BuildProgress, Phases, Steps
 from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
 from stackctl.image.artefact import Artefact
 from stackctl.image.bakefile import Baked, BakeTarget, cache_ref, registry_cache, target_name
@@ -60,6 +65,7 @@ class BakeEngine(Engine, Protocol):
 
 
 Event = Callable[[str, str, str], None]  # (engine, cell name, what happened)
+CellProgress = Callable[[str, str], BuildProgress]  # (engine, cell name): where that cell's build reports
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,7 @@ class CellInput:
     prepared: Prepared
     lock: Path
     record_dir: Path  # RECORD_DIR, or RECORD_DIR/TARGET when the stack has more than one cell
+    context: Path | None = None  # a single build's --context (default: RECORD_DIR/STACK/context)
 
 
 @dataclass(frozen=True)
@@ -75,11 +82,16 @@ class MatrixRequest:
     machines: Mapping[str, str]  # engine name → its architecture
     addresses: Mapping[str, str] = field(default_factory=dict)  # engine name → URL (credentials left out)
     order: BuildOrder = field(default_factory=BuildOrder)
-    push_cache: bool = True
 
     @property
     def repository(self) -> str | None:
         return self.order.repository
+
+    @property
+    def shared(self) -> bool:
+        """`build --all`: the cells share their stages through the registry, a BuildKit engine bakes its queue,
+        the matrix is recorded for `publish --all`. A single build (`BuildOrder.every` unset) does none of it."""
+        return self.order.every
 
 
 @dataclass(frozen=True)
@@ -106,9 +118,22 @@ class CellResult:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """A cell's result, with what a single build shows of it: the build, or its failure as raised."""
+
+    cell: CellResult
+    built: Built | None = None
+    error: StackctlError | None = None
+
+
+@dataclass(frozen=True)
 class Matrix:
-    cells: tuple[CellResult, ...]
-    record: Path
+    outcomes: tuple[Outcome, ...]
+    record: Path | None  # RECORD_DIR/matrix.json; a single build writes none
+
+    @property
+    def cells(self) -> tuple[CellResult, ...]:
+        return tuple(o.cell for o in self.outcomes)
 
     @property
     def exit_code(self) -> int:
@@ -155,7 +180,7 @@ def matrix_cells(order: BuildOrder, env: Mapping[str, str]) -> tuple[CellInput, 
                 prep = prepare_build(ref.stack, path, label, order.revision, order.ref, order.created,
                                      order.allow_dirty, env)
                 cells.append(CellInput(prep, path, order.record_dir if len(labels) == 1
-                                       else order.record_dir / label))
+                                       else order.record_dir / label, None if order.every else order.context))
             except StackctlError as exc:
                 problems.append(exc)
     if problems:
@@ -219,6 +244,10 @@ class _CachedBuild:
 
 
 def cache_repository(req: MatrixRequest, prep: Prepared) -> str | None:
+    """The registry repository the cells share their stages through; None for a single build, or where the
+    image's repository names no registry."""
+    if not req.shared:
+        return None
     repo = req.order.cache_repository or image_ref(prep.stack, req.repository).repository
     return repo if names_registry(repo) else None
 
@@ -284,24 +313,29 @@ def _push_stages(engine: PoolEngine, repo: str, caches: Sequence[StageCache], ha
     return pushed
 
 
-def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngine, on_event: Event,
-               on_step: Callable[[str, str], Steps] | None = None) -> CellResult:
+def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngine | BakeEngine, on_event: Event,
+               progress: CellProgress | None = None) -> Outcome:
     """One cell on one engine: pull its cached stages, build, push its stages. Never raises a StackctlError:
     a failure is the cell's result."""
     prep = cell.prepared
-    label, image, base = _label(cell), str(image_ref(prep.stack, req.repository)), _unbuilt(req, cell, name, "classic")
+    label, image = _label(cell), str(image_ref(prep.stack, req.repository))
+    base = _unbuilt(req, cell, name, engine.builder)
+    said = progress(name, label) if progress else BuildProgress()
     started = time.monotonic()
     pulled = nbytes = pushed = 0
+    # the registry's stage images are the classic builder's cache (a BuildKit engine keeps its own)
+    classic = None if isinstance(engine, BakeEngine) else engine
     try:
-        repo = cache_repository(req, prep)
+        repo = cache_repository(req, prep) if classic is not None else None
         caches = _caches(prep) if repo and not req.order.no_cache else ()
         found = []
         for s in caches:
+            assert classic is not None
             ref = f"{repo}:{s.tag()}"
-            if engine.facts(ref) is not None:
+            if classic.facts(ref) is not None:
                 found.append(ref)
                 continue
-            got = engine.pull_cache(ref)
+            got = classic.pull_cache(ref)
             if got is not None:
                 found.append(ref)
                 pulled, nbytes = pulled + 1, nbytes + got
@@ -312,10 +346,11 @@ def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngin
             on_event(name, label, f"cache: {len(found)} of {len(caches)} stages from the registry"
                                   + (f" ({pulled} pulled, {nbytes} bytes)" if pulled else ""))
         on_event(name, label, "build started")
-        breq = BuildRequest(prep, cell.lock, req.order, cell.record_dir)
-        built = build_image(breq, _CachedBuild(engine, found + own), on_step=on_step(name, label) if on_step else None)
-        if repo and req.push_cache:
-            pushed = _push_stages(engine, repo, _caches(prep), set(found), built.result.log)
+        breq = BuildRequest(prep, cell.lock, req.order, cell.record_dir, cell.context)
+        built = build_image(breq, _CachedBuild(classic, found + own) if classic is not None and found else engine,
+                            on_wheel=said.wheel, on_step=said.step, on_fetch=said.fetch)
+        if classic is not None and repo:
+            pushed = _push_stages(classic, repo, _caches(prep), set(found), built.result.log)
             on_event(name, label, f"cache: pushed {pushed} stage images to {repo}")
     except StackctlError as exc:
         return _failed(replace(base, cache_pulled=pulled, cache_bytes=nbytes), exc, started, on_event)
@@ -334,18 +369,20 @@ def _unbuilt(req: MatrixRequest, cell: CellInput, name: str, builder: str) -> Ce
                       lock=str(cell.lock.absolute()), address=req.addresses.get(name), builder=builder)
 
 
-def _failed(base: CellResult, exc: StackctlError, started: float, on_event: Event) -> CellResult:
+def _failed(base: CellResult, exc: StackctlError, started: float, on_event: Event) -> Outcome:
     result, code = _failure(exc)
     on_event(base.engine or "", f"{base.stack} {base.target}", f"{result}: {exc}")
-    return replace(base, result=result, error=str(exc), exit_code=code, seconds=round(time.monotonic() - started, 1))
+    return Outcome(replace(base, result=result, error=str(exc), exit_code=code,
+                           seconds=round(time.monotonic() - started, 1)), error=exc)
 
 
-def _built(base: CellResult, built: Built, started: float, on_event: Event) -> CellResult:
+def _built(base: CellResult, built: Built, started: float, on_event: Event) -> Outcome:
     seconds = round(time.monotonic() - started, 1)
     on_event(base.engine or "", f"{base.stack} {base.target}", f"built {base.image} in {seconds} s, "
              f"{built.result.cached_steps} of {built.result.steps} steps cached")
-    return replace(base, result="built", image_id=built.result.image_id, steps=built.result.steps,
-                   steps_cached=built.result.cached_steps, seconds=seconds, record=str(built.record_path))
+    return Outcome(replace(base, result="built", image_id=built.result.image_id, steps=built.result.steps,
+                           steps_cached=built.result.cached_steps, seconds=seconds, record=str(built.record_path)),
+                   built)
 
 
 @dataclass(frozen=True)
@@ -358,12 +395,12 @@ class _Staged:
 
 
 def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine: BakeEngine, on_event: Event,
-               on_step: Callable[[str, str], Steps] | None = None) -> list[CellResult]:
+               progress: CellProgress | None = None) -> list[Outcome]:
     """An engine's queue as one bake: each cell staged and its context written as for a single build, every
     cell a target of one `docker buildx bake`, then each cell's record written from its own result. Never
     raises a StackctlError: a failure is the cell's result."""
     started = time.monotonic()
-    done: dict[str, CellResult] = {}
+    done: dict[str, Outcome] = {}
     staged: dict[str, _Staged] = {}
     labels: dict[str, str] = {}
     for cell in cells:
@@ -371,10 +408,11 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
         tname = target_name(prep.stack.name, prep.target)
         labels[tname] = _label(cell)
         base = _unbuilt(req, cell, name, "buildkit")
+        said = progress(name, labels[tname]) if progress else BuildProgress()
         try:
-            breq = BuildRequest(prep, cell.lock, req.order, cell.record_dir)
-            st = stage_build(breq, engine)
-            digests = lay_context(st)
+            breq = BuildRequest(prep, cell.lock, req.order, cell.record_dir, cell.context)
+            st = stage_build(breq, engine, on_fetch=said.fetch)
+            digests = lay_context(st, said.wheel)
         except StackctlError as exc:
             done[tname] = _failed(base, exc, started, on_event)
             continue
@@ -383,15 +421,19 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
         target = BakeTarget(tname, st.context, st.image, args=dict(st.buildargs or {}),
                             contexts=engine.named_contexts(st.context), layout=st.layout,
                             no_cache=req.order.no_cache, cache_from=() if req.order.no_cache else cache_from,
-                            cache_to=cache_to if req.push_cache else ())
+                            cache_to=cache_to)
         staged[tname] = _Staged(cell, breq, st, digests, target)
         on_event(name, labels[tname], f"bake target {tname}" + (f", registry cache {cache_to[0]}" if target.cache_to
                                                                  else ""))
     if not staged:
         return [done[target_name(c.prepared.stack.name, c.prepared.target)] for c in cells]
 
-    def steps(tname: str) -> Steps | None:
-        return on_step(name, labels[tname]) if on_step else None
+    phases: dict[str, Phases] = {}
+
+    def steps(tname: str) -> Phases:  # one a cell: the phases after the bake's steps are numbered on from them
+        if tname not in phases:
+            phases[tname] = Phases.over(progress(name, labels[tname]).step if progress else None)
+        return phases[tname]
 
     try:
         baked: Mapping[str, Baked] = engine.bake([s.target for s in staged.values()], steps,
@@ -417,8 +459,9 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
 
 
 def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine | BakeEngine], on_event: Event,
-                 on_step: Callable[[str, str], Steps] | None = None) -> Matrix:
-    """Every cell built (or its failure recorded) and the matrix record written; raises only for bad input."""
+                 progress: CellProgress | None = None) -> Matrix:
+    """Every cell built (or its failure kept as its outcome) and, for `build --all`, the matrix record written;
+    raises only for bad input."""
     if not engines:
         raise ServiceError("no engine of the pool answers", hint="start one, or name others with --engine")
     assignment = plan_matrix(req, engines)
@@ -426,29 +469,31 @@ def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine | BakeEngi
     for p in assignment.placements:
         on_event(p.engine, p.cell.name, "queued" + (f" (warm: {p.warm} stages here)" if p.warm else ""))
 
-    def run_queue(name: str) -> list[CellResult]:
+    def run_queue(name: str) -> list[Outcome]:
         engine, queue = engines[name], [by_cell[(p.cell.stack, p.cell.target)] for p in assignment.queue(name)]
-        if isinstance(engine, BakeEngine):
-            return bake_queue(req, queue, name, engine, on_event, on_step)
-        return [build_cell(req, cell, name, engine, on_event, on_step) for cell in queue]
+        if isinstance(engine, BakeEngine) and req.shared:
+            return bake_queue(req, queue, name, engine, on_event, progress)
+        return [build_cell(req, cell, name, engine, on_event, progress) for cell in queue]
 
-    done: dict[tuple[str, str], CellResult] = {}
+    done: dict[tuple[str, str], Outcome] = {}
     for results in parallel(len(engines), run_queue, list(engines)):
         if isinstance(results, StackctlError):  # cannot happen: each cell keeps its own failure
             raise results
-        done.update({(r.stack, r.target): r for r in results})
+        done.update({(r.cell.stack, r.cell.target): r for r in results})
     for cell, why in assignment.unplaced:
         prep = by_cell[(cell.stack, cell.target)].prepared
-        done[(cell.stack, cell.target)] = CellResult(cell.stack, cell.target, None, "not built",
-                                                     str(image_ref(prep.stack, req.repository)), error=why,
-                                                     exit_code=3)
-    cells = tuple(done[(c.prepared.stack.name, c.prepared.target)] for c in req.cells)
+        done[(cell.stack, cell.target)] = Outcome(
+            CellResult(cell.stack, cell.target, None, "not built", str(image_ref(prep.stack, req.repository)),
+                       error=why, exit_code=3), error=ServiceError(f"{cell.name}: {why}"))
+    outcomes = tuple(done[(c.prepared.stack.name, c.prepared.target)] for c in req.cells)
+    if not req.shared:
+        return Matrix(outcomes, None)
     record = req.order.record_dir / MATRIX_RECORD
     try:
-        write_atomic(record, dumps({"cells": list(cells)}) + "\n")
+        write_atomic(record, dumps({"cells": [o.cell for o in outcomes]}) + "\n")
     except OSError as exc:
         raise InputError(f"{record}: cannot write the matrix record: {exc.strerror or exc}") from None
-    return Matrix(cells, record)
+    return Matrix(outcomes, record)
 
 
 def read_matrix(path: Path) -> tuple[CellResult, ...]:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 from stackctl.base.lazy import lazy_api
 
 if TYPE_CHECKING:
+    from stackctl.base.progress import BuildProgress
     from stackctl.image.order import BuildOrder
     from stackctl.usecases.ab import AbAsk, AbDone, ab_compare
     from stackctl.usecases.bisect import BisectAsk, bisect_moves
     from stackctl.usecases.build import (
-        BuildProgress,
         BuildReport,
         build_over_pool,
         build_stack,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackctl.base.annotations import Level
-from stackctl.base.progress import Progress, Steps
+from stackctl.base.progress import BuildProgress, Steps
 from stackctl.errors import InputError
 from stackctl.image.order import BuildOrder
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from stackctl.image.build import Built
     from stackctl.image.context import WrittenContext
     from stackctl.image.labels import ImageRef
-    from stackctl.image.matrix import Event, Matrix
+    from stackctl.image.matrix import CellProgress, Event, Matrix
     from stackctl.profile.model import Stack
 
 BUILDERS = ("auto", "buildkit", "classic")
@@ -80,16 +80,6 @@ def with_builder(docker: DockerEngine, name: str, *, url: str | None = None,
                 "reproducible digest; --builder buildkit builds with it all the same")
         return docker
     return engine
-
-
-@dataclass(frozen=True)
-class BuildProgress:
-    """Where a build reports as it goes: wheels fetched, each wheel written into the context, each build step
-    as the builder starts it."""
-
-    fetch: Progress | None = None
-    wheel: Callable[[str], None] | None = None
-    step: Steps | None = None
 
 
 # A line for the user: `None` says what was chosen (the builder), NOTICE a note, WARNING a warning.
@@ -148,14 +138,13 @@ def check_single(order: BuildOrder) -> None:
 
 def build_stack(order: BuildOrder, *, say: Say, watch: Watch | None = None,
                 env: Mapping[str, str] | None = None) -> BuildReport:
-    """`stackctl build PROFILE`: the order's one cell prepared as `build --all` prepares its cells (the profile
-    loaded once and its lock rendered), then the engine (DOCKER_HOST's) reached with the builder the order
-    chooses (so an unreachable one fails before any download), the lock's and the render's notes said, and the
-    build run inside `watch`. Raises `BuildFailed` (a CheckFailed) when a step or the gate fails."""
-    from stackctl.image.build import BuildRequest, build_image
+    """`stackctl build PROFILE`: a one-cell matrix (`build --all`'s cells and pipeline, sharing nothing) over
+    DOCKER_HOST's engine, reached with the builder the order chooses before any download; the lock's and the
+    render's notes said, and the build run inside `watch`. Raises the cell's failure as its build raised it:
+    `BuildFailed` (a CheckFailed) when a step or the gate fails."""
     from stackctl.image.context import check_wheelhouse_arg
     from stackctl.image.labels import image_ref
-    from stackctl.image.matrix import matrix_cells
+    from stackctl.image.matrix import MatrixRequest, build_matrix, matrix_cells
 
     check_wheelhouse_arg(order.wheelhouse, order.fetch)
     check_single(order)
@@ -167,15 +156,27 @@ def build_stack(order: BuildOrder, *, say: Say, watch: Watch | None = None,
         say(said, Level.WARNING)
     for note in prep.notes:
         say(note, Level.NOTICE)
-    req = BuildRequest(prep, cell.lock, order, cell.record_dir, order.context)
+    # The user chose the engine (DOCKER_HOST): the cell goes to it whatever machine its target names.
+    target = prep.stack.target(prep.target)
+    req = MatrixRequest((cell,), {HERE: target.machine if target is not None else "x86_64"}, order=order)
     around = watch(prep.stack, image_ref(prep.stack, order.repository)) if watch else nullcontext(BuildProgress())
     with around as progress:
-        built = build_image(req, engine, on_wheel=progress.wheel, on_step=progress.step, on_fetch=progress.fetch)
-    return BuildReport.of(built, order.profiles[0])
+        (outcome,) = build_matrix(req, {HERE: engine}, _unsaid, lambda _engine, _cell: progress).outcomes
+        if outcome.error is not None:
+            raise outcome.error
+    assert outcome.built is not None  # a cell without an error was built
+    return BuildReport.of(outcome.built, order.profiles[0])
+
+
+HERE = "DOCKER_HOST"  # the one engine of a single build's matrix
+
+
+def _unsaid(_engine: str, _cell: str, _what: str) -> None:
+    """A single build's matrix events: its progress and its report say what they would."""
 
 
 def build_over_pool(order: BuildOrder, env: Mapping[str, str], on_unreachable: Callable[[Unreachable], None],
-                    on_event: Event, on_step: Callable[[str, str], Steps] | None = None) -> tuple[Matrix, Pool]:
+                    on_event: Event, progress: CellProgress | None = None) -> tuple[Matrix, Pool]:
     """`build --all` as one call: the engine pool parsed, the cells prepared (bad input fails before any engine
     is asked), the pool reached, each engine's builder chosen as for a single build (a BuildKit engine bakes its
     queue), the matrix built over it."""
@@ -199,7 +200,7 @@ def build_over_pool(order: BuildOrder, env: Mapping[str, str], on_unreachable: C
         on_event(name, "engine", f"builder: {engine.builder}")
     req = MatrixRequest(cells, {m.name: m.machine for m in pool.members},
                         {m.name: m.engine.address for m in pool.members}, order)
-    return build_matrix(req, builders, on_event, on_step), pool
+    return build_matrix(req, builders, on_event, progress), pool
 
 
 def image_tag(profile: str, repository: str | None = None) -> ImageRef:

@@ -120,3 +120,35 @@ def test_the_sibling_on_the_second_engine_reuses_the_first_engines_layers_throug
         assert len(set(la) & set(lb)) >= len(la) - 4  # the same bytes: only toplib's layer and above differ
     finally:
         cleanup([docker_client, engine2], repo, bad)
+
+
+def registry_tags(repository: str) -> set[str]:
+    host, _, name = repository.partition("/")
+    r = requests.get(f"http://{host}/v2/{name}/tags/list", timeout=30)
+    return set(r.json().get("tags") or ()) if r.status_code == 200 else set()
+
+
+def test_a_single_build_between_build_all_and_publish_all_leaves_the_matrix_and_the_registry_alone(
+        tmp_path: Path, cli: Cli, docker_client: Any, registry: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A single build is a one-cell matrix that shares nothing: the matrix record `publish --all` reads stays
+    the one `build --all` wrote, and no stage image goes to the registry the pool shares."""
+    root, repo, bad = stacks(tmp_path, registry)
+    try:
+        first = build_all(cli, root, tmp_path, "stacks/s1.toml", "--engine", f"a={FIRST}")
+        assert first.code == 0, first.err
+        record = tmp_path / "build" / "matrix.json"
+        matrix, tags = record.read_bytes(), registry_tags(repo)
+        assert len(tags) == 4  # s1's four layer-group stages: the registry is the pool's cache
+        monkeypatch.setenv("DOCKER_HOST", FIRST)
+        single = cli("build", "stacks/s2.toml", "--wheelhouse", str(tmp_path / "wheelhouse"), "--record-dir",
+                     str(tmp_path / "build"), "--json", cwd=root)
+        assert single.code == 0, single.err
+        built = json.loads(single.out)
+        assert built["stack"] == "s2" and docker_client.images.get(built["image"]).id == built["image_id"]
+        assert (tmp_path / "build" / "s2.build.json").is_file()
+        assert record.read_bytes() == matrix and registry_tags(repo) == tags
+        pub = cli("publish", "--all", "--record-dir", str(tmp_path / "build"), "--json", cwd=tmp_path)
+        assert pub.code == 0, pub.err
+        assert [c["stack"] for c in json.loads(pub.out)["cells"]] == ["s1"]
+    finally:
+        cleanup([docker_client], repo, bad)
