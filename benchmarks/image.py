@@ -387,7 +387,7 @@ def installed_bytes(image: str, paths: str) -> int:
     return int(out.decode().strip())
 
 
-def one_run(args: argparse.Namespace, tmp: Path, base_size: int) -> dict[str, Any]:
+def one_run(args: argparse.Namespace, tmp: Path, base_size: int, hand_first: bool = False) -> dict[str, Any]:
     import docker.errors
 
     from stackctl.engine.docker import DockerEngine
@@ -407,7 +407,10 @@ def one_run(args: argparse.Namespace, tmp: Path, base_size: int) -> dict[str, An
     wheelhouse_bytes = sum(p.stat().st_size for p in a.wheelhouse.glob("*.whl")
                            if tool is None or not p.name.startswith(f"{tool.name}-"))
     try:
-        for name, fn in (("stackctl", stackctl_build), ("hand-written", peer_build)):
+        builds = [("stackctl", stackctl_build), ("hand-written", peer_build)]
+        # Which goes first alternates from run to run: on a shared machine the load drifts over the minutes
+        # between the two, and a fixed order would hand that drift to one side every time.
+        for name, fn in builds[::-1] if hand_first else builds:
             if args.prune_build_cache:  # each cold build from an empty build cache, neither finds the other's
                 prune_build_cache()
             # one build directory, as a user's checkout has: the rebuild finds the cold build's layout
@@ -522,9 +525,12 @@ def main() -> int:
     try:  # the alias goes however the runs end (a shared engine's other users may break one)
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory(prefix="stackctl-bench-") as t:
-                runs.append(one_run(args, Path(t), base_size))
+                hand_first = len(runs) % 2 == 1
+                runs.append(one_run(args, Path(t), base_size, hand_first))
                 r = runs[-1]
-                print(f"run {len(runs)}: cold {r['stackctl']['cold_s']:.1f} s / {r['hand-written']['cold_s']:.1f} s "
+                first = "hand, then stackctl" if hand_first else "stackctl, then hand"
+                print(f"run {len(runs)} ({first}): cold {r['stackctl']['cold_s']:.1f} s / "
+                      f"{r['hand-written']['cold_s']:.1f} s "
                       f"({r['stackctl']['cold_s'] / r['hand-written']['cold_s']:.2f}x), rebuild "
                       f"{r['stackctl']['rebuild_s']:.1f} s / {r['hand-written']['rebuild_s']:.1f} s "
                       f"(rebuild / cold {r['stackctl']['ratio']:.2f})", flush=True)
