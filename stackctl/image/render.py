@@ -36,6 +36,11 @@ HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 CLASSIC_NOTE = "# syntax is the classic builder's: no BuildKit features, so Debian's engine 20.10 builds it as is."
 BUILDKIT_NOTE = ("# For BuildKit (`docker buildx build`): the install stages bind-mount their wheels (RUN --mount),\n"
                  "# so no wheel enters a layer; the built-in frontend's syntax, nothing to pull.")
+# The install stages and the gate need no network (they install --offline --no-index): where the Dockerfile
+# frontend knows `RUN --network` (the one with named contexts, Docker 23 on; 20.10's v0.8 refuses the flag) the
+# builder holds them to it, and each such step starts without a network namespace to set up (Docker 26: a step
+# 0.1 s quicker).
+OFFLINE = "--network=none "
 # The date of a layer whose wheels carry no upload time: zip cannot store anything earlier.
 EPOCH_FLOOR = 315532800  # 1980-01-01T00:00:00Z
 
@@ -351,12 +356,13 @@ def gate_step(stack_files: tuple[str, ...], epoch: int, mounts: str) -> str:
     rather than their directories (which BuildKit's transfer dates by the clock), and the files and the
     directories they land in get `epoch`."""
     argv = [*GATE_ARGV, str(epoch)]
+    network = OFFLINE if mounts == "named" else ""
     if not mounts:
         return f"COPY {ROOTFS}/stack/ /\nRUN {json.dumps(argv)}"
     dirs = sorted({str(parent) for f in stack_files for parent in Path(f).parents if str(parent) != "/"})
     copy = " \\\n && ".join(f"cp /mnt{f} {f}" for f in stack_files)
     dated = " ".join((*dirs, *stack_files))
-    return (f"RUN --mount=type=bind,source={ROOTFS}/stack,target=/mnt mkdir -p {' '.join(dirs)} \\\n"
+    return (f"RUN {network}--mount=type=bind,source={ROOTFS}/stack,target=/mnt mkdir -p {' '.join(dirs)} \\\n"
             f" && {copy} \\\n && touch -h -d @{epoch} {dated} \\\n && exec {' '.join(argv)}")
 
 
@@ -376,6 +382,7 @@ def render(plan: BuildPlan, templates: Templates) -> Rendered:
             wheels = f"groups/{group.name}/requirements.txt" if plan.serve_wheels else f"groups/{group.name}/"
         stages.append(Template(templates.stage_buildkit if plan.mounts else templates.stage).substitute(
             group=group.name, stage=stage, members=members, epoch=group.epoch, wheels=wheels,
+            network=OFFLINE if plan.mounts == "named" else "",
             install=install_command(group.name, plan.installer, plan.compiles(group), plan.serve_wheels),
             normalise=(split_big_files() + normalise("/export", "/export-big", epoch=group.epoch,
                                                       bytecode=plan.compiles(group))
