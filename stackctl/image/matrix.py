@@ -412,7 +412,7 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
         try:
             breq = BuildRequest(prep, cell.lock, req.order, cell.record_dir, cell.context)
             st = stage_build(breq, engine, on_fetch=said.fetch)
-            digests = lay_context(st, said.wheel)
+            digests = lay_context(st, said.wheel, every_wheel=True)
         except StackctlError as exc:
             done[tname] = _failed(base, exc, started, on_event)
             continue

@@ -186,6 +186,24 @@ def test_build_all_bakes_on_overlay2_without_a_registry_cache_and_a_failing_gate
     assert not manifest_exists(registry, cache_ref(repo, "s1", TARGET))
 
 
+def test_a_wheel_that_is_not_the_locks_fails_its_cell_by_name_and_the_other_cell_is_built(
+        tmp_path: Path, cli: Cli, on_d26: tuple[EngineCase, Cleanup], registry: str) -> None:
+    """The contexts leave the groups' wheels unread under BuildKit (each install stage checks its own): a cell
+    whose wheel lies fails with the wheel named, as the context's check named it, and the other cell stands."""
+    engine, cleanup = on_d26
+    root, _ = two_stacks(tmp_path, registry, cleanup)
+    wheel = next((tmp_path / "wheelhouse").glob("toplib-0.4.0-*.whl"))  # s2's alone
+    data = wheel.read_bytes()
+    wheel.unlink()
+    wheel.write_bytes(data + b"\0")
+    r = build_all(cli, root, tmp_path, "build")
+    assert r.code == 1, r.out + r.err
+    cells = {c["stack"]: c for c in json.loads(r.out)["cells"]}
+    assert f"{wheel}: sha256 " in cells["s2"]["error"] and "does not match the lock's" in cells["s2"]["error"], cells
+    assert not (tmp_path / "build" / "s2.build.json").exists()
+    check_cell(cells["s1"], tmp_path, "build", engine)
+
+
 def test_buildx_reads_the_generated_bake_file_back(tmp_path: Path, on_d26: tuple[EngineCase, Cleanup]) -> None:
     """`docker buildx bake --print` resolves the file as bake will build it: targets, contexts, outputs, cache."""
     for name in ("a", "b"):

@@ -121,6 +121,22 @@ def test_a_failing_gate_fails_the_buildkit_build_with_its_fail_line(
     assert not (tmp_path / "build" / "e2e.build.json").exists()
 
 
+def test_a_wheel_that_is_not_the_locks_fails_the_buildkit_build_and_the_error_names_it(
+        tmp_path: Path, cli: Cli, on_engine26: tuple[EngineCase, Cleanup], registry: str) -> None:
+    """Under BuildKit the context leaves the groups' wheels unread (each install stage checks its own against the
+    lock): a wheel that lies still fails the build, and the error names it as the context's own check did."""
+    _, cleanup = on_engine26
+    repo = stack(tmp_path, registry, cleanup)
+    wheel = next(repo.wheelhouse.glob("toplib-*.whl"))
+    data = wheel.read_bytes()
+    wheel.unlink()  # a file of its own: the last context holds a hard link to the old one
+    wheel.write_bytes(data + b"\0")
+    r = build(cli, repo, tmp_path / "build", "--builder", "buildkit")
+    assert r.code == 1, r.out + r.err
+    assert f"error: {wheel}: sha256 " in r.err and "does not match the lock's" in r.err, r.err
+    assert "Traceback" not in r.err and not (tmp_path / "build" / "e2e.build.json").exists()
+
+
 def test_two_no_cache_builds_give_one_manifest_digest(
         tmp_path: Path, cli: Cli, on_engine26: tuple[EngineCase, Cleanup], registry: str) -> None:
     engine, cleanup = on_engine26
