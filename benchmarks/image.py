@@ -224,8 +224,9 @@ def torch_stack(tmp: Path, repository: str, torchada: str, wheels: Path, install
 
 
 def stackctl_build(repo: Any, tmp: Path, nocache: bool) -> tuple[float, dict[str, Any]]:
-    """What `stackctl build` does, in this process (to time each step): the render, every wheel's sha256
-    checked into the context, the build with its wheel server, the build record."""
+    """What `stackctl build` does, in this process (to time each step): the render, the context (with each
+    wheel's sha256 checked where the install stages do not check it: the classic builder's wheel server, or
+    under BuildKit the stage's own --require-hashes), the build, the build record."""
     from stackctl.engine.docker import DockerEngine
     from stackctl.image.build import BuildRequest, build_image
     from stackctl.image.order import BuildOrder

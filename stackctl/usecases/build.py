@@ -73,7 +73,7 @@ def with_builder(docker: DockerEngine, name: str, *, url: str | None = None,
             say("builder: classic (the engine API's): `docker buildx version` does not run here, so BuildKit is "
                 "out of reach")
         return docker
-    engine = BuildxEngine(docker, url)
+    engine = BuildxEngine(docker, url, version)
     if name == "auto" and not engine.reproducible:
         if say is not None:
             say(f"builder: classic (the engine API's): the BuildKit of Docker {engine.server_version} gives no "

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from stackctl.image.prepare import prepare_build
-from stackctl.image.render import load_templates, render
+from stackctl.image.render import SPLIT_GROUP_BYTES, InstallItem, load_templates, render
 from tests.support.imagestack import make_stack_repo
 
 
@@ -24,8 +24,10 @@ def test_buildkit_stages_mount_the_wheels_from_the_named_context(tmp_path: Path)
     named = render(dataclasses.replace(plan, mounts="named"), load_templates())
     assert "RUN --mount" not in classic.dockerfile and "COPY groups/deps/ /tmp/group/" in classic.dockerfile
     # a context a group: a rebuild sends the builder only the groups whose wheels changed
-    for group in plan.groups:  # offline by the builder too: the frontend that has named contexts knows the flag
+    for group in plan.groups[:-1]:  # offline by the builder too: the frontend that has named contexts knows the flag
         assert f"RUN --network=none --mount=type=bind,from=wheels-{group.name},target=/tmp/group" in named.dockerfile
+    top = plan.groups[-1]  # installed by the gate's step (below), from its own context all the same
+    assert f"--mount=type=bind,from=wheels-{top.name},target=/tmp/group" in named.dockerfile
     assert "COPY groups/" not in named.dockerfile
     assert "# syntax=" not in named.dockerfile
     files = {f.path: f for f in named.files}
@@ -51,7 +53,7 @@ def test_under_buildkit_the_gate_step_puts_the_stack_tree_in_place(tmp_path: Pat
     named = render(dataclasses.replace(plan, mounts="named"), load_templates()).dockerfile
     classic = render(plan, load_templates()).dockerfile
     assert "rootfs-stack" not in named and "COPY rootfs/stack/ /" in classic
-    gate = named[named.index("RUN --network=none --mount=type=bind,source=rootfs/stack,target=/mnt"):]
+    gate = named[named.rindex("\nRUN ", 0, named.index("--mount=type=bind,source=rootfs/stack,target=/mnt")):]
     assert "cp /mnt/opt/stackctl/gate/gate.json /opt/stackctl/gate/gate.json" in gate
     assert "cp /mnt/opt/stackctl/sbom.cdx.json /opt/stackctl/sbom.cdx.json" in gate
     assert (f"touch -h -d @{plan.epoch} /opt /opt/stackctl /opt/stackctl/gate /opt/stackctl/gate/gate.json "
@@ -73,7 +75,7 @@ def test_every_context_a_stage_mounts_is_one_the_build_names(tmp_path: Path) -> 
     engine = object.__new__(BuildxEngine)  # named_contexts reads the engine's `mounts` alone
     engine.mounts = "named"
     named = engine.named_contexts(ctx, {"other": tmp_path})
-    mounted = set(re.findall(r"--mount=type=bind,from=([a-z0-9-]+),", dockerfile))
+    mounted = set(re.findall(r"--mount=type=bind,from=(wheels-[a-z0-9-]+),", dockerfile))
     assert mounted == {f"wheels-{g.name}" for g in plan.groups} and len(mounted) == len(plan.groups) > 1
     assert {k: v for k, v in named.items() if k in mounted} == {m: ctx / "groups" / m[len("wheels-"):]
                                                                 for m in mounted}
@@ -99,3 +101,39 @@ def test_a_heavy_group_is_copied_as_two_layers_its_big_files_apart_and_only_unde
     assert "chown -hR 0:0 /export /export-big" in named
     assert f"find /export /export-big -exec touch -h -d @{heavy.epoch}" in named
     assert "/export-big" not in render(plan, load_templates()).dockerfile  # the classic builder: one layer
+
+
+def test_under_buildkit_the_gate_step_installs_the_top_group(tmp_path: Path) -> None:
+    """A moved top pin costs one BuildKit step: the top group has no stage and no COPY; the gate's step installs it
+    with the tools stage's installer, from its wheels' context, under a tmpfs /tmp (nothing of the install or of
+    the mount points under /tmp reaches the layer), normalised and dated as its stage would have it."""
+    plan = _plan(tmp_path)
+    top, below = plan.groups[-1], plan.groups[:-1]
+    named = render(dataclasses.replace(plan, mounts="named"), load_templates()).dockerfile
+    stage = f"layer{len(plan.groups):02d}-{top.name}"
+    assert f"AS {stage}" not in named and f"COPY --from={stage}" not in named
+    assert all(f"COPY --from=layer{n:02d}-{g.name} /export/ /" in named for n, g in enumerate(below, 1))
+    gate = named[named.rindex("\nRUN ", 0, named.index("--mount=type=bind,source=rootfs/stack,target=/mnt")):]
+    assert gate.startswith("\nRUN --network=none --mount=type=tmpfs,target=/tmp "
+                           f"--mount=type=bind,from=wheels-{top.name},target=/tmp/group "
+                           "--mount=type=bind,from=tools,source=/opt/venv,target=/tmp/tools ")
+    install = gate.index("/tmp/tools/bin/python -m pip install --no-index --find-links /tmp/group")
+    assert f"--target /opt/stack/{top.name}" in gate
+    assert gate.index(f"find /opt/stack/{top.name} -exec touch -h -d @{top.epoch}") > install
+    assert install < gate.index("mkdir -p /opt /opt/stackctl") < gate.index("exec /opt/venv/bin/python -B")
+    # the other groups keep their stages; the classic builder keeps a stage and a layer for every group
+    classic = render(plan, load_templates()).dockerfile
+    assert f"AS {stage}" in classic and "/tmp/tools" not in classic and "tmpfs" not in classic
+    # a top group heavy enough to be split keeps its stage: its big files go in a layer of their own
+    heavy = dataclasses.replace(top, items=tuple(dataclasses.replace(i, size=SPLIT_GROUP_BYTES) for i in top.items))
+    split = render(dataclasses.replace(plan, mounts="named", groups=(*below, heavy)), load_templates()).dockerfile
+    assert f"AS {stage}" in split and "/tmp/tools" not in split
+
+
+def test_with_uv_the_gate_step_takes_uv_from_the_tools_stage(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    uv = InstallItem("uv", "0.13.9", "uv-0.13.9-py3-none-manylinux_2_17_x86_64.whl", "0" * 64, "", "", None, 1)
+    named = render(dataclasses.replace(plan, mounts="named", installer=uv), load_templates()).dockerfile
+    gate = named[named.rindex("\nRUN ", 0, named.index("--mount=type=bind,source=rootfs/stack,target=/mnt")):]
+    assert "/tmp/tools/bin/uv pip install --offline --no-index --find-links /tmp/group" in gate
+    assert "--python /opt/venv/bin/python" in gate and "/opt/venv/bin/uv" not in gate

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,13 @@ def test_buildkit_build_gates_and_leaves_the_layout_its_record_names(
     assert artefact.digest == entry["digest"] and check_blobs(artefact) == []
     assert [b.digest for b in artefact.layers] == entry["layers"]
     assert all(b.media_type.endswith("tar+gzip") for b in artefact.layers[1:])
+    # the last layer is the gate's step, which installed the top group: that group and the stack's own files,
+    # nothing of another group (a byte-code cache its python wrote), nothing of /tmp (its tmpfs, its mounts)
+    with tarfile.open(artefact.blob_path(artefact.layers[-1].digest), "r:gz") as last:
+        names = last.getnames()
+    assert "opt/stack/pin-toplib/toplib/__init__.py" in names and "opt/stackctl/installed.json" in names
+    assert all(n in ("opt", "opt/stack") or n.startswith(("opt/stack/pin-toplib", "opt/stackctl")) for n in names), \
+        names
     # the engine holds the image for `docker run`; on the containerd store it is the layout's very image
     client = docker.DockerClient(base_url=engine.host)
     try:
