@@ -217,9 +217,9 @@ def _lying_wheel(staged: Staged) -> CheckFailed | None:
 
 def lay_context(staged: Staged, on_wheel: Callable[[str], None] | None = None, *,
                 every_wheel: bool = False) -> dict[str, str]:
-    """The build context written, the sha256 of every wheel the install stages do not check themselves
-    checked (`every_wheel`: of every wheel, as a bake needs: there one cell's wheel that lies would fail the
-    whole bake, the other cells with it); the digest of each file in it."""
+    """The build context written; the digest of each file in it. A wheel's sha256 is checked here unless the
+    stage that installs it checks it (`served`); with `every_wheel` every wheel's is, as a bake needs: there one
+    cell's wheel that lies would fail the whole bake, the other cells with it."""
     prep = staged.prepared
     unread = () if every_wheel else staged.served
     return write_context(prep.rendered, staged.wheels, staged.context, on_wheel,

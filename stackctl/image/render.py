@@ -391,8 +391,8 @@ def gate_step(stack_files: tuple[str, ...], epoch: int, mounts: str, top: tuple[
     dirs = sorted({str(parent) for f in stack_files for parent in Path(f).parents if str(parent) != "/"})
     copy = " \\\n && ".join(f"cp /mnt{f} {f}" for f in stack_files)
     dated = " ".join((*dirs, *stack_files))
-    mounts, install = top
-    return (f"RUN {network}{mounts}--mount=type=bind,source={ROOTFS}/stack,target=/mnt {install}"
+    top_mounts, top_shell = top
+    return (f"RUN {network}{top_mounts}--mount=type=bind,source={ROOTFS}/stack,target=/mnt {top_shell}"
             f"mkdir -p {' '.join(dirs)} \\\n"
             f" && {copy} \\\n && touch -h -d @{epoch} {dated} \\\n && exec {' '.join(argv)}")
 
