@@ -44,6 +44,25 @@ def devices_seen() -> list[str]:
     return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
 
 
+def visible_devices(env: dict[str, str]) -> list[str]:
+    """The cards this run may use, as the run's CUDA_VISIBLE_DEVICES names them (a cluster's scheduler sets it),
+    each by its UUID where nvidia-smi maps the index to one; [] when the variable is unset."""
+    given = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    tool = shutil.which("nvidia-smi")
+    if not given or tool is None:
+        return given
+    try:
+        out = subprocess.run([tool, "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return given
+    uuids = {}
+    for line in out.stdout.splitlines():
+        index, _, uuid = line.partition(",")
+        uuids[index.strip()] = uuid.strip()
+    return [uuids.get(d, d) for d in given]
+
+
 def main(argv: list[str]) -> int:
     job_path, result_path = argv
     with open(job_path, encoding="utf-8") as f:
@@ -58,6 +77,7 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"python": sys.version.split()[0], "argv": command, "timed_out": False, "error": None}
     if job.get("devices"):
         result["devices"] = devices_seen()
+    result["visible"] = visible_devices(env)
     start = time.monotonic()
     try:
         proc = subprocess.run(command, cwd=work, env=env, capture_output=True, timeout=job["timeout"])

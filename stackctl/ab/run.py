@@ -4,16 +4,16 @@ verdicts. The runs are the edge (`legs`); everything judged is a pure function o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stackctl.ab.legs import LegRunner, image_legs, plan_files, python_legs, with_facts
 from stackctl.ab.plan import Plan, Trial, TrialKind
 from stackctl.ab.runs import FAILED, Leg, Run, read_run
 from stackctl.ab.stats import REGRESSED, UNDECIDED
-from stackctl.ab.verdicts import CANDIDATE, CONTROL, TrialVerdict, schedule, skipped, trial_verdict
+from stackctl.ab.verdicts import BROKEN, CANDIDATE, CONTROL, TrialVerdict, schedule, skipped, trial_verdict
 from stackctl.base.times import now_iso
 from stackctl.errors import InputError
 
@@ -53,6 +53,7 @@ class AbReport:
     finished: str
     failing: bool = False
     problems: tuple[str, ...] = field(default=())  # why it exits 1, in words
+    cluster: Mapping[str, Any] | None = None  # --cluster: its address and where each trial's task ran
 
     @property
     def verdict(self) -> str:
@@ -190,12 +191,57 @@ def _run_line(trial: Trial, run: Run, order: int, total: int) -> str:
     return f"{what}: {samples} in {run.seconds:.1f} s"
 
 
+class TrialPlace(Protocol):
+    """Where the trials run: here, one after another, or on a cluster's nodes, each trial (each sweep cell) on
+    one node and the same cards for its whole schedule."""
+
+    def unplaceable(self, trial: Trial, legs: Sequence[LegRunner]) -> str | None:
+        """Why no place can run the trial (too few devices), or None."""
+        ...
+
+    def run(self, plan: Plan, trials: Sequence[Trial], runners: dict[str, LegRunner], files: dict[str, bytes],
+            say: Say) -> Iterable[list[Run]]:
+        """Each trial's runs, in the trials' order."""
+        ...
+
+
+class _Here:
+    def unplaceable(self, trial: Trial, legs: Sequence[LegRunner]) -> str | None:
+        short = [r.leg.role for r in legs if len(r.leg.devices_seen) < trial.devices]
+        if not short:
+            return None
+        least = min(len(r.leg.devices_seen) for r in legs)
+        return (f"needs {trial.devices} device(s); the {' and '.join(short)} "
+                f"{'legs see' if len(short) > 1 else 'leg sees'} {least}")
+
+    def run(self, plan: Plan, trials: Sequence[Trial], runners: dict[str, LegRunner], files: dict[str, bytes],
+            say: Say) -> Iterator[list[Run]]:
+        for trial in trials:
+            yield run_trial(plan, trial, runners, files, say)
+
+
+HERE: TrialPlace = _Here()
+
+
+def same_place(trial: Trial, runs: Sequence[Run]) -> TrialVerdict | None:
+    """A trial whose runs did not all run on one node with the same cards compared legs on different hardware:
+    an error, not a verdict (the bracketing control cancels drift on one card, not a difference between two)."""
+    places = sorted({(r.node or "this machine", r.devices) for r in runs})
+    if len(places) <= 1:
+        return None
+    seen = "; ".join(f"{node} cards {','.join(devices) or 'none'}" for node, devices in places)
+    return TrialVerdict(trial.name, trial.kind, trial.config, BROKEN, True,
+                        errors=(f"its runs ran on {len(places)} different places ({seen}): not one node and the "
+                                "same cards",))
+
+
 def run_ab(control_ref: StackRef, candidate_ref: StackRef, plan: Plan, *,
            images: tuple[str, ...] = (), pythons: tuple[str, ...] = (), record_dir: Path = Path("build"),
            target: str | None = None, max_repeat: int | None = None, allow_undecided: bool = False,
-           say: Say = lambda _: None) -> AbReport:
+           say: Say = lambda _: None, place: TrialPlace | None = None) -> AbReport:
     """Both legs, the gate in each, every trial's runs, the verdicts. `max_repeat` and `allow_undecided` stand
-    for the plan's where given (`--max-repeat`, `--allow-undecided`)."""
+    for the plan's where given (`--max-repeat`, `--allow-undecided`). `place` runs the trials (a cluster's
+    nodes); by default they run here, one after another, on the legs' own devices."""
     control, candidate = control_ref.stack, candidate_ref.stack
     plan = plan.repeated(None, max_repeat, allow_undecided)
     if images and pythons:
@@ -217,26 +263,27 @@ def run_ab(control_ref: StackRef, candidate_ref: StackRef, plan: Plan, *,
     if plan.gate:
         for stack, runner in ((control, legs[0]), (candidate, legs[1])):
             gates += _gates(plan, stack, runner, files, target, say)
-    verdicts: list[TrialVerdict] = []
+    where = place or HERE
+    verdicts: dict[str, TrialVerdict] = {}
     runs: list[Run] = []
+    runnable = []
     for trial in plan.trials:
-        short = [r.leg.role for r in legs if len(r.leg.devices_seen) < trial.devices]
-        if short:
-            least = min(len(r.leg.devices_seen) for r in legs)
-            why = (f"needs {trial.devices} device(s); the {' and '.join(short)} "
-                   f"{'legs see' if len(short) > 1 else 'leg sees'} {least}")
-            say(f"{trial.name}: skipped, {why}")
-            verdicts.append(skipped(trial, why))
+        why = where.unplaceable(trial, legs)
+        if why is None:
+            runnable.append(trial)
             continue
-        trial_runs = run_trial(plan, trial, runners, files, say)
+        say(f"{trial.name}: skipped, {why}")
+        verdicts[trial.name] = skipped(trial, why)
+    for trial, trial_runs in zip(runnable, where.run(plan, runnable, runners, files, say), strict=True):
         runs += trial_runs
-        verdict = trial_verdict(trial, trial_runs, plan.alpha, plan.allow_undecided)
-        verdicts.append(verdict)
+        verdict = same_place(trial, trial_runs) or trial_verdict(trial, trial_runs, plan.alpha, plan.allow_undecided)
+        verdicts[trial.name] = verdict
         say(f"{trial.name}: {verdict.verdict}" + "".join(f"; {m.metric} {m.verdict}, {m.why}" for m in verdict.metrics))
+    ordered = [verdicts[t.name] for t in plan.trials]
     problems = [f"gate of the {g.leg} ({g.phase}): {g.problem}" for g in gates if not g.ok]
-    problems += [problem(v) for v in verdicts if v.failing]
+    problems += [problem(v) for v in ordered if v.failing]
     return AbReport(plan.name, plan.path, plan.digest, plan.description, legs[0].leg, legs[1].leg, tuple(gates),
-                    tuple(verdicts), tuple(runs), started, now_iso(), bool(problems), tuple(problems))
+                    tuple(ordered), tuple(runs), started, now_iso(), bool(problems), tuple(problems))
 
 
 def problem(v: TrialVerdict) -> str:

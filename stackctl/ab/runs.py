@@ -63,6 +63,8 @@ class Run:
     outputs: tuple[tuple[str, str], ...] = ()  # file → sha256, or "missing"
     error: str | None = None  # why the run gave nothing to judge (timeout, no JUnit XML, ...)
     files: Mapping[str, str] = field(default_factory=dict, compare=False)  # raw JUnit / metrics text kept
+    devices: tuple[str, ...] = ()  # the cards the run was given (CUDA_VISIBLE_DEVICES as it saw it, by UUID)
+    node: str | None = None  # the cluster node it ran on (Ray node id and host); None: this machine
 
     def sample(self, metric: str) -> tuple[float, ...]:
         return next((v for k, v in self.samples if k == metric), ())
@@ -157,7 +159,7 @@ def read_run(trial: Trial, leg: str, order: int, repetition: int, rerun: int, st
                     for o in trial.outputs)
     return Run(trial.name, leg, order, repetition, rerun, started, float(result.get("seconds", 0.0)), status,
                _tail(str(result.get("stdout", ""))), _tail(str(result.get("stderr", ""))), nodes, samples, outputs,
-               error, kept)
+               error, kept, tuple(str(d) for d in result.get("visible") or ()))
 
 
 def _tail(text: str, limit: int = 16384) -> str:

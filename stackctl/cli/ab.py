@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from stackctl.cli.app import app, console, emit, invoked, markdown_table, markdown_text, one_format, table
-from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt
+from stackctl.cli.options import ClusterOpt, JsonOpt, MarkdownOpt, NoRecordOpt
 
 if TYPE_CHECKING:
     from stackctl.ab import AbReport
@@ -113,6 +113,7 @@ def ab(
     record: Annotated[Path | None, typer.Option("--record", metavar="PATH", help="Record here instead "
                                                 "(default: DIR/CANDIDATE.ab.json, where report reads it).")] = None,
     no_record: NoRecordOpt = False,
+    cluster: ClusterOpt = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -123,7 +124,8 @@ def ab(
     (its device phase too where the profile declares devices). A benchmark alternates the legs with the control
     bracketing the candidate and brackets are added while a metric is undecided; every run is recorded raw.
     Exit 1 on a regression, an undecided benchmark (unless allowed), a changed test inventory, differing exact
-    outputs, a broken run or a failed gate.
+    outputs, a broken run or a failed gate. With --cluster each trial (each sweep cell) is a task on the
+    cluster holding its devices as GPUs for its whole schedule, on one node; the trials run side by side.
     """
     from stackctl.base import to_jsonable
     from stackctl.errors import CheckFailed
@@ -132,7 +134,8 @@ def ab(
     one_format(as_json, markdown)
     ask = AbAsk(control, candidate, plan=plan, trials=tuple(trial or ()), repeat=repeat, max_repeat=max_repeat,
                 allow_undecided=allow_undecided, images=tuple(image or ()), pythons=tuple(python or ()),
-                target=target, record_dir=record_dir, record=record, no_record=no_record, command=invoked())
+                target=target, record_dir=record_dir, record=record, no_record=no_record, command=invoked(),
+                cluster=cluster)
     done = ab_compare(ask, say=_progress)
     rep: AbReport = done.report
     result = to_jsonable(rep) | {"verdict": rep.verdict, "pictures": list(done.pictures)}

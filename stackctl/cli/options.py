@@ -70,3 +70,7 @@ BuilderOpt = Annotated[str | None, typer.Option(
     "--builder", metavar="NAME", help="auto, buildkit or classic: BuildKit (`docker buildx build`, an OCI "
     "layout as the artefact) or the engine API's classic builder; auto: BuildKit when `docker buildx` runs "
     "(default: STACKCTL_BUILDER, else auto).")]
+
+ClusterOpt = Annotated[str | None, typer.Option(
+    "--cluster", metavar="ADDRESS", help="Run on this Ray cluster: its head's HOST:PORT or ray://HOST:PORT "
+    "(default: STACKCTL_CLUSTER; neither: here, in this process). Needs the cluster extra.")]
