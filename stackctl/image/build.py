@@ -40,6 +40,7 @@ class BuildRequest:
     order: BuildOrder = field(default_factory=BuildOrder)
     record_dir: Path = Path("build")  # the order's, or RECORD_DIR/TARGET for one of several cells of a stack
     context: Path | None = None  # default: RECORD_DIR/STACK/context
+    cache_from: tuple[str, ...] = ()  # images the stack's build may take steps from (a matrix's stage images)
 
     @property
     def repository(self) -> str | None:
@@ -237,8 +238,8 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
         digests = lay_context(staged, on_wheel)
         try:
             result = engine.build(staged.context, staged.image, phases, nocache=req.no_cache,
-                                  proxy=server.proxy if server else None, buildargs=staged.buildargs,
-                                  layout=staged.layout)
+                                  proxy=server.proxy if server else None, cache_from=req.cache_from,
+                                  buildargs=staged.buildargs, layout=staged.layout)
         except BuildFailed as exc:
             if server is not None and server.refused:
                 raise CheckFailed(server.refused[0], hint="fetch the wheel again (`stackctl fetch`)") from exc
