@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from stackctl.ab.runs import Leg
 from stackctl.errors import InputError
+from stackctl.image.record import build_entry
 
 if TYPE_CHECKING:
     from stackctl.engine.docker import DockerEngine
@@ -138,15 +139,11 @@ def image_legs(stacks: tuple[StackRef, StackRef], images: tuple[str, ...], recor
             refs.append((images[i], None))
             continue
         record = record_dir / f"{stack.name}.build.json"
-        try:
-            data = json.loads(record.read_text(encoding="utf-8"))
-            refs.append((str(data["image"]), str(record)))
-        except FileNotFoundError:
-            raise InputError(f"{record}: no build record of {stack.name}",
-                             hint=f"build it (`stackctl build {stacks[i].arg}`) or name the images with --image"
-                             ) from None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"{record}: not a build record ({exc})") from None
+        built, _ = build_entry(record, hint=f"build it (`stackctl build {stacks[i].arg}`) or name the images "
+                                            "with --image")
+        if not isinstance(built.get("image"), str):
+            raise InputError(f"{record}: names no image; build the stack again")
+        refs.append((built["image"], str(record)))
     for ref, _ in refs:
         check_local_ref(ref)
     engine = DockerEngine()

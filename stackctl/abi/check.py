@@ -22,7 +22,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -285,6 +285,9 @@ def _imported_by(path: str, module: str) -> bool:
 
 def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, allow: Sequence[str] = (),
               arch: str | None = None, runtime: RunTime | None = None) -> AbiReport:
+    """The stack's closure as the loader sees it: every object placed, the gate's imports loaded in their
+    order, each checked file's needs and symbol versions held to the image (or the policy), then the
+    couplings between wheels and the ceilings."""
     runtime = runtime or RunTime()
     arch = arch or (inventory.arch if inventory else None) or next(
         (a for w in wheels if (a := w.scan.arch())), None)
@@ -292,16 +295,42 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
         runtime = RunTime(runtime.imports, runtime.providers, runtime.optional, runtime.baseline,
                           inventory.ld_library_path)
     loader = _Loader(inventory, allow, runtime, arch)
-    findings: list[Finding] = []
-    if runtime.imports is None:
-        # wheels named on the command line: imported in the order given (torch before torchvision)
-        modules = ((e.installed, e.installed.split("/", 1)[0] if "/" in e.installed else e.installed.split(".", 1)[0])
-                   for w in wheels for e in w.scan.elves)
-        imports = list(dict.fromkeys(m for path, m in modules if _imported_by(path, m)))
-    else:
-        imports = [m.split(".", 1)[0] for m in runtime.imports]
+    imports = _import_order(wheels, runtime)
+    objects, baselines, findings = _place_objects(wheels, loader, imports)
+    reported = _load_imports(loader, objects, imports)
+    checked, resolutions, top, found = _check_files(wheels, loader, reported)
+    findings += found
+    findings += coupling(wheels, resolutions)
+    policies = sorted({o.policy.name: o.policy for o in objects if o.policy and o.check}.values(),
+                      key=lambda p: -p.priority)
+    ceilings = tuple(
+        Ceiling(fam, top[fam][0] if fam in top else None, top[fam][1] if fam in top else None,
+                inventory.ceiling(fam) if inventory else _policy_ceiling(policies[0], fam) if policies else None)
+        for fam in FAMILIES
+    )
+    return AbiReport(arch, tuple(w.scan.filename for w in wheels), checked, tuple(resolutions),
+                     tuple(findings), ceilings, inventory.image if inventory else None, tuple(sorted(baselines)),
+                     tuple(p.title for p in runtime.providers))
+
+
+def _import_order(wheels: Sequence[StackWheel], runtime: RunTime) -> list[str]:
+    """The top-level modules the gate imports, in its order; without a gate, the wheels' extension modules in
+    the order the wheels were named on the command line (torch before torchvision)."""
+    if runtime.imports is not None:
+        return [m.split(".", 1)[0] for m in runtime.imports]
+    modules = ((e.installed, e.installed.split("/", 1)[0] if "/" in e.installed else e.installed.split(".", 1)[0])
+               for w in wheels for e in w.scan.elves)
+    return list(dict.fromkeys(m for path, m in modules if _imported_by(path, m)))
+
+
+def _place_objects(wheels: Sequence[StackWheel], loader: _Loader,
+                   imports: Sequence[str]) -> tuple[list[_Obj], set[str], list[Finding]]:
+    """Every ELF object the loader could use, added to `loader`: with its wheel's place in the import order and
+    the policy held for it without an inventory; the policies held, and the wheels and files of another machine."""
+    arch, runtime = loader.arch, loader.runtime
     objects: list[_Obj] = []
     baselines: set[str] = set()
+    findings: list[Finding] = []
     for w in wheels:
         wheel = w.scan.filename
         tagged = w.scan.arch()
@@ -312,7 +341,7 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
             n.split("/", 1)[0] for n in (x.name for x in w.scan.members)}
         position = next((i for i, m in enumerate(imports) if m in tops), -1)
         policy = None
-        if inventory is None:
+        if loader.inventory is None:
             policy = (policy_for(runtime.baseline, arch) if runtime.baseline and arch else
                       tag_policy(w.scan.platforms, arch))
             if policy is not None and w.check:
@@ -322,7 +351,7 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
             if e.problem is not None or (e.info is None and not e.unread):
                 continue  # a library the loader could not use provides nothing
             if arch and machine and machine != arch:
-                if not w.check:  # a checked file of another machine is an error below
+                if not w.check:  # a checked file of another machine is an error (`_check_files`)
                     findings.append(Finding(Severity.WARNING, "foreign-machine", wheel, e.installed,
                                             f"{wheel}:{e.path} is a {machine} ELF in a {arch} stack; "
                                             "it provides nothing"))
@@ -331,7 +360,13 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
             o = _Obj(wheel, e, w.check, position, policy, opt)
             loader.add(o)
             objects.append(o)
+    return objects, baselines, findings
 
+
+def _load_imports(loader: _Loader, objects: Sequence[_Obj], imports: Sequence[str]) -> dict[str, list[Resolution]]:
+    """Each checked object's resolutions (by path), as the gate's imports load it: an import loads its wheel's
+    extension modules and what they need, breadth first, seeing what the imports before it left loaded; an
+    object no import loaded is opened afterwards (dlopen)."""
     reported: dict[str, list[Resolution]] = {}
 
     def load(root: _Obj, visible: dict[str, _Loaded], how: str | None) -> dict[str, _Loaded]:
@@ -387,7 +422,15 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
             for earlier in cumulative[:o.position + 1] if o.position >= 0 else cumulative:
                 visible.update(earlier)
             load(o, visible, None)
+    return reported
 
+
+def _check_files(wheels: Sequence[StackWheel], loader: _Loader, reported: Mapping[str, list[Resolution]]
+                 ) -> tuple[int, list[Resolution], dict[str, tuple[str, str]], list[Finding]]:
+    """Each checked wheel's files held to what the loader found: (how many ELF files were checked, their
+    resolutions, the highest symbol version each family asks for with the file asking it, the findings)."""
+    inventory, arch = loader.inventory, loader.arch
+    findings: list[Finding] = []
     resolutions: list[Resolution] = []
     top: dict[str, tuple[str, str]] = {}  # family -> (version, file)
     checked = 0
@@ -437,18 +480,7 @@ def check_abi(wheels: Sequence[StackWheel], inventory: Inventory | None = None, 
         findings.append(Finding(Severity.WARNING, "build-path", wheel, files[0],
                                 f"{wheel}:{files[0]}{more}: RPATH/RUNPATH {d} is a build machine's directory "
                                 f"(outside the wheel, in no image{'' if inventory else ' known'}); remove it"))
-
-    findings += coupling(wheels, resolutions)
-    policies = sorted({o.policy.name: o.policy for o in objects if o.policy and o.check}.values(),
-                      key=lambda p: -p.priority)
-    ceilings = tuple(
-        Ceiling(fam, top[fam][0] if fam in top else None, top[fam][1] if fam in top else None,
-                inventory.ceiling(fam) if inventory else _policy_ceiling(policies[0], fam) if policies else None)
-        for fam in FAMILIES
-    )
-    return AbiReport(arch, tuple(w.scan.filename for w in wheels), checked, tuple(resolutions),
-                     tuple(findings), ceilings, inventory.image if inventory else None, tuple(sorted(baselines)),
-                     tuple(p.title for p in runtime.providers))
+    return checked, resolutions, top, findings
 
 
 def _policy_ceiling(policy: Policy, family: str) -> str | None:

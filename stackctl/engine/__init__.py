@@ -3,7 +3,8 @@ skopeo, the registry client and its credentials, a build's wheel server, an imag
 engine pool (its members named, parsed and reached). They implement the image stage's protocols
 (`image/protocols.py`) and read with its parsers; the use cases (`stackctl.usecases`) wire them to a command.
 
-The names below are the stage's API; each is imported from its module on first use."""
+The names imported below are the stage's API; each is imported from its module on first use
+(stackctl/base/lazy.py)."""
 
 from __future__ import annotations
 
@@ -11,24 +12,14 @@ from typing import TYPE_CHECKING
 
 from stackctl.base.lazy import lazy_api
 
-if TYPE_CHECKING:
-    from stackctl.engine.docker import DockerEngine
-    from stackctl.engine.inventory import image_inventory
-    from stackctl.engine.pool import EngineSpec, Pool, Unreachable, engine_specs, parse_engine
-
-__all__ = [
-    "DockerEngine",
-    "EngineSpec",
-    "Pool",
-    "Unreachable",
-    "engine_specs",
-    "image_inventory",
-    "parse_engine",
-]
+if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so does `lazy_api`
+    from stackctl.engine.docker import DockerEngine as DockerEngine
+    from stackctl.engine.inventory import image_inventory as image_inventory
+    from stackctl.engine.pool import EngineSpec as EngineSpec
+    from stackctl.engine.pool import Pool as Pool
+    from stackctl.engine.pool import Unreachable as Unreachable
+    from stackctl.engine.pool import engine_specs as engine_specs
+    from stackctl.engine.pool import parse_engine as parse_engine
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
-    __getattr__ = lazy_api(__name__, {
-        "docker": ("DockerEngine",),
-        "inventory": ("image_inventory",),
-        "pool": ("EngineSpec", "Pool", "Unreachable", "engine_specs", "parse_engine"),
-    })
+    __getattr__ = lazy_api(__name__)

@@ -88,6 +88,10 @@ class BuildxEngine:
         return self.docker.url
 
     @property
+    def baking(self) -> BuildxEngine:
+        return self  # a queue of cells as one `docker buildx bake`: `bake`, `named_contexts`, `registry_cache`
+
+    @property
     def writes_layout(self) -> bool:
         """Whether the build writes the image's OCI layout (BuildKit's OCI exporter): on the containerd store;
         on overlay2 the engine's exporter keeps the image and the layout is copied out of the engine."""
@@ -130,8 +134,9 @@ class BuildxEngine:
         return f"type=image,name={tag},{REPRODUCIBLE}"
 
     def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
-              nocache: bool = False, proxy: str | None = None, buildargs: Mapping[str, str] | None = None,
-              dockerfile: Path | None = None, target: str | None = None, layout: Path | None = None,
+              nocache: bool = False, proxy: str | None = None, cache_from: Sequence[str] = (),
+              buildargs: Mapping[str, str] | None = None, dockerfile: Path | None = None,
+              target: str | None = None, layout: Path | None = None,
               contexts: Mapping[str, Path] | None = None) -> BuildResult:
         """Build `context`; with `layout`, the image's OCI layout is written there (replacing what was)."""
         args = {**(buildargs or {}), **({"http_proxy": proxy} if proxy else {})}
@@ -144,6 +149,8 @@ class BuildxEngine:
                 argv += ["--build-arg", f"{k}={v}"]
             for name, where in self.named_contexts(context, contexts).items():
                 argv += ["--build-context", f"{name}={where}"]
+            for ref in cache_from:
+                argv += ["--cache-from", ref]
             if nocache:
                 argv.append("--no-cache")
             if dockerfile is not None:

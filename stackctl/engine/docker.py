@@ -75,6 +75,7 @@ class DockerEngine:
     builder: Literal["classic"] = "classic"
     mounts: Literal[""] = ""  # the classic builder bind-mounts nothing
     writes_layout = False  # it writes no OCI layout: the image is copied out of the engine
+    baking = None  # it builds one image at a time: no bake
     transfer: Progress | None = None  # layer bytes of push and pull: (label, bytes done, bytes in all)
 
     @property

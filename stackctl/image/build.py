@@ -27,6 +27,7 @@ from stackctl.image.labels import LABEL_EPOCH
 from stackctl.image.order import BuildOrder
 from stackctl.image.prepare import Prepared, with_sbom
 from stackctl.image.protocols import Engine, WheelServing
+from stackctl.image.record import build_entry
 from stackctl.image.render import INSTALLED_PATH
 from stackctl.index.client import IndexClient
 
@@ -40,6 +41,7 @@ class BuildRequest:
     order: BuildOrder = field(default_factory=BuildOrder)
     record_dir: Path = Path("build")  # the order's, or RECORD_DIR/TARGET for one of several cells of a stack
     context: Path | None = None  # default: RECORD_DIR/STACK/context
+    cache_from: tuple[str, ...] = ()  # images the stack's build may take steps from (a matrix's stage images)
 
     @property
     def repository(self) -> str | None:
@@ -237,8 +239,8 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
         digests = lay_context(staged, on_wheel)
         try:
             result = engine.build(staged.context, staged.image, phases, nocache=req.no_cache,
-                                  proxy=server.proxy if server else None, buildargs=staged.buildargs,
-                                  layout=staged.layout)
+                                  proxy=server.proxy if server else None, cache_from=req.cache_from,
+                                  buildargs=staged.buildargs, layout=staged.layout)
         except BuildFailed as exc:
             if server is not None and server.refused:
                 raise CheckFailed(server.refused[0], hint="fetch the wheel again (`stackctl fetch`)") from exc
@@ -322,25 +324,10 @@ def _pending(engine: Engine, image_id: str, layout: Path) -> dict[str, Any]:
     return {"image_id": image_id, "layout": str(layout), "engine": engine.url}
 
 
-def _entry(build_record: Path, stack_image: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    import json
-
-    try:
-        data = json.loads(build_record.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{build_record}: no build record; run `stackctl build` first") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{build_record}: not a build record ({exc})") from None
-    entry = data.get("stack_image") if stack_image and isinstance(data, dict) else data
-    if not isinstance(data, dict) or not isinstance(entry, dict):
-        raise InputError(f"{build_record}: names no {'stack ' if stack_image else ''}image; build the stack again")
-    return data, entry
-
-
 def layout_pending(build_record: Path, stack_image: bool = False) -> tuple[bool, str | None]:
     """Whether the build left its OCI layout to be made when first needed (its record's `artefact_pending`),
     and the URL of the engine holding the image to make it from (None: DOCKER_HOST's)."""
-    _, entry = _entry(build_record, stack_image)
+    _, entry = build_entry(build_record, stack_image)
     pending = entry.get(PENDING)
     if entry.get("artefact") or not isinstance(pending, dict):
         return False, None
@@ -354,7 +341,7 @@ def made_artefact(build_record: Path, engine: Engine, stack_image: bool = False)
     from stackctl.image.artefact import from_record
     from stackctl.image.layout import build_artefact
 
-    data, entry = _entry(build_record, stack_image)
+    data, entry = build_entry(build_record, stack_image)
     pending = entry.get(PENDING)
     if entry.get("artefact") or not isinstance(pending, dict):
         return from_record(entry.get("artefact"), str(build_record))

@@ -23,45 +23,29 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from stackctl.base.concurrency import parallel
 from stackctl.base.files import write_atomic
 from stackctl.base.imageref import names_registry
 from stackctl.base.jsonout import dumps
-from stackctl.base.progress import BuildProgress, Phases, Steps
+from stackctl.base.progress import BuildProgress, Phases
 from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
-from stackctl.image.artefact import Artefact
 from stackctl.image.bakefile import Baked, BakeTarget, cache_ref, registry_cache, target_name
 from stackctl.image.build import BuildRequest, Built, Staged, build_image, finish_build, lay_context, stage_build
-from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
+from stackctl.image.buildlog import BuildFailed
 from stackctl.image.cachekeys import StageCache, stage_caches, stage_images
 from stackctl.image.labels import image_ref
 from stackctl.image.order import BuildOrder
 from stackctl.image.prepare import Prepared
-from stackctl.image.protocols import Builder, Engine, Mounts, ServesWheels
+from stackctl.image.protocols import Bakes, Engine
 from stackctl.image.schedule import Assignment, Cell, Slot, schedule
 
 MATRIX_RECORD = "matrix.json"
 
 
 class PoolEngine(Engine, Protocol):
-    def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *, nocache: bool = False,
-              proxy: str | None = None, cache_from: Sequence[str] = (), buildargs: Mapping[str, str] | None = None,
-              dockerfile: Path | None = None, target: str | None = None, layout: Path | None = None) -> BuildResult: ...
-    def pull_cache(self, ref: str) -> int | None: ...
-
-
-@runtime_checkable
-class BakeEngine(Engine, Protocol):
-    """A BuildKit engine: it builds a queue of cells as one bake (engine/bake.py)."""
-
-    @property
-    def registry_cache(self) -> bool: ...  # whether its builder exports the cache to a registry
-
-    def named_contexts(self, context: Path, given: Mapping[str, Path] | None = None) -> dict[str, Path]: ...
-    def bake(self, targets: Sequence[BakeTarget], on_step: Callable[[str], Steps | None],
-             on_event: Callable[[str, str], None]) -> Mapping[str, Baked]: ...
+    def pull_cache(self, ref: str) -> int | None: ...  # a stage image pulled from the registry: its bytes, or None
 
 
 Event = Callable[[str, str, str], None]  # (engine, cell name, what happened)
@@ -188,61 +172,6 @@ def matrix_cells(order: BuildOrder, env: Mapping[str, str]) -> tuple[CellInput, 
     return tuple(cells)
 
 
-class _CachedBuild:
-    """The pool engine, building with the cell's `cache_from` images: `build_image` stays unaware of them."""
-
-    def __init__(self, inner: PoolEngine, cache_from: Sequence[str]) -> None:
-        self._inner, self._cache_from = inner, tuple(cache_from)
-
-    def build(self, context: Path, tag: str | None, on_step: Steps | None = None, *,
-              nocache: bool = False, proxy: str | None = None, buildargs: Mapping[str, str] | None = None,
-              dockerfile: Path | None = None, target: str | None = None, layout: Path | None = None) -> BuildResult:
-        return self._inner.build(context, tag, on_step, nocache=nocache, proxy=proxy, cache_from=self._cache_from,
-                                 buildargs=buildargs, dockerfile=dockerfile, target=target, layout=layout)
-
-    def run_with_files(self, image: str, files: Mapping[str, bytes], argv: list[str], *, fetch: str | None = None,
-                       timeout: float = 600.0) -> tuple[int, str, str, bytes | None]:
-        return self._inner.run_with_files(image, files, argv, fetch=fetch, timeout=timeout)
-
-    @property
-    def builder(self) -> Builder:
-        return self._inner.builder
-
-    @property
-    def mounts(self) -> Mounts:
-        return self._inner.mounts
-
-    @property
-    def writes_layout(self) -> bool:
-        return self._inner.writes_layout
-
-    @property
-    def wheel_serving(self) -> ServesWheels | None:
-        return self._inner.wheel_serving
-
-    @property
-    def url(self) -> str | None:
-        return self._inner.url
-
-    def versions(self) -> Mapping[str, str]:
-        return self._inner.versions()
-
-    def layout(self, image: str, dest: Path) -> Artefact:
-        return self._inner.layout(image, dest)
-
-    def facts(self, ref: str) -> ImageFacts | None:
-        return self._inner.facts(ref)
-
-    def push(self, repository: str, tag: str) -> str:
-        return self._inner.push(repository, tag)
-
-    def remove(self, ref: str) -> None:
-        self._inner.remove(ref)
-
-    def tag(self, source: str, repository: str, tag: str) -> None:
-        self._inner.tag(source, repository, tag)
-
-
 def cache_repository(req: MatrixRequest, prep: Prepared) -> str | None:
     """The registry repository the cells share their stages through; None for a single build, or where the
     image's repository names no registry."""
@@ -261,7 +190,7 @@ def _caches(prep: Prepared) -> tuple[StageCache, ...]:
     return stage_caches(prep.plan) if prep.plan is not None else ()
 
 
-def plan_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine | BakeEngine]) -> Assignment:
+def plan_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine]) -> Assignment:
     """Which engine builds which cell: warm where an engine already holds a cell's stage images."""
     seen: dict[str, str] = {}
     for c in req.cells:
@@ -279,7 +208,7 @@ def plan_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine | BakeEngin
     for name, engine in engines.items():
         warm = set()
         # the stage tags are the classic builder's cache; a BuildKit engine's is BuildKit's own
-        for c in req.cells if not isinstance(engine, BakeEngine) else ():
+        for c in req.cells if engine.baking is None else ():
             repo = cache_repository(req, c.prepared)
             for s in _caches(c.prepared) if repo else ():
                 if engine.facts(f"{repo}:{s.tag()}") is not None:
@@ -313,7 +242,7 @@ def _push_stages(engine: PoolEngine, repo: str, caches: Sequence[StageCache], ha
     return pushed
 
 
-def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngine | BakeEngine, on_event: Event,
+def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngine, on_event: Event,
                progress: CellProgress | None = None) -> Outcome:
     """One cell on one engine: pull its cached stages, build, push its stages. Never raises a StackctlError:
     a failure is the cell's result."""
@@ -324,7 +253,7 @@ def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngin
     started = time.monotonic()
     pulled = nbytes = pushed = 0
     # the registry's stage images are the classic builder's cache (a BuildKit engine keeps its own)
-    classic = None if isinstance(engine, BakeEngine) else engine
+    classic = engine if engine.baking is None else None
     try:
         repo = cache_repository(req, prep) if classic is not None else None
         caches = _caches(prep) if repo and not req.order.no_cache else ()
@@ -346,9 +275,9 @@ def build_cell(req: MatrixRequest, cell: CellInput, name: str, engine: PoolEngin
             on_event(name, label, f"cache: {len(found)} of {len(caches)} stages from the registry"
                                   + (f" ({pulled} pulled, {nbytes} bytes)" if pulled else ""))
         on_event(name, label, "build started")
-        breq = BuildRequest(prep, cell.lock, req.order, cell.record_dir, cell.context)
-        built = build_image(breq, _CachedBuild(classic, found + own) if classic is not None and found else engine,
-                            on_wheel=said.wheel, on_step=said.step, on_fetch=said.fetch)
+        breq = BuildRequest(prep, cell.lock, req.order, cell.record_dir, cell.context,
+                            tuple(found + own) if found else ())
+        built = build_image(breq, engine, on_wheel=said.wheel, on_step=said.step, on_fetch=said.fetch)
         if classic is not None and repo:
             pushed = _push_stages(classic, repo, _caches(prep), set(found), built.result.log)
             on_event(name, label, f"cache: pushed {pushed} stage images to {repo}")
@@ -394,8 +323,8 @@ class _Staged:
     target: BakeTarget
 
 
-def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine: BakeEngine, on_event: Event,
-               progress: CellProgress | None = None) -> list[Outcome]:
+def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine: Engine, bakes: Bakes,
+               on_event: Event, progress: CellProgress | None = None) -> list[Outcome]:
     """An engine's queue as one bake: each cell staged and its context written as for a single build, every
     cell a target of one `docker buildx bake`, then each cell's record written from its own result. Never
     raises a StackctlError: a failure is the cell's result."""
@@ -416,10 +345,10 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
         except StackctlError as exc:
             done[tname] = _failed(base, exc, started, on_event)
             continue
-        repo = cache_repository(req, prep) if engine.registry_cache else None
+        repo = cache_repository(req, prep) if bakes.registry_cache else None
         cache_from, cache_to = registry_cache(cache_ref(repo, prep.stack.name, prep.target)) if repo else ((), ())
         target = BakeTarget(tname, st.context, st.image, args=dict(st.buildargs or {}),
-                            contexts=engine.named_contexts(st.context), layout=st.layout,
+                            contexts=bakes.named_contexts(st.context), layout=st.layout,
                             no_cache=req.order.no_cache, cache_from=() if req.order.no_cache else cache_from,
                             cache_to=cache_to)
         staged[tname] = _Staged(cell, breq, st, digests, target)
@@ -436,7 +365,7 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
         return phases[tname]
 
     try:
-        baked: Mapping[str, Baked] = engine.bake([s.target for s in staged.values()], steps,
+        baked: Mapping[str, Baked] = bakes.bake([s.target for s in staged.values()], steps,
                                                  lambda tname, what: on_event(name, labels[tname], what))
     except StackctlError as exc:  # buildx could not run at all: every staged cell fails with it
         baked = {tname: Baked(None, exc) for tname in staged}
@@ -458,7 +387,7 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
     return [done[target_name(c.prepared.stack.name, c.prepared.target)] for c in cells]
 
 
-def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine | BakeEngine], on_event: Event,
+def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine], on_event: Event,
                  progress: CellProgress | None = None) -> Matrix:
     """Every cell built (or its failure kept as its outcome) and, for `build --all`, the matrix record written;
     raises only for bad input."""
@@ -471,8 +400,8 @@ def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine | BakeEngi
 
     def run_queue(name: str) -> list[Outcome]:
         engine, queue = engines[name], [by_cell[(p.cell.stack, p.cell.target)] for p in assignment.queue(name)]
-        if isinstance(engine, BakeEngine) and req.shared:
-            return bake_queue(req, queue, name, engine, on_event, progress)
+        if engine.baking is not None and req.shared:
+            return bake_queue(req, queue, name, engine, engine.baking, on_event, progress)
         return [build_cell(req, cell, name, engine, on_event, progress) for cell in queue]
 
     done: dict[tuple[str, str], Outcome] = {}

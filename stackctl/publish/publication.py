@@ -25,6 +25,7 @@ from stackctl.image.artefact import Artefact, check_blobs, from_record
 from stackctl.image.buildlog import ImageFacts
 from stackctl.image.labels import LABEL_EPOCH, LABEL_LOCK, LABEL_SBOM, LABEL_STACK, OCI, ImageRef
 from stackctl.image.protocols import RegistryApi
+from stackctl.image.record import build_entry
 from stackctl.profile.model import Stack
 from stackctl.publish.attest import Material
 from stackctl.resolve.lock import Lock
@@ -229,22 +230,6 @@ def publish(artefact: Artefact, ref: ImageRef, registry: PushApi, copy: Copier, 
                        signed_by=key.keyid if key else None, provenance=doc,
                        pushed_bytes=sum(b.size for b in sent), layers_pushed=len(sent), layers_present=len(had),
                        layout=str(artefact.layout))
-
-
-def build_entry(build_record: Path, stack_image: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the build record, the entry of the image to publish: the record itself or its `stack_image`)."""
-    try:
-        data = json.loads(build_record.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{build_record}: no build record; run `stackctl build` first") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{build_record}: not a build record ({exc})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{build_record}: not a build record")
-    entry = data.get("stack_image") if stack_image else data
-    if not isinstance(entry, dict):
-        raise InputError(f"{build_record}: names no stack image; build the stack again")
-    return data, entry
 
 
 def publish_stack(stack: Stack, lock: Path, record: Path, build_record: Path, repository: str | None = None, *,

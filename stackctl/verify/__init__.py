@@ -3,7 +3,8 @@ provenance (`verification`) through the registry reads publish checks its copy w
 from its revision for the same manifest digest (`rebuild`), and the DSSE envelopes its statements travel in,
 signed and opened (`sign`).
 
-The names below are the stage's API; each is imported from its module on first use."""
+The names imported below are the stage's API; each is imported from its module on first use
+(stackctl/base/lazy.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,10 @@ from typing import TYPE_CHECKING
 
 from stackctl.base.lazy import lazy_api
 
-if TYPE_CHECKING:
-    from stackctl.verify.verification import Verification, raise_if_failed, verify_image
-
-__all__ = ["Verification", "raise_if_failed", "verify_image"]
+if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so does `lazy_api`
+    from stackctl.verify.verification import Verification as Verification
+    from stackctl.verify.verification import raise_if_failed as raise_if_failed
+    from stackctl.verify.verification import verify_image as verify_image
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
-    __getattr__ = lazy_api(__name__, {
-        "verification": ("Verification", "raise_if_failed", "verify_image"),
-    })
+    __getattr__ = lazy_api(__name__)

@@ -330,8 +330,8 @@ def test_publish_of_an_image_not_built_names_the_build_record(tmp_path: Path, cl
     repo = make_stack_repo(tmp_path, "e2e", repository)
     r = cli("publish", "e2e", *pub_args(tmp_path), cwd=repo.root)
     assert r.code == 2 and "Traceback" not in r.err
-    assert [ln for ln in r.err.splitlines() if ln.startswith("error:")] == [
-        f"error: {tmp_path / 'build' / 'e2e.build.json'}: no build record; run `stackctl build` first"]
+    assert [ln for ln in r.err.splitlines() if ln.startswith(("error:", "hint:"))] == [
+        f"error: {tmp_path / 'build' / 'e2e.build.json'}: no build record", "hint: run `stackctl build` first"]
     assert not (tmp_path / "publications.jsonl").exists()
 
 

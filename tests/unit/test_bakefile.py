@@ -168,15 +168,19 @@ def test_a_lone_target_is_not_prefixed_by_buildx_and_keeps_every_vertex() -> Non
     assert len(parts[S1]["logs"]) == 1
 
 
-def test_the_buildkit_engine_is_a_bake_engine_so_build_all_bakes_on_it() -> None:
-    """build --all bakes on an engine that has every member of the protocol; one missing sends its cells down
-    the classic path, whose build call BuildxEngine does not take."""
+def test_the_buildkit_engine_declares_it_bakes_so_build_all_bakes_on_it() -> None:
+    """build --all bakes on an engine whose `baking` answers, read without an engine: the BuildKit adapter's is
+    itself, with every member of `Bakes`; the classic adapter declares none."""
     from stackctl.engine.buildx import BuildxEngine
-    from stackctl.image.matrix import BakeEngine
+    from stackctl.engine.docker import DockerEngine
+    from stackctl.image.protocols import Bakes
 
-    members = [m for m in dir(BakeEngine) if not m.startswith("_")]
-    assert {"bake", "named_contexts", "registry_cache", "build", "facts"} <= set(members)
-    assert [m for m in members if not hasattr(BuildxEngine, m)] == []
+    kit = object.__new__(BuildxEngine)
+    assert kit.baking is kit
+    members = [m for m in dir(Bakes) if not m.startswith("_")]
+    assert set(members) == {"bake", "named_contexts", "registry_cache"}
+    assert [m for m in members if m not in vars(BuildxEngine)] == []
+    assert object.__new__(DockerEngine).baking is None
 
 
 def test_a_target_imports_its_own_cache_first_then_its_siblings_of_the_same_target() -> None:

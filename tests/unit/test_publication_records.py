@@ -53,3 +53,54 @@ def test_loopback_and_marked_registries_go_without_tls(monkeypatch: pytest.Monke
     assert skopeo.insecure("127.0.0.1:5000") and skopeo.insecure("localhost:5000") and skopeo.insecure("[::1]:5000")
     assert skopeo.insecure("reg.internal:5000") and not skopeo.insecure("reg.internal:5001")
     assert not skopeo.insecure("registry.example:443")
+
+
+BAD_RECORDS = [
+    (None, False, "no build record"),
+    ("{not json", False, "not a build record (Expecting property name"),  # then where, as json says it
+    ("[]", False, "not a build record"),
+    ("[]", True, "not a build record"),
+    ('{"image": "r/x:t"}', True, "names no stack image; build the stack again"),
+]
+
+
+@pytest.mark.parametrize(("text", "stack_image", "said"), BAD_RECORDS)
+def test_publish_and_the_layout_made_when_first_needed_read_a_bad_build_record_alike(
+        tmp_path: Path, text: str | None, stack_image: bool, said: str) -> None:
+    """`publish` reads the build record twice: to make the layout the build left to be made, then to copy it.
+    A record missing or malformed gets one message, whichever read meets it first."""
+    from stackctl.errors import InputError
+    from stackctl.image.build import layout_pending
+    from stackctl.publish.publication import build_entry
+
+    path = tmp_path / "x.build.json"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(InputError) as made:
+        layout_pending(path, stack_image)
+    with pytest.raises(InputError) as published:
+        build_entry(path, stack_image)
+    assert str(made.value) == str(published.value)
+    assert str(made.value).startswith(f"{path}: {said}") and made.value.exit_code == 2
+    assert made.value.hint == published.value.hint == ("run `stackctl build` first" if text is None else None)
+
+
+@pytest.mark.parametrize(("text", "said"), [*((t, s) for t, stack_image, s in BAD_RECORDS if not stack_image),
+                                           ('{"image_id": "sha256:1"}', "names no image; build the stack again")])
+def test_ab_reads_a_bad_build_record_as_publish_does_and_says_it_may_name_the_images(
+        tmp_path: Path, text: str | None, said: str) -> None:
+    """`ab` without --image runs each stack's latest build: its record read as publish reads it; a missing one
+    says to build it or name the images."""
+    from stackctl.ab.legs import image_legs
+    from stackctl.errors import InputError
+    from stackctl.profile.locate import stack_ref
+
+    ref = stack_ref(str(Path(__file__).parents[2] / "stacks" / "public-example.toml"))
+    path = tmp_path / f"{ref.name}.build.json"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(InputError) as info:
+        image_legs((ref, ref), (), tmp_path, "python3", "/work")
+    assert str(info.value).startswith(f"{path}: {said}")
+    if text is None:
+        assert info.value.hint == f"build it (`stackctl build {ref.arg}`) or name the images with --image"
