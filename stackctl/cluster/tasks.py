@@ -157,9 +157,10 @@ class RayCluster:
     def offers(self) -> tuple[NodeOffer, ...]:
         import ray
 
+        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
         return tuple(NodeOffer(n["NodeID"], str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress")),
                                int(n["Resources"].get("GPU", 0)), int(n["Resources"].get(ENGINE_RESOURCE, 0)))
-                     for n in ray.nodes() if n.get("Alive"))
+                     for n in nodes if n.get("Alive"))
 
     def run(self, tasks: Sequence[Task], on_event: Event,
             on_done: Callable[[TaskOutcome], None] | None = None) -> list[TaskOutcome]:
