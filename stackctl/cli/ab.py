@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from stackctl.cli.app import app, console, emit, invoked, markdown_table, markdown_text, one_format, table
-from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt
+from stackctl.cli.app import app, console, emit_result, invoked, markdown_table, markdown_text, table
+from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt, one_format
 
 if TYPE_CHECKING:
     from stackctl.ab import AbReport
@@ -126,23 +126,13 @@ def ab(
     outputs, a broken run or a failed gate.
     """
     from stackctl.base import to_jsonable
-    from stackctl.errors import CheckFailed
     from stackctl.usecases import AbAsk, ab_compare
 
-    one_format(as_json, markdown)
+    fmt = one_format(as_json, markdown)
     ask = AbAsk(control, candidate, plan=plan, trials=tuple(trial or ()), repeat=repeat, max_repeat=max_repeat,
                 allow_undecided=allow_undecided, images=tuple(image or ()), pythons=tuple(python or ()),
                 target=target, record_dir=record_dir, record=record, no_record=no_record, command=invoked())
     done = ab_compare(ask, say=_progress)
     rep: AbReport = done.report
     result = to_jsonable(rep) | {"verdict": rep.verdict, "pictures": list(done.pictures)}
-
-    def human() -> None:
-        if markdown:
-            print(render_markdown(result), end="")
-        else:
-            _human(result)
-
-    emit(result, as_json, human)
-    if rep.failing:
-        raise CheckFailed(f"ab {done.control} → {done.candidate}: " + "; ".join(rep.problems))
+    emit_result(result, fmt, lambda: _human(result), markdown=lambda: render_markdown(result), failure=done.failure())

@@ -17,12 +17,11 @@ from stackctl.cli.app import (
     invoked,
     markdown_table,
     markdown_text,
-    one_format,
     progress_bar,
     say,
     table,
 )
-from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, NoRecordOpt, overrides
+from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, NoRecordOpt, one_format, overrides
 from stackctl.errors import Problems
 
 if TYPE_CHECKING:

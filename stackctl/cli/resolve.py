@@ -15,12 +15,11 @@ from stackctl.cli.app import (
     console_err,
     emit,
     markdown_table,
-    one_format,
     progress_bar,
     say,
     table,
 )
-from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, ProfileArg, overrides
+from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, ProfileArg, one_format, overrides
 
 if TYPE_CHECKING:
     from stackctl.index import IndexEndpoint

@@ -16,12 +16,11 @@ from stackctl.cli.app import (
     emit,
     invoked,
     markdown_table,
-    one_format,
     say,
     short_hash,
     table,
 )
-from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt
+from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt, one_format
 
 if TYPE_CHECKING:
     from stackctl.review import ImageDiff, LockDiff, StackDiff
