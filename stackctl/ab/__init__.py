@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         METRIC_COLUMNS,
         SUMMARY_COLUMNS,
         SWEEP_COLUMNS,
+        gate_failures,
         inventory_lines,
         leg_rows,
         metric_rows,
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_PLAN", "LEG_COLUMNS", "METRIC_COLUMNS", "SUMMARY_COLUMNS", "SWEEP_COLUMNS", "AbReport", "GateCheck", "Leg",
-    "MetricVerdict", "Plan", "Run", "TestsVerdict", "TrialVerdict", "inventory_lines", "leg_rows", "load_plan",
-    "metric_rows", "picture_name", "record_ab", "run_ab", "summary_rows", "sweep_rows",
+    "MetricVerdict", "Plan", "Run", "TestsVerdict", "TrialVerdict", "gate_failures", "inventory_lines", "leg_rows",
+    "load_plan", "metric_rows", "picture_name", "record_ab", "run_ab", "summary_rows", "sweep_rows",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
@@ -39,7 +40,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
         "plot": ("picture_name",),
         "run": ("AbReport", "GateCheck", "record_ab", "run_ab"),
         "runs": ("Leg", "Run"),
-        "summary": ("LEG_COLUMNS", "METRIC_COLUMNS", "SUMMARY_COLUMNS", "SWEEP_COLUMNS", "inventory_lines", "leg_rows",
-                    "metric_rows", "summary_rows", "sweep_rows"),
+        "summary": ("LEG_COLUMNS", "METRIC_COLUMNS", "SUMMARY_COLUMNS", "SWEEP_COLUMNS", "gate_failures",
+                    "inventory_lines", "leg_rows", "metric_rows", "summary_rows", "sweep_rows"),
         "verdicts": ("MetricVerdict", "TestsVerdict", "TrialVerdict"),
     })

@@ -58,6 +58,7 @@ def _human(result: dict[str, Any]) -> None:
         METRIC_COLUMNS,
         SUMMARY_COLUMNS,
         SWEEP_COLUMNS,
+        gate_failures,
         inventory_lines,
         leg_rows,
         metric_rows,
@@ -75,11 +76,8 @@ def _human(result: dict[str, Any]) -> None:
     console.print(table("legs", LEG_COLUMNS, leg_rows(result)))
     for line in inventory_lines(result):
         console.print(line, markup=False, style="bold red" if "regression" in line or "only on" in line else None)
-    for g in result.get("gates") or []:
-        if not g["ok"]:
-            for ln in g["lines"]:
-                if ln.startswith("FAIL "):
-                    console.print(f"{g['leg']} gate ({g['phase']}): {ln}", markup=False, style="bold red")
+    for line in gate_failures(result):
+        console.print(line, markup=False, style="bold red")
     style = "bold red" if result["failing"] else "green"
     console.print(f"ab {result['verdict']}" + (": " + "; ".join(result["problems"]) if result["problems"] else ""),
                   style=style, markup=False)

@@ -27,7 +27,7 @@ from stackctl.cli.app import (
 )
 from stackctl.cli.matrix import EngineOpt, EnginesFileOpt
 from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
-from stackctl.errors import CheckFailed, InputError
+from stackctl.errors import InputError
 
 if TYPE_CHECKING:
     from stackctl.base import Level, Steps
@@ -100,9 +100,11 @@ def gate(
         return
 
     def human() -> None:
-        for ln in run.lines:
-            style = "green" if ln.startswith("PASS ") else "bold red" if ln.startswith("FAIL ") else "dim"
-            console.print(ln, style=style, markup=False)
+        from stackctl.image import LineKind
+
+        styles = {LineKind.PASS: "green", LineKind.FAIL: "bold red", LineKind.NOTE: "dim"}
+        for ln in run.shown:
+            console.print(ln.text, style=styles[ln.kind], markup=False)
         if run.crashed and run.stderr.strip():
             console_err.print(run.stderr.rstrip(), style="dim", markup=False, soft_wrap=True)
 
@@ -225,7 +227,7 @@ def _watch_build(show: bool, as_json: bool) -> Callable[[Stack, ImageRef], Abstr
         except BuildFailed as exc:
             annotate(exc.annotations(stack.sources[0] if stack.sources else None))
             if as_json:  # stdout carries one JSON document: the lines go into the error itself
-                raise CheckFailed(f"{exc}: " + " | ".join(exc.lines), hint=exc.hint) from exc
+                raise exc.in_one_line() from exc
             console_err.print(f"[bold red]build of {ref} failed[/]")
             for line in exc.lines:
                 print(line)  # plainly, on stdout: these are the result, not log noise
@@ -307,8 +309,10 @@ def _show_built(built: BuildReport) -> None:
         below = built.stack_image
         say(f"stack image {below.image} ({below.image_id[:19]}), its stack-phase "
             f"gate {'cached' if below.gate_cached else 'passed'}")
-    for ln in built.gate:
-        console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
+    from stackctl.image import LineKind
+
+    for ln in built.gate:  # the gate passed: its lines are checks that passed, and notes
+        console.print(ln.text, style="green" if ln.kind is LineKind.PASS else "dim", markup=False)
     if built.gate_left:
         say(f"gate: {', '.join(built.gate_left)} left to the app phase: `stackctl gate {built.profile} "
             "--image REF` checks them in the image your project builds", style="yellow")

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from stackctl.image.build import BuildRequest, Built, build_image
     from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts
     from stackctl.image.context import WrittenContext, check_wheelhouse_arg, render_context
-    from stackctl.image.gaterun import GateRun, gate_spec_text, run_gate, verdict
+    from stackctl.image.gaterun import GateRun, LineKind, gate_spec_text, run_gate, verdict
     from stackctl.image.labels import ImageRef, image_ref
     from stackctl.image.matrix import CellProgress, CellResult, Event, Matrix
     from stackctl.image.prepare import Prepared, prepare_build
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BuildFailed", "BuildRequest", "BuildResult", "Built", "CellProgress", "CellResult", "Engine", "Event", "GateRun",
-    "ImageFacts", "ImageRef", "Matrix", "Prepared",
+    "ImageFacts", "ImageRef", "LineKind", "Matrix", "Prepared",
     "RegistryApi", "WheelServing", "WrittenContext", "build_image",
     "check_wheelhouse_arg", "gate_in_container", "gate_phase",
     "gate_spec_text", "image_ref", "prepare_build",
@@ -35,7 +35,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
         "build": ("BuildRequest", "Built", "build_image"),
         "buildlog": ("BuildFailed", "BuildResult", "ImageFacts"),
         "context": ("WrittenContext", "check_wheelhouse_arg", "render_context"),
-        "gaterun": ("GateRun", "gate_spec_text", "run_gate", "verdict"),
+        "gaterun": ("GateRun", "LineKind", "gate_spec_text", "run_gate", "verdict"),
         "labels": ("ImageRef", "image_ref"),
         "matrix": ("CellProgress", "CellResult", "Event", "Matrix"),
         "prepare": ("Prepared", "prepare_build"),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from stackctl.base.annotations import Level
 from stackctl.base.progress import BuildProgress, Steps
 from stackctl.errors import InputError
+from stackctl.image.gaterun import GateLine, gate_lines
 from stackctl.image.order import BuildOrder
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class BuildReport:
     image: str  # repository:tag
     image_id: str
     record_path: Path
-    gate: tuple[str, ...]  # the gate's lines: this run's, or those the image kept from the run that passed it
+    gate: tuple[GateLine, ...]  # the gate's lines: this run's, or those the image kept from the run that passed it
     gate_cached: bool
     gate_left: tuple[str, ...]  # entries left to the app phase (`gate --image`)
     wheels_how: str
@@ -122,7 +123,7 @@ class BuildReport:
         record, result = built.record, built.result
         below = record.get("stack_image")
         return cls(str(record["stack"]), profile, built.image, result.image_id, built.record_path,
-                   tuple(record["gate"]), result.gate_cached, tuple(record.get("gate_left") or ()),
+                   gate_lines(record["gate"]), result.gate_cached, tuple(record.get("gate_left") or ()),
                    str(record["wheels_how"]), result.steps, result.cached_steps, tuple(result.ran),
                    StackImage(below["image"], below["image_id"], bool(below["gate_cached"])) if below else None,
                    record)
