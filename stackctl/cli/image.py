@@ -27,7 +27,6 @@ from stackctl.cli.app import (
 )
 from stackctl.cli.matrix import EngineOpt, EnginesFileOpt
 from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
-from stackctl.errors import InputError
 
 if TYPE_CHECKING:
     from stackctl.base import Level, Steps
@@ -359,11 +358,8 @@ def publish(
     if publish_all:
         from stackctl.cli.matrix import publish_all as publish_pool
 
-        if profile is not None or lock is not None or record_file is not None:
-            raise InputError("publish --all takes the cells of RECORD_DIR/matrix.json: no PROFILE, --lock or --record")
-        return publish_pool(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json)
-    if profile is None:
-        raise InputError("publish: give a PROFILE, or --all")
+        return publish_pool(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json,
+                            profile=profile, lock=lock, record_file=record_file)
     from stackctl.usecases import publish_built
 
     done = publish_built(profile, lock=lock, record_dir=record_dir, record=record_file, repository=repository,
