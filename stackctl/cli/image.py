@@ -407,7 +407,7 @@ def inspect(
 
     view = inspect_image(ref)
     where, digest, image_id, labels, installed = view.source, view.digest, view.image_id, view.labels, view.installed
-    shown = {k: v for k, v in labels.items() if k != "io.stackctl.installed"}
+    shown = view.other_labels
 
     def human() -> None:
         def rows(pairs: dict[str, str]) -> list[tuple[str, str]]:

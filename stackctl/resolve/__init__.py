@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from stackctl.resolve.run import (
         OutdatedPin,
         Resolved,
-        describe_index,
         indexes_in_force,
         make_client,
         outdated,
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckReport", "ExportResult", "Lock", "LockStatus", "OutdatedPin", "Proposal", "Proposed", "Resolved",
-    "check_stack", "describe_index", "export_requirements", "fetch_wheelhouse", "indexes_in_force", "is_lock_ref",
+    "check_stack", "export_requirements", "fetch_wheelhouse", "indexes_in_force", "is_lock_ref",
     "lock_path", "lock_status", "lock_summary", "make_client", "outdated", "propose_profile", "read_lock",
     "read_lock_ref", "resolve_stack", "resolve_to", "uv_binary", "write_lock",
 ]
@@ -61,7 +60,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
             "write_lock",
         ),
         "propose": ("Proposal", "Proposed", "propose_profile"),
-        "run": ("OutdatedPin", "Resolved", "describe_index", "indexes_in_force", "make_client", "outdated",
+        "run": ("OutdatedPin", "Resolved", "indexes_in_force", "make_client", "outdated",
                 "resolve_stack", "resolve_to"),
         "wheelhouse": ("fetch_wheelhouse",),
     })
