@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so d
     from stackctl.ab.summary import METRIC_COLUMNS as METRIC_COLUMNS
     from stackctl.ab.summary import SUMMARY_COLUMNS as SUMMARY_COLUMNS
     from stackctl.ab.summary import SWEEP_COLUMNS as SWEEP_COLUMNS
+    from stackctl.ab.summary import gate_failures as gate_failures
     from stackctl.ab.summary import inventory_lines as inventory_lines
     from stackctl.ab.summary import leg_rows as leg_rows
     from stackctl.ab.summary import metric_rows as metric_rows

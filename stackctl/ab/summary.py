@@ -207,3 +207,11 @@ def inventory_lines(result: Mapping[str, Any]) -> list[str]:
         out += [f"{t['trial']}: flaky on the {'control' if f['control'] == 'flaky' else 'candidate'}: {f['node']}"
                 for f in tests["flaky"]]
     return out
+
+
+def gate_failures(result: Mapping[str, Any]) -> list[str]:
+    """Each FAIL line of a leg's gate that failed, named by its leg and phase."""
+    from stackctl.image.gaterun import LineKind
+
+    return [f"{g['leg']} gate ({g['phase']}): {ln}" for g in result.get("gates") or [] if not g["ok"]
+            for ln in g["lines"] if LineKind.of(ln) is LineKind.FAIL]

@@ -122,6 +122,10 @@ class AbiReport:
                 by_lib.setdefault(r.needed, []).append(f"{r.wheel}:{r.file}")
         return tuple((lib, tuple(files)) for lib, files in sorted(by_lib.items()))
 
+    def others(self) -> tuple[Finding, ...]:
+        """The findings said one by one: all but the unresolved libraries (`unresolved` says those by library)."""
+        return tuple(f for f in self.findings if f.kind != "unresolved")
+
     def failures(self) -> list[str]:
         """One line per unresolved library (its first files, how many in all) and per other error."""
         out = []

@@ -19,7 +19,7 @@ from stackctl.abi.check import AbiReport, RunTime, Severity, StackWheel, check_a
 from stackctl.abi.inventory import Inventory
 from stackctl.base.annotations import Annotation, Level
 from stackctl.base.progress import Progress
-from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
+from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
 from stackctl.index.client import IndexClient
 from stackctl.index.config import IndexEndpoint
 from stackctl.profile.model import AbiRole, Stack
@@ -281,6 +281,10 @@ class AbiOutcome:
     warnings: tuple[str, ...]
     annotations: tuple[Annotation, ...] = ()  # each finding where CI shows it (cli --annotations)
     recorded: Path | None = None  # where a profile's check was recorded for `stackctl report`
+
+    def failure(self) -> StackctlError | None:
+        """Every problem, in one error (the worst exit code), or None when every check passed."""
+        return Problems.of(self.problems) if self.problems else None
 
     def as_json(self) -> dict[str, object]:
         return {"reports": [{"target": label, **report_json(rep)} for label, rep in self.reports],

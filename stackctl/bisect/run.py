@@ -111,6 +111,13 @@ class BisectReport:
         return self.status != "done" or not self.complete or (
             self.candidate_outcome == Outcome.BAD.value and not self.culprits)
 
+    def failure(self) -> CheckFailed | None:
+        """Exit 1 when no culprit could be named, with why (the problems, else the conclusion)."""
+        if not self.failing:
+            return None
+        why = self.problems or (self.conclusion,)
+        return CheckFailed(f"bisect {self.control} → {self.candidate}: " + "; ".join(why))
+
 
 @dataclass(frozen=True)
 class BisectOptions:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from stackctl.cli.app import app, console, emit, invoked, markdown_table, markdown_text, one_format, table
-from stackctl.cli.options import ClusterOpt, JsonOpt, MarkdownOpt, NoRecordOpt
+from stackctl.cli.app import app, console, emit_result, invoked, markdown_table, markdown_text, table
+from stackctl.cli.options import ClusterOpt, JsonOpt, MarkdownOpt, NoRecordOpt, one_format
 
 if TYPE_CHECKING:
     from stackctl.ab import AbReport
@@ -58,6 +58,7 @@ def _human(result: dict[str, Any]) -> None:
         METRIC_COLUMNS,
         SUMMARY_COLUMNS,
         SWEEP_COLUMNS,
+        gate_failures,
         inventory_lines,
         leg_rows,
         metric_rows,
@@ -75,11 +76,8 @@ def _human(result: dict[str, Any]) -> None:
     console.print(table("legs", LEG_COLUMNS, leg_rows(result)))
     for line in inventory_lines(result):
         console.print(line, markup=False, style="bold red" if "regression" in line or "only on" in line else None)
-    for g in result.get("gates") or []:
-        if not g["ok"]:
-            for ln in g["lines"]:
-                if ln.startswith("FAIL "):
-                    console.print(f"{g['leg']} gate ({g['phase']}): {ln}", markup=False, style="bold red")
+    for line in gate_failures(result):
+        console.print(line, markup=False, style="bold red")
     style = "bold red" if result["failing"] else "green"
     console.print(f"ab {result['verdict']}" + (": " + "; ".join(result["problems"]) if result["problems"] else ""),
                   style=style, markup=False)
@@ -128,10 +126,9 @@ def ab(
     cluster holding its devices as GPUs for its whole schedule, on one node; the trials run side by side.
     """
     from stackctl.base import to_jsonable
-    from stackctl.errors import CheckFailed
     from stackctl.usecases import AbAsk, ab_compare
 
-    one_format(as_json, markdown)
+    fmt = one_format(as_json, markdown)
     ask = AbAsk(control, candidate, plan=plan, trials=tuple(trial or ()), repeat=repeat, max_repeat=max_repeat,
                 allow_undecided=allow_undecided, images=tuple(image or ()), pythons=tuple(python or ()),
                 target=target, record_dir=record_dir, record=record, no_record=no_record, command=invoked(),
@@ -139,13 +136,4 @@ def ab(
     done = ab_compare(ask, say=_progress)
     rep: AbReport = done.report
     result = to_jsonable(rep) | {"verdict": rep.verdict, "pictures": list(done.pictures)}
-
-    def human() -> None:
-        if markdown:
-            print(render_markdown(result), end="")
-        else:
-            _human(result)
-
-    emit(result, as_json, human)
-    if rep.failing:
-        raise CheckFailed(f"ab {done.control} → {done.candidate}: " + "; ".join(rep.problems))
+    emit_result(result, fmt, lambda: _human(result), markdown=lambda: render_markdown(result), failure=done.failure())

@@ -17,13 +17,11 @@ from stackctl.cli.app import (
     invoked,
     markdown_table,
     markdown_text,
-    one_format,
     progress_bar,
     say,
     table,
 )
-from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, NoRecordOpt, overrides
-from stackctl.errors import Problems
+from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, NoRecordOpt, one_format, overrides
 
 if TYPE_CHECKING:
     from stackctl.abi import AbiReport
@@ -43,7 +41,7 @@ def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None
 
     cached = [s for s in sources if s.cached]
     if cached:
-        checked = sum(1 for s in cached if s.verified == "sha256")
+        checked = sum(1 for s in cached if s.sha256_checked)
         console.print(f"{len(cached)} wheel{'s' if len(cached) > 1 else ''}: no bytes read, ELF facts kept by "
                       f"sha256 from an earlier run ({checked} sha256-checked when read, {len(cached) - checked} "
                       "size-checked)", markup=False)
@@ -53,7 +51,7 @@ def _print_sources(sources: tuple[WheelOrigin, ...] | list[WheelOrigin]) -> None
         if s.fetched is not None:
             how = "range requests" if s.ranged else "full download (server ignores ranges)"
             how += "" if s.libraries_read else ", libraries listed by name"
-            verified = ("sha256 checked: the whole file was read" if s.verified == "sha256" else
+            verified = ("sha256 checked: the whole file was read" if s.sha256_checked else
                         "NOT hash-checked (range reads did not see the whole file)" if s.hash_known else
                         "not verified (no sha256 to compare with)")
             if s.verified == "size":
@@ -73,7 +71,7 @@ _CEILING_COLUMNS = ["family", "highest required", "by", "image provides"]
 
 
 def _print_report_markdown(label: str, rep: AbiReport) -> None:
-    problems = [[f.severity.value, f.kind, f.message] for f in rep.findings if f.kind != "unresolved"]
+    problems = [[f.severity.value, f.kind, f.message] for f in rep.others()]
     ceil = _ceiling_rows(rep)
     print(f"### ABI: {label}\n")
     print(markdown_table(_RESOLUTION_COLUMNS, _resolution_rows(rep)))
@@ -102,11 +100,10 @@ def _print_report(label: str, rep: AbiReport) -> None:
             "compared with the image's", style="yellow")
     if rep.providers:
         say(f"run-time providers: {', '.join(rep.providers)}")
-    for f in rep.findings:
-        if f.kind != "unresolved":
-            colour = "red" if f.severity.value == "error" else "yellow"
-            console.print(f"[{colour}]{f.severity.value}:[/] ", end="")
-            console.print(f.message, markup=False, highlight=False)
+    for f in rep.others():
+        colour = "red" if f.severity.value == "error" else "yellow"
+        console.print(f"[{colour}]{f.severity.value}:[/] ", end="")
+        console.print(f.message, markup=False, highlight=False)
     for lib, files in rep.unresolved():
         console.print("[red]unresolved:[/] ", end="")
         console.print(f"{lib}, needed by {count(len(files), 'file')}: {', '.join(files)}",
@@ -190,8 +187,8 @@ def abi(
 
     emit(outcome.as_json(), as_json, human)
     annotate(outcome.annotations)
-    if outcome.problems:
-        raise Problems.of(list(outcome.problems))
+    if (failure := outcome.failure()) is not None:
+        raise failure
 
 
 @app.command()

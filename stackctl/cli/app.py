@@ -7,6 +7,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from stackctl.base import Progress
+    from stackctl.errors import StackctlError
 
 app = typer.Typer(
     name="stackctl",
@@ -123,12 +125,13 @@ def invoked() -> str:
     return shlex.join(["stackctl", *(clean(a) for a in output.argv)])
 
 
-def one_format(as_json: bool, markdown: bool) -> None:
-    """--json and --markdown both claim stdout: a run prints one document, never a guess between them."""
-    if as_json and markdown:
-        from stackctl.errors import InputError
+class Format(Enum):
+    """What a run prints on stdout (`options.one_format`): one document, for a person or for another program."""
 
-        raise InputError("--json and --markdown exclude each other: pick one")
+    HUMAN = "human"
+    JSON = "json"
+    MARKDOWN = "markdown"
+    HTML = "html"
 
 
 def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
@@ -140,6 +143,21 @@ def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
         output.json_emitted = True
     else:
         human()
+
+
+def emit_result(value: Any, fmt: Format, human: Callable[[], object], *, markdown: Callable[[], str] | None = None,
+                html: Callable[[], str] | None = None, failure: StackctlError | None = None) -> None:
+    """Print `value` in the one format the run asked for (`one_format`): JSON, the document `markdown` or
+    `html` writes, else `human` for a person; then raise `failure`, the result's own: a check that failed
+    exits 1 after its result is shown."""
+    if fmt is Format.MARKDOWN and markdown is not None:
+        print(markdown(), end="")
+    elif fmt is Format.HTML and html is not None:
+        print(html(), end="")
+    else:
+        emit(value, fmt is Format.JSON, human)
+    if failure is not None:
+        raise failure
 
 
 def progress_display(head: str | None = None) -> ProgressDisplay:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from stackctl.cli.app import Phase, app, console, emit, invoked, markdown_table, markdown_text, one_format, table
-from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, MarkdownOpt, NoRecordOpt
+from stackctl.cli.app import Phase, app, console, emit_result, invoked, markdown_table, markdown_text, table
+from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, MarkdownOpt, NoRecordOpt, one_format
 
 if TYPE_CHECKING:
     from stackctl.bisect import BisectReport
@@ -102,22 +102,12 @@ def bisect(
     recorded for the same locks and plan are reused. Exit 1 when no culprit could be named.
     """
     from stackctl.base import to_jsonable
-    from stackctl.errors import CheckFailed
     from stackctl.usecases import BisectAsk, bisect_moves
 
-    one_format(as_json, markdown)
+    fmt = one_format(as_json, markdown)
     ask = BisectAsk(control, candidate, trial, plan=plan, metric=metric, repeat=repeat, max_repeat=max_repeat,
                     index=tuple(index or ()), inventory=inventory, work_dir=work_dir, record_dir=record_dir,
                     record=record, no_record=no_record, builder=builder, command=invoked())
     rep: BisectReport = bisect_moves(ask, say=_progress)
     result = to_jsonable(rep) | {"failing": rep.failing}
-
-    def human() -> None:
-        if markdown:
-            print(render_markdown(result), end="")
-        else:
-            _human(result)
-
-    emit(result, as_json, human)
-    if rep.failing:
-        raise CheckFailed(f"bisect {rep.control} → {rep.candidate}: " + "; ".join(rep.problems or (rep.conclusion,)))
+    emit_result(result, fmt, lambda: _human(result), markdown=lambda: render_markdown(result), failure=rep.failure())

@@ -37,7 +37,6 @@ def check(
     --requirements matches what `stackctl export` writes; a file that drifted fails once per pin
     pinned twice, at another version, missing, in the wrong file, or not in the profile.
     """
-    from stackctl.base import Annotation, Level
     from stackctl.usecases import check_profile
 
     report = check_profile(profile, lock, requirements, hashes=hashes, target=target, fmt=fmt)
@@ -52,6 +51,6 @@ def check(
 
     emit({"stack": report.stack, "passed": report.passed, "failed": report.failed, "warnings": report.warnings},
          as_json, human)
-    annotate(Annotation(Level.ERROR, f.text, f.file, f.line) for f in report.failures)
+    annotate(report.annotations())
     if (failure := report.failure()) is not None:
         raise failure

@@ -27,7 +27,6 @@ from stackctl.cli.app import (
 )
 from stackctl.cli.matrix import EngineOpt, EnginesFileOpt
 from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
-from stackctl.errors import CheckFailed, InputError
 
 if TYPE_CHECKING:
     from stackctl.base import Level, Steps
@@ -100,9 +99,11 @@ def gate(
         return
 
     def human() -> None:
-        for ln in run.lines:
-            style = "green" if ln.startswith("PASS ") else "bold red" if ln.startswith("FAIL ") else "dim"
-            console.print(ln, style=style, markup=False)
+        from stackctl.image import LineKind
+
+        styles = {LineKind.PASS: "green", LineKind.FAIL: "bold red", LineKind.NOTE: "dim"}
+        for ln in run.shown:
+            console.print(ln.text, style=styles[ln.kind], markup=False)
         if run.crashed and run.stderr.strip():
             console_err.print(run.stderr.rstrip(), style="dim", markup=False, soft_wrap=True)
 
@@ -225,7 +226,7 @@ def _watch_build(show: bool, as_json: bool) -> Callable[[Stack, ImageRef], Abstr
         except BuildFailed as exc:
             annotate(exc.annotations(stack.sources[0] if stack.sources else None))
             if as_json:  # stdout carries one JSON document: the lines go into the error itself
-                raise CheckFailed(f"{exc}: " + " | ".join(exc.lines), hint=exc.hint) from exc
+                raise exc.in_one_line() from exc
             console_err.print(f"[bold red]build of {ref} failed[/]")
             for line in exc.lines:
                 print(line)  # plainly, on stdout: these are the result, not log noise
@@ -307,8 +308,10 @@ def _show_built(built: BuildReport) -> None:
         below = built.stack_image
         say(f"stack image {below.image} ({below.image_id[:19]}), its stack-phase "
             f"gate {'cached' if below.gate_cached else 'passed'}")
-    for ln in built.gate:
-        console.print(ln, style="green" if ln.startswith("PASS ") else "dim", markup=False)
+    from stackctl.image import LineKind
+
+    for ln in built.gate:  # the gate passed: its lines are checks that passed, and notes
+        console.print(ln.text, style="green" if ln.kind is LineKind.PASS else "dim", markup=False)
     if built.gate_left:
         say(f"gate: {', '.join(built.gate_left)} left to the app phase: `stackctl gate {built.profile} "
             "--image REF` checks them in the image your project builds", style="yellow")
@@ -355,11 +358,8 @@ def publish(
     if publish_all:
         from stackctl.cli.matrix import publish_all as publish_pool
 
-        if profile is not None or lock is not None or record_file is not None:
-            raise InputError("publish --all takes the cells of RECORD_DIR/matrix.json: no PROFILE, --lock or --record")
-        return publish_pool(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json)
-    if profile is None:
-        raise InputError("publish: give a PROFILE, or --all")
+        return publish_pool(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json,
+                            profile=profile, lock=lock, record_file=record_file)
     from stackctl.usecases import publish_built
 
     done = publish_built(profile, lock=lock, record_dir=record_dir, record=record_file, repository=repository,
@@ -407,7 +407,7 @@ def inspect(
 
     view = inspect_image(ref)
     where, digest, image_id, labels, installed = view.source, view.digest, view.image_id, view.labels, view.installed
-    shown = {k: v for k, v in labels.items() if k != "io.stackctl.installed"}
+    shown = view.other_labels
 
     def human() -> None:
         def rows(pairs: dict[str, str]) -> list[tuple[str, str]]:

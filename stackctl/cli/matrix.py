@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from stackctl.cli.app import console, console_err, emit, err_is_terminal, progress_display, table
-from stackctl.errors import CheckFailed, Problems, ServiceError, StackctlError
 
 if TYPE_CHECKING:
     from stackctl.engine import Pool, Unreachable
     from stackctl.image import CellProgress, CellResult, Event, Matrix
-    from stackctl.usecases import BuildOrder, PublishedCell
+    from stackctl.usecases import BuildOrder
 
 EngineOpt = Annotated[list[str] | None, typer.Option(
     "--engine", metavar="NAME=URL", help="An engine of the pool for --all (repeatable): unix://PATH, "
@@ -41,8 +40,10 @@ def build_all(order: BuildOrder, *, as_json: bool) -> None:
     from stackctl.usecases import build_over_pool
 
     with _view(not as_json) as (event, steps):
-        matrix, pool = build_over_pool(order, os.environ, _left_out, event, steps)
-    _report(matrix, as_json, pool)
+        built = build_over_pool(order, os.environ, _left_out, event, steps)
+    _report(built.matrix, as_json, built.pool)
+    if (failure := built.failure()) is not None:
+        raise failure
 
 
 @contextmanager
@@ -104,11 +105,6 @@ def _report(matrix: Matrix, as_json: bool, pool: Pool) -> None:
     emit({"cells": [_cell_json(c) for c in matrix.cells], "record": str(matrix.record),
           "unreachable": [{"engine": u.name, "address": u.address, "reason": u.reason} for u in pool.unreachable]},
          as_json, human)
-    failed = [c for c in matrix.cells if c.exit_code]
-    if failed:
-        what = "; ".join(f"{c.stack} {c.target} on {c.engine or 'no engine'}: {c.result}" for c in failed)
-        message = f"{len(failed)} of {len(matrix.cells)} cells failed: {what}"
-        raise ServiceError(message) if matrix.exit_code == 3 else CheckFailed(message)
 
 
 def _cell_json(c: CellResult) -> dict[str, Any]:
@@ -119,17 +115,21 @@ def _cell_json(c: CellResult) -> dict[str, Any]:
 
 
 def publish_all(engine: Sequence[str], engines_file: Path | None, *, repository: str | None, record_dir: Path,
-                as_json: bool) -> None:
-    """Publish every cell the last `build --all` built, from the engine that built it."""
+                as_json: bool, profile: str | None = None, lock: Path | None = None,
+                record_file: Path | None = None) -> None:
+    """Publish every cell the last `build --all` built, from the engine that built it (a single publish's
+    PROFILE, --lock and --record refused)."""
     from stackctl.usecases import publish_over_pool
 
-    lock = threading.Lock()
+    guard = threading.Lock()
 
     def event(where: str, cell: str, what: str) -> None:
-        with lock:
+        with guard:
             _say(where, cell, what)
 
-    out = publish_over_pool(record_dir, engine, engines_file, repository, event)
+    done = publish_over_pool(record_dir, engine, engines_file, repository, event, profile=profile, lock=lock,
+                             record=record_file)
+    out = done.cells
 
     def human() -> None:
         console.print(table("publish --all", ["stack", "target", "engine", "result", "digest"],
@@ -139,15 +139,8 @@ def publish_all(engine: Sequence[str], engines_file: Path | None, *, repository:
                 console.print(f"{r.stack} {r.target}: {r.error}", markup=False, style="red")
 
     emit({"cells": list(out)}, as_json, human)
-    failed = [r for r in out if r.exit_code]
-    if failed:
-        raise Problems.of([_failure(r) for r in failed])
-
-
-def _failure(r: PublishedCell) -> StackctlError:
-    error = StackctlError(f"{r.stack} {r.target}: {r.error}")
-    error.exit_code = r.exit_code
-    return error
+    if (failure := done.failure()) is not None:
+        raise failure
 
 
 __all__ = ["EngineOpt", "EnginesFileOpt", "build_all", "publish_all"]

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from stackctl.cli.app import output
+from stackctl.cli.app import Format, output
 
 
 def _seen_json(value: bool) -> bool:
@@ -41,6 +41,17 @@ ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE", help="Profile file
 
 NoRecordOpt = Annotated[bool, typer.Option(
     "--no-record", help="Record nothing for `stackctl report` (by default the result is recorded under build/).")]
+
+
+def one_format(as_json: bool, markdown: bool, html: bool = False) -> Format:
+    """--json, --markdown and --html all claim stdout: a run prints one document, never a guess between them."""
+    from stackctl.errors import InputError
+
+    if as_json and markdown:
+        raise InputError("--json and --markdown exclude each other: pick one")
+    if html and (as_json or markdown):
+        raise InputError("--html excludes --json and --markdown: pick one")
+    return Format.JSON if as_json else Format.MARKDOWN if markdown else Format.HTML if html else Format.HUMAN
 
 
 def overrides(index: list[str] | None) -> dict[str, str]:

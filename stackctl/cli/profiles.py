@@ -48,7 +48,6 @@ def show(
     Each index is shown at the URL a run would use, and where that URL comes from (an override of
     --index or STACKCTL_INDEX_<NAME>_URL is said as one).
     """
-    from stackctl.resolve import describe_index
     from stackctl.usecases import show_profile
 
     shown = show_profile(profile, overrides(index))
@@ -59,7 +58,7 @@ def show(
         say(f"from: {' <- '.join(s.sources)}")
         say(f"targets: {', '.join(t.label for t in s.targets)}")
         for ep in in_force:
-            say(describe_index(ep), style="yellow" if ep.overridden else None)
+            say(ep.described, style="yellow" if ep.overridden else None)
         rows = [[p.name, p.version, p.index, p.file or "", p.train or "", p.abi.value, p.note] for p in s.pins]
         console.print(table("pins", ["package", "version", "index", "file", "train", "abi", "note"], rows))
         gate = [[str(e.order), e.dist, e.module, e.mode.value, e.check.value, e.expected or "",
@@ -112,8 +111,8 @@ def export(
         if (failure := result.failure(profile)) is not None:
             raise failure
         return
-    emit({"stack": result.stack, "written": sorted(str(out / n) for n in result.files)}, as_json,
-         lambda: console.print("\n".join(f"wrote {out / n}" for n in result.files)))
+    emit({"stack": result.stack, "written": sorted(str(p) for p in result.written)}, as_json,
+         lambda: console.print("\n".join(f"wrote {p}" for p in result.written)))
 
 
 @app.command()

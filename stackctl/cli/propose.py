@@ -13,11 +13,10 @@ from stackctl.cli.app import (
     console_err,
     emit,
     markdown_table,
-    one_format,
     progress_bar,
     table,
 )
-from stackctl.cli.options import IndexOpt, JsonOpt, MarkdownOpt, ProfileArg, overrides
+from stackctl.cli.options import IndexOpt, JsonOpt, MarkdownOpt, ProfileArg, one_format, overrides
 
 _COLUMNS = ["package", "before", "after", "note"]
 

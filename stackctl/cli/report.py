@@ -11,14 +11,13 @@ import typer
 from stackctl.cli.app import (
     app,
     console,
-    emit,
+    emit_result,
     markdown_table,
     markdown_text,
-    one_format,
     say,
     table,
 )
-from stackctl.cli.options import JsonOpt, LockOpt, MarkdownOpt, ProfileArg
+from stackctl.cli.options import JsonOpt, LockOpt, MarkdownOpt, ProfileArg, one_format
 
 if TYPE_CHECKING:
     from stackctl.review import Report, Section
@@ -168,19 +167,7 @@ def report(
     """
     from stackctl.usecases import report_profile
 
-    one_format(as_json, markdown)
-    if as_html and (as_json or markdown):
-        from stackctl.errors import InputError
-
-        raise InputError("--html excludes --json and --markdown: pick one")
+    fmt = one_format(as_json, markdown, as_html)
     rep = report_profile(profile, lock, since=since, since_lock=since_lock, record_dir=record_dir)
-
-    def human() -> None:
-        if markdown:
-            print(render_markdown(rep), end="")
-        elif as_html:
-            print(render_html(rep), end="")
-        else:
-            _print_human(rep)
-
-    emit(rep, as_json, human)
+    emit_result(rep, fmt, lambda: _print_human(rep), markdown=lambda: render_markdown(rep),
+                html=lambda: render_html(rep))

@@ -15,12 +15,11 @@ from stackctl.cli.app import (
     console_err,
     emit,
     markdown_table,
-    one_format,
     progress_bar,
     say,
     table,
 )
-from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, ProfileArg, overrides
+from stackctl.cli.options import IndexOpt, JsonOpt, LockOpt, MarkdownOpt, ProfileArg, one_format, overrides
 
 if TYPE_CHECKING:
     from stackctl.index import IndexEndpoint
@@ -37,7 +36,6 @@ JobsOpt = Annotated[int, typer.Option("--jobs", help="Concurrent requests.")]
 
 
 def _print_lock(lock: Lock, path: Path | None, indexes: tuple[IndexEndpoint, ...] = (), written: bool = True) -> None:
-    from stackctl.resolve import describe_index
 
     # Every fact at every width: the table when it fits, else a block per file (file names run to 70
     # characters), never a column left out
@@ -66,7 +64,7 @@ def _print_lock(lock: Lock, path: Path | None, indexes: tuple[IndexEndpoint, ...
     say(f"sha256: {checked} of {count(len(files), 'file')} downloaded whole and checked by stackctl"
         + ("" if checked == len(files) else "; the others' are the index's word (--verify checks all)"))
     for ep in indexes:
-        say(describe_index(ep), style="yellow" if ep.overridden else None)
+        say(ep.described, style="yellow" if ep.overridden else None)
     for w in lock.warnings:  # wrapped between words by the console, never folded inside one by the terminal
         console_err.print(f"[yellow]warning:[/] {w}", highlight=False)
     if path is not None:
@@ -125,13 +123,11 @@ def lock_cmd(
     from stackctl.usecases import lock_of_profile
 
     checked = lock_of_profile(profile, lock, check=check)
-    path, name, status, exc = checked.path, checked.stack, checked.status, checked.failure
-    if exc is not None or status is None:
-        from stackctl.base import Annotation, Level
-
-        assert exc is not None
-        annotate([Annotation(Level.ERROR, f"{exc}; {exc.hint}" if exc.hint else str(exc), str(path))])
-        raise exc
+    path, name, status = checked.path, checked.stack, checked.status
+    annotate(checked.annotations())
+    if checked.failure is not None:
+        raise checked.failure
+    assert status is not None  # a lock that was checked has a status, or a failure
     emit(status, as_json, lambda: console.print(f"[green]ok[/] {path} matches {name}" if status.current else
                                                 f"{path}: made from another version of {name}; run resolve"))
 

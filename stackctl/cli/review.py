@@ -16,12 +16,11 @@ from stackctl.cli.app import (
     emit,
     invoked,
     markdown_table,
-    one_format,
     say,
     short_hash,
     table,
 )
-from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt
+from stackctl.cli.options import JsonOpt, MarkdownOpt, NoRecordOpt, one_format
 
 if TYPE_CHECKING:
     from stackctl.review import ImageDiff, LockDiff, StackDiff
@@ -89,7 +88,7 @@ def _print_image_diff(d: ImageDiff, markdown: bool, changed_only: bool, as_json:
             print(markdown_table(_PIN_COLUMNS, table_rows))
             return
         console.print(table(f"{d.before} → {d.after}", _PIN_COLUMNS, table_rows))
-        say(f"{len([r for r in pins if r.change != 'unchanged'])} of {count(len(pins), 'installed distribution')} "
+        say(f"{len(d.moved)} of {count(len(pins), 'installed distribution')} "
             "changed")
 
     emit({"before": d.before, "after": d.after, "pins": pins}, as_json, human)

@@ -137,6 +137,10 @@ class BuildFailed(CheckFailed):
         fails = [line for line in self.lines if line.startswith("FAIL ")] or [str(self)]
         return tuple(Annotation(Level.ERROR, line, profile) for line in fails)
 
+    def in_one_line(self) -> CheckFailed:
+        """The failure with its lines in its message: for `--json`, whose stdout carries one document."""
+        return CheckFailed(f"{self}: " + " | ".join(self.lines), hint=self.hint)
+
 
 SUMMARY = ("gate ok: ", "gate FAILED: ")
 def _agree(log: list[str], result: GateResult) -> None:

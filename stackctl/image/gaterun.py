@@ -10,7 +10,9 @@ from __future__ import annotations
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from stackctl.base.concurrency import run_child
@@ -21,6 +23,30 @@ from stackctl.profile.model import GatePhase, Stack
 from stackctl.resolve.lock import Lock
 
 SUMMARY = ("gate ok: ", "gate FAILED: ")
+
+
+class LineKind(Enum):
+    """What a line of the gate's output is: a check that passed, one that failed, or anything else it said."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NOTE = "note"
+
+    @classmethod
+    def of(cls, line: str) -> LineKind:
+        return cls.PASS if line.startswith("PASS ") else cls.FAIL if line.startswith("FAIL ") else cls.NOTE
+
+
+@dataclass(frozen=True)
+class GateLine:
+    """A line of the gate's output, with its kind: what a renderer styles it by."""
+
+    kind: LineKind
+    text: str
+
+
+def gate_lines(lines: Iterable[str]) -> tuple[GateLine, ...]:
+    return tuple(GateLine(LineKind.of(ln), ln) for ln in lines)
 
 
 @dataclass(frozen=True)
@@ -43,8 +69,14 @@ class GateRun:
                    clean_text(stderr), result)
 
     @property
+    def shown(self) -> tuple[GateLine, ...]:
+        """Every line, with its kind."""
+        return gate_lines(self.lines)
+
+    @property
     def results(self) -> tuple[tuple[bool, str], ...]:
-        return tuple((ln.startswith("PASS "), ln) for ln in self.lines if ln.startswith(("PASS ", "FAIL ")))
+        """(passed, line) for each check's line."""
+        return tuple((ln.kind is LineKind.PASS, ln.text) for ln in self.shown if ln.kind is not LineKind.NOTE)
 
     @property
     def failed(self) -> int:

@@ -48,6 +48,13 @@ class IndexEndpoint:
                 "pip": "pip's index-url", "pip-default": "pip's built-in default",
                 "url": "the URL given"}.get(self.url_source, self.url_source)
 
+    @property
+    def described(self) -> str:
+        """One line for people: `index NAME: URL (from SOURCE)`, an override said as one."""
+        if self.overridden:
+            return f"index {self.name}: {self.url} (override from {self.source_label}, not the profile's)"
+        return f"index {self.name}: {self.url} (from {self.source_label})"
+
 
 def endpoint_of(url: str) -> IndexEndpoint:
     """An index for a file named by URL alone: the URL's origin, no credentials."""

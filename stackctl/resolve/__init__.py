@@ -30,7 +30,6 @@ if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so d
     from stackctl.resolve.propose import propose_profile as propose_profile
     from stackctl.resolve.run import OutdatedPin as OutdatedPin
     from stackctl.resolve.run import Resolved as Resolved
-    from stackctl.resolve.run import describe_index as describe_index
     from stackctl.resolve.run import indexes_in_force as indexes_in_force
     from stackctl.resolve.run import make_client as make_client
     from stackctl.resolve.run import outdated as outdated

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackctl.base.annotations import Annotation, Level
 from stackctl.base.words import count
 from stackctl.errors import CheckFailed, InputError, StackctlError
 from stackctl.profile.locate import StackRef
@@ -43,6 +44,10 @@ class CheckReport:
         if not self.failed:
             return None
         return CheckFailed(f"{count(len(self.failed), 'check')} failed for {self.stack}")
+
+    def annotations(self) -> tuple[Annotation, ...]:
+        """For CI: each failed check at the file (and line) it is about."""
+        return tuple(Annotation(Level.ERROR, f.text, f.file, f.line) for f in self.failures)
 
 
 def pin_drift(stack: Stack, lock: Lock) -> list[str]:

@@ -40,13 +40,6 @@ def indexes_in_force(stack: Stack, overrides: Mapping[str, str] | None = None,
     return tuple(endpoints(stack, overrides, keep_in=keep_in).values())
 
 
-def describe_index(ep: IndexEndpoint) -> str:
-    """One line for people: `index NAME: URL (from SOURCE)`, an override said as one."""
-    if ep.overridden:
-        return f"index {ep.name}: {ep.url} (override from {ep.source_label}, not the profile's)"
-    return f"index {ep.name}: {ep.url} (from {ep.source_label})"
-
-
 @dataclass(frozen=True)
 class Resolved:
     """`stackctl resolve`: the lock, whether the file changed, and the index URLs the run used."""

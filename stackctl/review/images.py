@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stackctl.errors import InputError
-from stackctl.image.labels import installed_from_labels, recorded_installed
+from stackctl.image.labels import LABEL_INSTALLED, installed_from_labels, recorded_installed
 from stackctl.verify.verification import Attached
 
 
@@ -19,6 +19,11 @@ class ImageView:
     labels: dict[str, str]
     installed: dict[str, str]
     attached: Attached | None = None  # the SBOM and provenance beside a registry image
+
+    @property
+    def other_labels(self) -> dict[str, str]:
+        """The labels but the one listing the installed distributions (`installed` holds them, read)."""
+        return {k: v for k, v in self.labels.items() if k != LABEL_INSTALLED}
 
 
 def inspect_image(ref: str) -> ImageView:

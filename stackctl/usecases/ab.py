@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackctl.errors import CheckFailed
+
 if TYPE_CHECKING:
     from stackctl.ab.plan import Plan
     from stackctl.ab.run import AbReport, Say
@@ -44,6 +46,12 @@ class AbDone:
     candidate: str
     recorded: Path | None
     pictures: tuple[str, ...]
+
+    def failure(self) -> CheckFailed | None:
+        """Exit 1, naming every problem, when the candidate regressed (or the A/B could not tell)."""
+        if not self.report.failing:
+            return None
+        return CheckFailed(f"ab {self.control} → {self.candidate}: " + "; ".join(self.report.problems))
 
 
 def ab_compare(ask: AbAsk, *, say: Say) -> AbDone:

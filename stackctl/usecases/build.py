@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from stackctl.base.annotations import Level
 from stackctl.base.progress import BuildProgress, Steps
-from stackctl.errors import InputError
+from stackctl.errors import CheckFailed, InputError, ServiceError
+from stackctl.image.gaterun import GateLine, gate_lines
 from stackctl.image.order import BuildOrder
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class BuildReport:
     image: str  # repository:tag
     image_id: str
     record_path: Path
-    gate: tuple[str, ...]  # the gate's lines: this run's, or those the image kept from the run that passed it
+    gate: tuple[GateLine, ...]  # the gate's lines: this run's, or those the image kept from the run that passed it
     gate_cached: bool
     gate_left: tuple[str, ...]  # entries left to the app phase (`gate --image`)
     wheels_how: str
@@ -122,7 +123,7 @@ class BuildReport:
         record, result = built.record, built.result
         below = record.get("stack_image")
         return cls(str(record["stack"]), profile, built.image, result.image_id, built.record_path,
-                   tuple(record["gate"]), result.gate_cached, tuple(record.get("gate_left") or ()),
+                   gate_lines(record["gate"]), result.gate_cached, tuple(record.get("gate_left") or ()),
                    str(record["wheels_how"]), result.steps, result.cached_steps, tuple(result.ran),
                    StackImage(below["image"], below["image_id"], bool(below["gate_cached"])) if below else None,
                    record)
@@ -175,8 +176,26 @@ def _unsaid(_engine: str, _cell: str, _what: str) -> None:
     """A single build's matrix events: its progress and its report say what they would."""
 
 
+@dataclass(frozen=True)
+class PoolBuild:
+    """`build --all`: the matrix built, and the pool it was built over (with the engines left out)."""
+
+    matrix: Matrix
+    pool: Pool
+
+    def failure(self) -> CheckFailed | ServiceError | None:
+        """Every cell that failed, in one error: an engine's or a registry's failure (exit 3) when the matrix's
+        exit code says one was, else a failed check (exit 1)."""
+        failed = [c for c in self.matrix.cells if c.exit_code]
+        if not failed:
+            return None
+        what = "; ".join(f"{c.stack} {c.target} on {c.engine or 'no engine'}: {c.result}" for c in failed)
+        message = f"{len(failed)} of {len(self.matrix.cells)} cells failed: {what}"
+        return ServiceError(message) if self.matrix.exit_code == 3 else CheckFailed(message)
+
+
 def build_over_pool(order: BuildOrder, env: Mapping[str, str], on_unreachable: Callable[[Unreachable], None],
-                    on_event: Event, progress: CellProgress | None = None) -> tuple[Matrix, Pool]:
+                    on_event: Event, progress: CellProgress | None = None) -> PoolBuild:
     """`build --all` as one call: the engine pool parsed, the cells prepared (bad input fails before any engine
     is asked), the pool reached, each engine's builder chosen as for a single build (a BuildKit engine bakes its
     queue), the matrix built over it."""
@@ -200,7 +219,7 @@ def build_over_pool(order: BuildOrder, env: Mapping[str, str], on_unreachable: C
         on_event(name, "engine", f"builder: {engine.builder}")
     req = MatrixRequest(cells, {m.name: m.machine for m in pool.members},
                         {m.name: m.engine.address for m in pool.members}, order)
-    return build_matrix(req, builders, on_event, progress), pool
+    return PoolBuild(build_matrix(req, builders, on_event, progress), pool)
 
 
 def image_tag(profile: str, repository: str | None = None) -> ImageRef:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackctl.errors import InputError, ServiceError, StackctlError
+from stackctl.errors import InputError, Problems, ServiceError, StackctlError
 from stackctl.profile.model import Stack
 from stackctl.publish.publication import Copier, Publication
 
@@ -86,7 +86,7 @@ class Published:
     record: Path
 
 
-def publish_built(profile: str, *, lock: Path | None = None, record_dir: Path = Path("build"),
+def publish_built(profile: str | None, *, lock: Path | None = None, record_dir: Path = Path("build"),
                   record: Path | None = None, repository: str | None = None, sign_key: Path | None = None,
                   command: str = "") -> Published:
     """What `stackctl build PROFILE` built (RECORD_DIR/STACK.build.json), published: under [image.app] the stack
@@ -96,6 +96,8 @@ def publish_built(profile: str, *, lock: Path | None = None, record_dir: Path = 
     from stackctl.profile.locate import stack_ref
     from stackctl.resolve.lock import lock_path
 
+    if profile is None:
+        raise InputError("publish: give a PROFILE, or --all")
     ref = stack_ref(profile)
     stack, locked = ref.stack, lock_path(ref, lock)
     where = record or record_dir / PUBLICATIONS
@@ -120,15 +122,36 @@ class PublishedCell:
     exit_code: int = 0
 
 
+@dataclass(frozen=True)
+class PublishedPool:
+    """`publish --all`: each cell's publication or failure."""
+
+    cells: tuple[PublishedCell, ...]
+
+    def failure(self) -> StackctlError | None:
+        """Every cell that failed, each with its own exit code; the run exits with the most severe."""
+        failed = []
+        for c in self.cells:
+            if c.exit_code:
+                error = StackctlError(f"{c.stack} {c.target}: {c.error}")
+                error.exit_code = c.exit_code
+                failed.append(error)
+        return Problems.of(failed) if failed else None
+
+
 def publish_over_pool(record_dir: Path, engines: Sequence[str], engines_file: Path | None,
-                      repository: str | None, on_event: Event) -> tuple[PublishedCell, ...]:
+                      repository: str | None, on_event: Event, *, profile: str | None = None,
+                      lock: Path | None = None, record: Path | None = None) -> PublishedPool:
     """Every cell the last `build --all` built (RECORD_DIR/matrix.json), published from the engine that built
     it: the one of that name in the pool given (`--engine`, `--engines`), else the address the record keeps. A
-    cell that fails to publish is the cell's result (with its error and exit code); the others go on."""
+    cell that fails to publish is the cell's result (with its error and exit code); the others go on. The cells
+    name their own profiles, locks and record: `profile`, `lock` and `record` (a single publish's) are refused."""
     from stackctl.engine.pool import connect, engine_specs, recorded_spec
     from stackctl.image.matrix import MATRIX_RECORD, read_matrix
     from stackctl.profile.locate import load_profile
 
+    if profile is not None or lock is not None or record is not None:
+        raise InputError("publish --all takes the cells of RECORD_DIR/matrix.json: no PROFILE, --lock or --record")
     cells = [c for c in read_matrix(record_dir / MATRIX_RECORD) if c.result == "built"]
     if not cells:
         raise InputError(f"{record_dir / MATRIX_RECORD}: no built cell to publish")
@@ -150,4 +173,4 @@ def publish_over_pool(record_dir: Path, engines: Sequence[str], engines_file: Pa
         except StackctlError as exc:
             out.append(PublishedCell(c.stack, c.target, c.engine, c.image, "failed", None, c.image_id, str(exc),
                                      exc.exit_code))
-    return tuple(out)
+    return PublishedPool(tuple(out))

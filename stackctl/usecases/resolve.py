@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackctl.base.annotations import Annotation, Level
 from stackctl.errors import CheckFailed
 
 if TYPE_CHECKING:
@@ -67,6 +68,13 @@ class LockChecked:
     path: Path
     status: LockStatus | None
     failure: CheckFailed | None = None
+
+    def annotations(self) -> tuple[Annotation, ...]:
+        """For CI: the failure, at the lock file."""
+        exc = self.failure
+        if exc is None:
+            return ()
+        return (Annotation(Level.ERROR, f"{exc}; {exc.hint}" if exc.hint else str(exc), str(self.path)),)
 
 
 def lock_of_profile(profile: str, lock: Path | None, *, check: bool = False) -> LockChecked:

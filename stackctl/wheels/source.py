@@ -45,6 +45,11 @@ class WheelOrigin:
     hash_known: bool = False  # a sha256 to compare with was known (the lock's, or the URL's #sha256=)
     cached: bool = False  # its ELF facts came from the cache (kept per sha256): no byte of it was read
 
+    @property
+    def sha256_checked(self) -> bool:
+        """The whole file was read and its sha256 compared."""
+        return self.verified == "sha256"
+
 
 class OpenedWheel:
     """One wheel, open until `close()`. A remote wheel keeps its fetched blocks between reads; it is read
