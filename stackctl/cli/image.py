@@ -25,8 +25,7 @@ from stackctl.cli.app import (
     step_lines,
     table,
 )
-from stackctl.cli.matrix import EngineOpt, EnginesFileOpt
-from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
+from stackctl.cli.options import BuilderOpt, ClusterOpt, IndexOpt, JsonOpt, LockOpt, ProfileArg, overrides
 
 if TYPE_CHECKING:
     from stackctl.base import Level, Steps
@@ -241,10 +240,9 @@ def build(
         metavar="PROFILE...", help="Profile file, PATH@GITREV, or stack name (with --all: any number; none: every "
         "profile in stacks/).")] = None,
     build_all: Annotated[bool, typer.Option("--all", help="Build every named stack for each --target (default: "
-                                            "its image's target) over the engine pool, in parallel (one `docker buildx "
-                                            "bake` per BuildKit engine).")] = False,
-    engine: EngineOpt = None,
-    engines_file: EnginesFileOpt = None,
+                                            "its image's target): here in one `docker buildx bake` (BuildKit), or "
+                                            "each cell on a build node of --cluster.")] = False,
+    cluster: ClusterOpt = None,
     cache_repository: Annotated[str | None, typer.Option(
         "--cache-repository", metavar="REPO", help="With --all: the registry repository of the cache the engines "
         "share, BuildKit's (REPO:buildcache-STACK-TARGET) or the classic builder's layer-group stages (default: "
@@ -280,9 +278,10 @@ def build(
     """Build and gate the stack's image on the Docker engine.
 
     Renders the context, builds it on the engine (DOCKER_HOST), runs the gate as the last build step and
-    writes build/STACK.build.json with a fingerprint. With --all: stacks by targets over the --engine pool
-    (a BuildKit engine bakes its cells in one `docker buildx bake`), the registry as the engines' shared
-    cache, one summary and build/matrix.json.
+    writes build/STACK.build.json with a fingerprint. With --all: stacks by targets (a BuildKit engine bakes
+    its cells in one `docker buildx bake`), the registry as the engines' shared cache, one summary and
+    build/matrix.json; with --cluster each cell is built on a node of a Ray cluster that declares the
+    stackctl-engine resource, and pushed by digest for `publish --all`.
     """
     from stackctl.usecases import BuildOrder
 
@@ -290,11 +289,11 @@ def build(
                        fetch=fetch, overrides=overrides(index), context=context, repository=repository,
                        cache_repository=cache_repository, allow_dirty=allow_dirty, revision=revision, ref=ref,
                        created=created, record_dir=record_dir, no_cache=no_cache, send_wheels=send_wheels,
-                       command=invoked(), builder=builder, engines=tuple(engine or ()), engines_file=engines_file)
+                       command=invoked(), builder=builder, cluster=cluster)
     if build_all:
-        from stackctl.cli.matrix import build_all as build_pool
+        from stackctl.cli.matrix import build_all as build_every
 
-        return build_pool(order, as_json=as_json)
+        return build_every(order, as_json=as_json)
     from stackctl.usecases import build_stack
 
     built = build_stack(order, say=_say, watch=_watch_build(not as_json and console_err.is_terminal, as_json))
@@ -332,9 +331,8 @@ def publish(
     profile: Annotated[str | None, typer.Argument(metavar="PROFILE", help="Profile file, PATH@GITREV, or stack "
                                                   "name (none with --all).")] = None,
     publish_all: Annotated[bool, typer.Option("--all", help="Publish every cell the last `build --all` built "
-                                              "(RECORD_DIR/matrix.json), each from its engine.")] = False,
-    engine: EngineOpt = None,
-    engines_file: EnginesFileOpt = None,
+                                              "(RECORD_DIR/matrix.json); a cluster's cells are tagged where its "
+                                              "nodes pushed them.")] = False,
     repository: RepoOpt = None,
     lock: LockOpt = None,
     record_dir: Annotated[Path, typer.Option("--record-dir", metavar="DIR",
@@ -358,7 +356,7 @@ def publish(
     if publish_all:
         from stackctl.cli.matrix import publish_all as publish_pool
 
-        return publish_pool(engine or [], engines_file, repository=repository, record_dir=record_dir, as_json=as_json,
+        return publish_pool(repository=repository, record_dir=record_dir, as_json=as_json, sign_key=sign_key,
                             profile=profile, lock=lock, record_file=record_file)
     from stackctl.usecases import publish_built
 

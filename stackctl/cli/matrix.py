@@ -1,4 +1,4 @@
-"""`build --all` and `publish --all`: stacks by targets over an engine pool, one progress view, one summary."""
+"""`build --all` and `publish --all`: stacks by targets, here or on a Ray cluster, one progress view, one summary."""
 
 from __future__ import annotations
 
@@ -6,42 +6,28 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from stackctl.cli.app import console, console_err, emit, err_is_terminal, progress_display, table
+from stackctl.cli.app import console, emit, err_is_terminal, progress_display, table
 
 if TYPE_CHECKING:
-    from stackctl.engine import Pool, Unreachable
     from stackctl.image import CellProgress, CellResult, Event, Matrix
     from stackctl.usecases import BuildOrder
-
-EngineOpt = Annotated[list[str] | None, typer.Option(
-    "--engine", metavar="NAME=URL", help="An engine of the pool for --all (repeatable): unix://PATH, "
-    "tcp://HOST:PORT (TLS from DOCKER_CERT_PATH/DOCKER_TLS_VERIFY) or ssh://[USER@]HOST; default: DOCKER_HOST's.")]
-EnginesFileOpt = Annotated[Path | None, typer.Option(
-    "--engines", metavar="FILE", help="A TOML file whose [engines] table names the pool (NAME = \"URL\").")]
-
 
 def _say(where: str, cell: str, what: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} [{where}] {cell}: {what}", file=sys.stderr, flush=True)
 
 
-def _left_out(u: Unreachable) -> None:
-    console_err.print(f"engine {u.name} ({u.address}) left out: {u.reason}", style="yellow", markup=False)
-
-
 def build_all(order: BuildOrder, *, as_json: bool) -> None:
-    """`build --all`: the order built over its engine pool, one view of every cell, one summary."""
-    from stackctl.usecases import build_over_pool
+    """`build --all`: the order built here or on its cluster, one view of every cell, one summary."""
+    from stackctl.usecases import build_all as build_every
 
     with _view(not as_json) as (event, steps):
-        built = build_over_pool(order, os.environ, _left_out, event, steps)
-    _report(built.matrix, as_json, built.pool)
+        built = build_every(order, os.environ, event, steps)
+    _report(built.matrix, as_json, built.cluster)
     if (failure := built.failure()) is not None:
         raise failure
 
@@ -89,7 +75,7 @@ def _seconds(c: CellResult) -> str:
     return f"{c.seconds:.1f}" if c.engine else "-"
 
 
-def _report(matrix: Matrix, as_json: bool, pool: Pool) -> None:
+def _report(matrix: Matrix, as_json: bool, cluster: str | None) -> None:
     def human() -> None:
         rows = [(c.stack, c.target, c.engine or "-", c.result, c.image.rpartition(":")[2],
                  (c.image_id or "")[7:19] or "-", f"{c.steps_cached}/{c.steps}" if c.steps else "-", _seconds(c),
@@ -102,8 +88,7 @@ def _report(matrix: Matrix, as_json: bool, pool: Pool) -> None:
                 console.print(f"{c.stack} {c.target}: {c.result}: {c.error}", markup=False, style="red")
         console.print(f"record {matrix.record}", markup=False, style="dim")
 
-    emit({"cells": [_cell_json(c) for c in matrix.cells], "record": str(matrix.record),
-          "unreachable": [{"engine": u.name, "address": u.address, "reason": u.reason} for u in pool.unreachable]},
+    emit({"cells": [_cell_json(c) for c in matrix.cells], "record": str(matrix.record), "cluster": cluster},
          as_json, human)
 
 
@@ -111,15 +96,16 @@ def _cell_json(c: CellResult) -> dict[str, Any]:
     return {"stack": c.stack, "target": c.target, "engine": c.engine, "image_id": c.image_id,
             "tag": c.image, "steps": c.steps, "steps_cached": c.steps_cached, "seconds": c.seconds,
             "result": c.result, "error": c.error, "cache_pulled": c.cache_pulled, "cache_bytes": c.cache_bytes,
-            "cache_pushed": c.cache_pushed, "record": c.record, "builder": c.builder}
+            "cache_pushed": c.cache_pushed, "record": c.record, "builder": c.builder, "node": c.node,
+            "host": c.host, "digest": c.digest, "attempts": list(c.attempts), "versions": c.versions}
 
 
-def publish_all(engine: Sequence[str], engines_file: Path | None, *, repository: str | None, record_dir: Path,
-                as_json: bool, profile: str | None = None, lock: Path | None = None,
-                record_file: Path | None = None) -> None:
-    """Publish every cell the last `build --all` built, from the engine that built it (a single publish's
-    PROFILE, --lock and --record refused)."""
-    from stackctl.usecases import publish_over_pool
+def publish_all(*, repository: str | None, record_dir: Path, as_json: bool, sign_key: Path | None = None,
+                profile: str | None = None, lock: Path | None = None, record_file: Path | None = None) -> None:
+    """Publish every cell the last `build --all` built (a single publish's PROFILE, --lock and --record
+    refused)."""
+    from stackctl.cli.app import invoked
+    from stackctl.usecases import publish_cells
 
     guard = threading.Lock()
 
@@ -127,8 +113,8 @@ def publish_all(engine: Sequence[str], engines_file: Path | None, *, repository:
         with guard:
             _say(where, cell, what)
 
-    done = publish_over_pool(record_dir, engine, engines_file, repository, event, profile=profile, lock=lock,
-                             record=record_file)
+    done = publish_cells(record_dir, repository, event, sign_key=sign_key, profile=profile, lock=lock,
+                         record=record_file, command=invoked())
     out = done.cells
 
     def human() -> None:
@@ -143,4 +129,4 @@ def publish_all(engine: Sequence[str], engines_file: Path | None, *, repository:
         raise failure
 
 
-__all__ = ["EngineOpt", "EnginesFileOpt", "build_all", "publish_all"]
+__all__ = ["build_all", "publish_all"]

@@ -1,7 +1,7 @@
 """Stage 7, the engine adapters: the Docker engine (`docker`, the only code importing docker), buildx and its bake,
-skopeo, the registry client and its credentials, a build's wheel server, an image's library inventory, and the
-engine pool (its members named, parsed and reached). They implement the image stage's protocols
-(`image/protocols.py`) and read with its parsers; the use cases (`stackctl.usecases`) wire them to a command.
+skopeo, the registry client and its credentials, a build's wheel server and an image's library inventory. They
+implement the image stage's protocols (`image/protocols.py`) and read with its parsers; the use cases
+(`stackctl.usecases`) wire them to a command.
 
 The names imported below are the stage's API; each is imported from its module on first use
 (stackctl/base/lazy.py)."""
@@ -15,11 +15,6 @@ from stackctl.base.lazy import lazy_api
 if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so does `lazy_api`
     from stackctl.engine.docker import DockerEngine as DockerEngine
     from stackctl.engine.inventory import image_inventory as image_inventory
-    from stackctl.engine.pool import EngineSpec as EngineSpec
-    from stackctl.engine.pool import Pool as Pool
-    from stackctl.engine.pool import Unreachable as Unreachable
-    from stackctl.engine.pool import engine_specs as engine_specs
-    from stackctl.engine.pool import parse_engine as parse_engine
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
     __getattr__ = lazy_api(__name__)

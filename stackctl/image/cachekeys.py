@@ -1,4 +1,4 @@
-"""The registry as the pool's shared build cache: which stage image each layer group has, under which tag.
+"""The registry as the engines' shared build cache: which stage image each layer group has, under which tag.
 
 Every layer group is built in a stage of its own (`layerNN-GROUP`); its image holds the base, the tools
 stage and that one group's prefix. After a cell builds, those stage images are pushed under tags keyed by

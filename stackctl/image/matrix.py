@@ -1,14 +1,14 @@
-"""`stackctl build --all` as one call: stacks by targets over a pool of engines, the registry as their cache.
+"""`stackctl build --all` as one call on one engine: stacks by targets, the registry as the cache the engines
+that build them share (a cluster's nodes each run this for their cells, usecases/build.py).
 
-All engines build at once, each its queue of cells (`schedule` decides the queues). A BuildKit engine builds
-its whole queue as one `docker buildx bake` (`bake_queue`): every cell's context rendered as for a single
-build, one bake file, BuildKit running the cells' stages in parallel and a stage they share once; where the
-builder exports its cache (the containerd image store) each cell's stages go to the registry as
+A BuildKit engine builds its cells as one `docker buildx bake` (`bake_queue`): every cell's context rendered as
+for a single build, one bake file, BuildKit running the cells' stages in parallel and a stage they share once;
+where the builder exports its cache (the containerd image store) each cell's stages go to the registry as
 REPO:buildcache-STACK-TARGET and the next bake, on any engine, starts from them. A classic-builder engine
 builds its cells one after another: before a cell builds, the engine pulls the stage images the registry
 holds for the cell's layer groups (`cachekeys`) and builds with them as `cache_from`; after it built, the
 cell's own stage images go to the registry for the next engine. A failing cell is recorded and the engine
-goes on with its queue; the matrix record (RECORD_DIR/matrix.json) says which cell was built where, for
+goes on with the others; the matrix record (RECORD_DIR/matrix.json) says which cell was built where, for
 `publish --all`.
 
 A single `stackctl build` is a one-cell matrix over DOCKER_HOST's engine, through the same planning and the
@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from stackctl.base.concurrency import parallel
 from stackctl.base.files import write_atomic
 from stackctl.base.imageref import names_registry
 from stackctl.base.jsonout import dumps
@@ -39,7 +38,6 @@ from stackctl.image.labels import image_ref
 from stackctl.image.order import BuildOrder
 from stackctl.image.prepare import Prepared
 from stackctl.image.protocols import Bakes, Engine
-from stackctl.image.schedule import Assignment, Cell, Slot, schedule
 
 MATRIX_RECORD = "matrix.json"
 
@@ -63,8 +61,8 @@ class CellInput:
 @dataclass(frozen=True)
 class MatrixRequest:
     cells: tuple[CellInput, ...]
-    machines: Mapping[str, str]  # engine name → its architecture
-    addresses: Mapping[str, str] = field(default_factory=dict)  # engine name → URL (credentials left out)
+    machine: str  # the engine's architecture (x86_64, aarch64): a cell of another is not built there
+    address: str | None = None  # the engine's URL (credentials left out), kept in the record
     order: BuildOrder = field(default_factory=BuildOrder)
 
     @property
@@ -99,6 +97,13 @@ class CellResult:
     lock: str | None = None
     address: str | None = None
     builder: str | None = None  # buildkit (the cell was a bake target) or classic
+    # --cluster: where the cell's task ran and what became of it there
+    node: str | None = None  # the Ray node id
+    host: str | None = None  # the node's host name
+    digest: str | None = None  # the manifest digest the node pushed to the registry (no tag moved)
+    published: Mapping[str, Any] | None = None  # the node's publication by digest: publish --all finishes it
+    attempts: tuple[Mapping[str, str], ...] = ()  # each node that ran it: a node that died, then the one that built
+    versions: Mapping[str, str] | None = None  # the stackctl and Ray that ran the task
 
 
 @dataclass(frozen=True)
@@ -190,8 +195,8 @@ def _caches(prep: Prepared) -> tuple[StageCache, ...]:
     return stage_caches(prep.plan) if prep.plan is not None else ()
 
 
-def plan_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine]) -> Assignment:
-    """Which engine builds which cell: warm where an engine already holds a cell's stage images."""
+def check_tags(req: MatrixRequest) -> None:
+    """Two cells that would carry one tag are a usage error, before anything is built."""
     seen: dict[str, str] = {}
     for c in req.cells:
         ref = str(image_ref(c.prepared.stack, req.repository))
@@ -200,21 +205,12 @@ def plan_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine]) -> Assign
                              f"{ref}", hint="build one target at a time, or give the profile's tag a "
                              "per-target part")
         seen[ref] = f"{c.prepared.stack.name} {c.prepared.target}"
-    cells, slots = [], []
-    for c in req.cells:
-        target = c.prepared.stack.target(c.prepared.target)
-        machine = target.machine if target is not None else "x86_64"
-        cells.append(Cell(c.prepared.stack.name, c.prepared.target, machine, tuple(s.key for s in _caches(c.prepared))))
-    for name, engine in engines.items():
-        warm = set()
-        # the stage tags are the classic builder's cache; a BuildKit engine's is BuildKit's own
-        for c in req.cells if engine.baking is None else ():
-            repo = cache_repository(req, c.prepared)
-            for s in _caches(c.prepared) if repo else ():
-                if engine.facts(f"{repo}:{s.tag()}") is not None:
-                    warm.add(s.key)
-        slots.append(Slot(name, req.machines.get(name, "x86_64"), frozenset(warm)))
-    return schedule(cells, slots)
+
+
+def cell_machine(cell: CellInput) -> str:
+    """What `uname -m` says on an engine that can run the cell's wheels."""
+    target = cell.prepared.stack.target(cell.prepared.target)
+    return target.machine if target is not None else "x86_64"
 
 
 def _failure(exc: StackctlError) -> tuple[str, int]:
@@ -295,7 +291,7 @@ def _unbuilt(req: MatrixRequest, cell: CellInput, name: str, builder: str) -> Ce
     prep = cell.prepared
     return CellResult(prep.stack.name, prep.target, name, "not built", str(image_ref(prep.stack, req.repository)),
                       profile=_absolute(prep.stack.sources[0]) if prep.stack.sources else None,
-                      lock=str(cell.lock.absolute()), address=req.addresses.get(name), builder=builder)
+                      lock=str(cell.lock.absolute()), address=req.address, builder=builder)
 
 
 def _failed(base: CellResult, exc: StackctlError, started: float, on_event: Event) -> Outcome:
@@ -387,42 +383,39 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
     return [done[target_name(c.prepared.stack.name, c.prepared.target)] for c in cells]
 
 
-def build_matrix(req: MatrixRequest, engines: Mapping[str, PoolEngine], on_event: Event,
+def build_matrix(req: MatrixRequest, name: str, engine: PoolEngine, on_event: Event,
                  progress: CellProgress | None = None) -> Matrix:
-    """Every cell built (or its failure kept as its outcome) and, for `build --all`, the matrix record written;
-    raises only for bad input."""
-    if not engines:
-        raise ServiceError("no engine of the pool answers", hint="start one, or name others with --engine")
-    assignment = plan_matrix(req, engines)
-    by_cell = {(c.prepared.stack.name, c.prepared.target): c for c in req.cells}
-    for p in assignment.placements:
-        on_event(p.engine, p.cell.name, "queued" + (f" (warm: {p.warm} stages here)" if p.warm else ""))
-
-    def run_queue(name: str) -> list[Outcome]:
-        engine, queue = engines[name], [by_cell[(p.cell.stack, p.cell.target)] for p in assignment.queue(name)]
-        if engine.baking is not None and req.shared:
-            return bake_queue(req, queue, name, engine, engine.baking, on_event, progress)
-        return [build_cell(req, cell, name, engine, on_event, progress) for cell in queue]
-
-    done: dict[tuple[str, str], Outcome] = {}
-    for results in parallel(len(engines), run_queue, list(engines)):
-        if isinstance(results, StackctlError):  # cannot happen: each cell keeps its own failure
-            raise results
-        done.update({(r.cell.stack, r.cell.target): r for r in results})
-    for cell, why in assignment.unplaced:
-        prep = by_cell[(cell.stack, cell.target)].prepared
-        done[(cell.stack, cell.target)] = Outcome(
-            CellResult(cell.stack, cell.target, None, "not built", str(image_ref(prep.stack, req.repository)),
-                       error=why, exit_code=3), error=ServiceError(f"{cell.name}: {why}"))
+    """Every cell built on `engine` (or its failure kept as its outcome) and, for `build --all`, the matrix record
+    written; raises only for bad input. A cell for another machine than the engine's is not built there (a
+    single build goes where the user sent it)."""
+    check_tags(req)
+    able = [c for c in req.cells if not req.shared or cell_machine(c) == req.machine]
+    for c in able:
+        on_event(name, _label(c), "queued")
+    if engine.baking is not None and req.shared:
+        built = bake_queue(req, able, name, engine, engine.baking, on_event, progress)
+    else:
+        built = [build_cell(req, cell, name, engine, on_event, progress) for cell in able]
+    done = {(o.cell.stack, o.cell.target): o for o in built}
+    for c in req.cells:
+        if c not in able:
+            why = f"the engine runs {req.machine}, the target needs {cell_machine(c)}"
+            done[(c.prepared.stack.name, c.prepared.target)] = Outcome(
+                CellResult(c.prepared.stack.name, c.prepared.target, None, "not built",
+                           str(image_ref(c.prepared.stack, req.repository)), error=why, exit_code=3),
+                error=ServiceError(f"{_label(c)}: {why}"))
     outcomes = tuple(done[(c.prepared.stack.name, c.prepared.target)] for c in req.cells)
-    if not req.shared:
-        return Matrix(outcomes, None)
-    record = req.order.record_dir / MATRIX_RECORD
+    return Matrix(outcomes, write_matrix(req.order.record_dir, [o.cell for o in outcomes]) if req.shared else None)
+
+
+def write_matrix(record_dir: Path, cells: Sequence[CellResult]) -> Path:
+    """RECORD_DIR/matrix.json, what `publish --all` publishes, written whole (atomically)."""
+    record = record_dir / MATRIX_RECORD
     try:
-        write_atomic(record, dumps({"cells": [o.cell for o in outcomes]}) + "\n")
+        write_atomic(record, dumps({"cells": list(cells)}) + "\n")
     except OSError as exc:
         raise InputError(f"{record}: cannot write the matrix record: {exc.strerror or exc}") from None
-    return Matrix(outcomes, record)
+    return record
 
 
 def read_matrix(path: Path) -> tuple[CellResult, ...]:
@@ -430,7 +423,7 @@ def read_matrix(path: Path) -> tuple[CellResult, ...]:
 
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
-        return tuple(CellResult(**c) for c in data["cells"])
+        return tuple(CellResult(**{**c, "attempts": tuple(c.get("attempts") or ())}) for c in data["cells"])
     except FileNotFoundError:
         raise InputError(f"{path}: no matrix record", hint="run `stackctl build --all` first") from None
     except OSError as exc:

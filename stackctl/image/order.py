@@ -15,7 +15,7 @@ class BuildOrder:
 
     profiles: tuple[str, ...] = ()  # PROFILE arguments; with `every` none means every profile in ./stacks/
     targets: tuple[str, ...] = ()
-    every: bool = False  # --all: stacks by targets over the engine pool
+    every: bool = False  # --all: stacks by targets, here or on a cluster's build nodes
     lock: Path | None = None
     wheelhouse: Path | None = None
     fetch: bool = False  # --fetch: the wheelhouse may be made
@@ -32,8 +32,7 @@ class BuildOrder:
     send_wheels: bool = False
     command: str = ""  # the command line as given (no credentials), kept in the build record for `report`
     builder: str | None = None  # --builder; None: STACKCTL_BUILDER, else auto
-    engines: tuple[str, ...] = ()  # --engine NAME=URL, as given
-    engines_file: Path | None = None  # --engines FILE
+    cluster: str | None = None  # --all --cluster ADDRESS: a Ray cluster's build nodes build the cells
 
     @property
     def target(self) -> str | None:

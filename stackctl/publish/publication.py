@@ -154,12 +154,13 @@ def check_copy(registry: PushApi, repository: str, artefact: Artefact, diff_ids:
 
 def publish(artefact: Artefact, ref: ImageRef, registry: PushApi, copy: Copier, *,
             expect: Mapping[str, str] | None = None, now: datetime | None = None,
-            evidence: Evidence | None = None, key: SigningKey | None = None, image_id: str = "") -> Publication:
+            evidence: Evidence | None = None, key: SigningKey | None = None, image_id: str = "",
+            move_tag: bool = True) -> Publication:
     """`expect`: labels the image must carry (the current profile and lock digests) before any copy: a tag
-    that does not move when a pin does must not carry an image built before the change.
-
-    The layout's image goes to the registry by digest (`copy`), is checked there against the layout, gets
-    its SBOM and provenance beside it, and only then the tag. Any failure before leaves the tag where it was."""
+    that does not move when a pin does must not carry an image built before the change. The layout's image
+    goes to the registry by digest (`copy`), is checked there against the layout, gets its SBOM and provenance
+    beside it, and only then the tag (a cluster's node: `move_tag` False). Any failure before leaves the tag
+    where it was."""
     from stackctl.image.render import SBOM_PATH
     from stackctl.publish import attest
     from stackctl.verify.remote import sha256
@@ -211,8 +212,9 @@ def publish(artefact: Artefact, ref: ImageRef, registry: PushApi, copy: Copier, 
         started=timing.get("started"), finished=timing.get("finished") or when, byproducts=[sbom_ref],
         build_type=evidence.build_type), key)
     # 4. only now the tag
-    registry.put_manifest(repo, ref.tag, artefact.blob_path(artefact.digest).read_bytes(),
-                          artefact.manifest.media_type)
+    if move_tag:
+        registry.put_manifest(repo, ref.tag, artefact.blob_path(artefact.digest).read_bytes(),
+                              artefact.manifest.media_type)
     check = (f"build the same lock at revision {revision} and its layout's manifest digest is {artefact.digest} "
              f"again (config times = SOURCE_DATE_EPOCH {epoch}); `stackctl verify {repo}@{artefact.digest} --lock "
              "LOCK --rebuild` re-checks it")
@@ -235,7 +237,7 @@ def publish(artefact: Artefact, ref: ImageRef, registry: PushApi, copy: Copier, 
 def publish_stack(stack: Stack, lock: Path, record: Path, build_record: Path, repository: str | None = None, *,
                   registry: PushApi, copy: Copier, builder: Mapping[str, str] | None = None,
                   key: SigningKey | None = None, stack_image: bool = False, command: str = "",
-                  make_layout: Callable[[Path, bool], None] | None = None) -> Publication:
+                  make_layout: Callable[[Path, bool], None] | None = None, move_tag: bool = True) -> Publication:
     """`stackctl publish` as one call: the artefact the build record names, refused when stale, copied under
     the profile's (or another) repository and tag; then the publication record appended. `make_layout` makes
     the layout a build left to be made when first needed, once the inputs are checked: a typo costs no copy
@@ -262,7 +264,8 @@ def publish_stack(stack: Stack, lock: Path, record: Path, build_record: Path, re
     facts = ImageFacts(str(entry.get("image_id") or artefact.config.digest), tuple(sorted(labels.items())), (), 0,
                        tuple(str(d) for d in (_config(artefact).get("rootfs") or {}).get("diff_ids") or ()))
     evidence = gather_evidence(stack, locked, lock, facts, base_facts(build, stack), builder or {}, build)
-    pub = publish(artefact, ref, registry, copy, expect=expect, evidence=evidence, key=key, image_id=facts.id)
+    pub = publish(artefact, ref, registry, copy, expect=expect, evidence=evidence, key=key, image_id=facts.id,
+                  move_tag=move_tag)
     pub = replace(pub, command=command)
     append_record(record, pub)
     return pub
@@ -301,6 +304,69 @@ def append_record(path: Path, pub: Publication) -> None:
 _FIELDS = frozenset(Publication.__dataclass_fields__)
 
 
+def publication_of(data: Mapping[str, Any]) -> Publication:
+    """A publication as a record or a node's task keeps it (JSON), back as a value; a field of an earlier
+    version (engine_digest, layers_read_from) is kept in the file, not read."""
+    fields = {k: v for k, v in data.items() if k in _FIELDS}
+    fields["verified"] = tuple(fields.get("verified") or ())
+    return Publication(**fields)
+
+
+def _manifest_layer(registry: PushApi, repository: str, reference: str) -> bytes:
+    """The one layer of an artifact manifest (the SBOM's), by the manifest's digest."""
+    got = registry.manifest(repository, reference)
+    if got is None:
+        raise CheckFailed(f"{repository}@{reference}: not in the registry")
+    layers = json.loads(got[1]).get("layers") or []
+    if len(layers) != 1 or not isinstance(layers[0], dict):
+        raise CheckFailed(f"{repository}@{reference}: not an SBOM artifact (one layer)")
+    return registry.blob(repository, str(layers[0].get("digest")))
+
+
+def finish_publication(pub: Publication, stack: Stack, lock: Path, ref: ImageRef, registry: PushApi,
+                       key: SigningKey | None = None, now: datetime | None = None) -> Publication:
+    """What a node published by digest (`publish(move_tag=False)`), made a publication here: the manifest is
+    still in `ref`'s repository, its labels name this profile and lock, its statements are signed with `key`
+    (the SBOM and the provenance the node pushed, signed again here: a key never goes to a node), and only
+    then the tag moves."""
+    from stackctl.image.labels import LABEL_PROFILE
+    from stackctl.publish import attest
+    from stackctl.resolve.lock import read_lock
+
+    repo = ref.repository
+    node_repo = pub.tag.rsplit(":", 1)[0]
+    if node_repo != repo:
+        raise InputError(f"{ref}: the node pushed {node_repo}@{pub.digest}, not to {repo}",
+                         hint="publish with the repository the cells were built for (build --all --repository)")
+    locked = read_lock(lock)
+    locked.require_made_from(stack)
+    got = registry.manifest(repo, pub.digest)
+    if got is None:
+        raise CheckFailed(f"{repo}@{pub.digest}: not in the registry; the node pushed it, something removed it",
+                          hint="build the cell again (stackctl build --all --cluster ...)")
+    media_type, manifest = got
+    try:
+        config_digest = str(json.loads(manifest)["config"]["digest"])
+        config = json.loads(registry.blob(repo, config_digest))
+    except (ValueError, KeyError, TypeError):
+        raise CheckFailed(f"{repo}@{pub.digest}: its manifest or config is not an image's") from None
+    labels: dict[str, str] = dict((config.get("config") or {}).get("Labels") or {})
+    old = stale(labels, {LABEL_PROFILE: stack.digest(), LABEL_LOCK: locked.digest()})
+    if old:
+        raise CheckFailed(f"{repo}@{pub.digest} was built from another profile or lock: " + "; ".join(old),
+                          hint="run `stackctl build --all` again, then publish --all")
+    signed: dict[str, Any] = {}
+    if key is not None and pub.sbom and pub.provenance is not None:
+        sbom = _manifest_layer(registry, repo, pub.sbom.rpartition("@")[2])
+        doc = pub.provenance
+        sbom_art, _doc, att = attest.attach(registry, repo, (pub.digest, len(manifest), media_type), sbom,
+                                            lambda _material: doc, key)
+        signed = {"signed_by": key.keyid, "provenance_ref": f"{repo}:{att.tag}@{att.digest}",
+                  "sbom": f"{repo}:{sbom_art.tag}@{sbom_art.digest}"}
+    registry.put_manifest(repo, ref.tag, manifest, media_type)
+    return replace(pub, tag=str(ref), time=now_iso(now), **signed)
+
+
 def read_records(path: Path) -> list[Publication]:
     if not path.exists():
         return []
@@ -308,11 +374,7 @@ def read_records(path: Path) -> list[Publication]:
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
-                data = json.loads(line)
-                data["verified"] = tuple(data.get("verified") or ())
-                # records of earlier versions carry fields the layout copy no longer knows (engine_digest,
-                # layers_read_from): kept in the file, not read
-                out.append(Publication(**{k: v for k, v in data.items() if k in _FIELDS}))
+                out.append(publication_of(json.loads(line)))
             except (ValueError, TypeError) as exc:
                 raise InputError(f"{path}:{n}: not a publication record ({exc})") from None
     return out

@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so d
     from stackctl.usecases.bisect import BisectAsk as BisectAsk
     from stackctl.usecases.bisect import bisect_moves as bisect_moves
     from stackctl.usecases.build import BuildReport as BuildReport
-    from stackctl.usecases.build import build_over_pool as build_over_pool
     from stackctl.usecases.build import build_stack as build_stack
     from stackctl.usecases.build import chosen_builder as chosen_builder
     from stackctl.usecases.build import image_tag as image_tag
@@ -34,12 +33,14 @@ if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so d
     from stackctl.usecases.gate import gate_image as gate_image
     from stackctl.usecases.gate import gate_profile as gate_profile
     from stackctl.usecases.gate import gate_stack as gate_stack
+    from stackctl.usecases.matrix import AllBuild as AllBuild
+    from stackctl.usecases.matrix import build_all as build_all
     from stackctl.usecases.publish import Published as Published
     from stackctl.usecases.publish import PublishedCell as PublishedCell
     from stackctl.usecases.publish import builder_facts as builder_facts
     from stackctl.usecases.publish import publish_built as publish_built
+    from stackctl.usecases.publish import publish_cells as publish_cells
     from stackctl.usecases.publish import publish_image as publish_image
-    from stackctl.usecases.publish import publish_over_pool as publish_over_pool
     from stackctl.usecases.report import report_profile as report_profile
     from stackctl.usecases.report import scan_profile as scan_profile
     from stackctl.usecases.resolve import ClientOptions as ClientOptions

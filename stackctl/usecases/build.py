@@ -20,18 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from stackctl.base.annotations import Level
 from stackctl.base.progress import BuildProgress, Steps
-from stackctl.errors import CheckFailed, InputError, ServiceError
+from stackctl.errors import InputError
 from stackctl.image.gaterun import GateLine, gate_lines
 from stackctl.image.order import BuildOrder
 
 if TYPE_CHECKING:
     from stackctl.engine.buildx import BuildxEngine
     from stackctl.engine.docker import DockerEngine
-    from stackctl.engine.pool import Pool, Unreachable
     from stackctl.image.build import Built
     from stackctl.image.context import WrittenContext
     from stackctl.image.labels import ImageRef
-    from stackctl.image.matrix import CellProgress, Event, Matrix
     from stackctl.profile.model import Stack
 
 BUILDERS = ("auto", "buildkit", "classic")
@@ -130,11 +128,10 @@ class BuildReport:
 
 
 def check_single(order: BuildOrder) -> None:
-    """A single build names one profile, at most one target, and no pool."""
-    if (len(order.profiles) != 1 or len(order.targets) > 1 or order.engines or order.engines_file
-            or order.cache_repository):
-        raise InputError("build: give one PROFILE and at most one --target; --engine, --engines and "
-                         "--cache-repository go with --all")
+    """A single build names one profile, at most one target, and no cluster."""
+    if len(order.profiles) != 1 or len(order.targets) > 1 or order.cluster or order.cache_repository:
+        raise InputError("build: give one PROFILE and at most one --target; --cluster and --cache-repository "
+                         "go with --all")
 
 
 def build_stack(order: BuildOrder, *, say: Say, watch: Watch | None = None,
@@ -159,10 +156,10 @@ def build_stack(order: BuildOrder, *, say: Say, watch: Watch | None = None,
         say(note, Level.NOTICE)
     # The user chose the engine (DOCKER_HOST): the cell goes to it whatever machine its target names.
     target = prep.stack.target(prep.target)
-    req = MatrixRequest((cell,), {HERE: target.machine if target is not None else "x86_64"}, order=order)
+    req = MatrixRequest((cell,), target.machine if target is not None else "x86_64", order=order)
     around = watch(prep.stack, image_ref(prep.stack, order.repository)) if watch else nullcontext(BuildProgress())
     with around as progress:
-        (outcome,) = build_matrix(req, {HERE: engine}, _unsaid, lambda _engine, _cell: progress).outcomes
+        (outcome,) = build_matrix(req, HERE, engine, _unsaid, lambda _engine, _cell: progress).outcomes
         if outcome.error is not None:
             raise outcome.error
     assert outcome.built is not None  # a cell without an error was built
@@ -174,52 +171,6 @@ HERE = "DOCKER_HOST"  # the one engine of a single build's matrix
 
 def _unsaid(_engine: str, _cell: str, _what: str) -> None:
     """A single build's matrix events: its progress and its report say what they would."""
-
-
-@dataclass(frozen=True)
-class PoolBuild:
-    """`build --all`: the matrix built, and the pool it was built over (with the engines left out)."""
-
-    matrix: Matrix
-    pool: Pool
-
-    def failure(self) -> CheckFailed | ServiceError | None:
-        """Every cell that failed, in one error: an engine's or a registry's failure (exit 3) when the matrix's
-        exit code says one was, else a failed check (exit 1)."""
-        failed = [c for c in self.matrix.cells if c.exit_code]
-        if not failed:
-            return None
-        what = "; ".join(f"{c.stack} {c.target} on {c.engine or 'no engine'}: {c.result}" for c in failed)
-        message = f"{len(failed)} of {len(self.matrix.cells)} cells failed: {what}"
-        return ServiceError(message) if self.matrix.exit_code == 3 else CheckFailed(message)
-
-
-def build_over_pool(order: BuildOrder, env: Mapping[str, str], on_unreachable: Callable[[Unreachable], None],
-                    on_event: Event, progress: CellProgress | None = None) -> PoolBuild:
-    """`build --all` as one call: the engine pool parsed, the cells prepared (bad input fails before any engine
-    is asked), the pool reached, each engine's builder chosen as for a single build (a BuildKit engine bakes its
-    queue), the matrix built over it."""
-    from stackctl.engine.pool import engine_specs, reach_pool
-    from stackctl.image.context import check_wheelhouse_arg
-    from stackctl.image.matrix import MatrixRequest, build_matrix, matrix_cells
-
-    check_wheelhouse_arg(order.wheelhouse, order.fetch)
-    specs = engine_specs(order.engines, order.engines_file)
-    builder = chosen_builder(order.builder, env)
-    cells = matrix_cells(order, env)
-    pool = reach_pool(specs, on_unreachable)
-    urls = {s.name: s.url for s in specs}
-
-    def told(name: str) -> Callable[[str], None]:
-        return lambda line: on_event(name, "engine", line)
-
-    builders = {m.name: with_builder(m.engine, builder, url=urls.get(m.name), say=told(m.name))
-                for m in pool.members}
-    for name, engine in builders.items():
-        on_event(name, "engine", f"builder: {engine.builder}")
-    req = MatrixRequest(cells, {m.name: m.machine for m in pool.members},
-                        {m.name: m.engine.address for m in pool.members}, order)
-    return PoolBuild(build_matrix(req, builders, on_event, progress), pool)
 
 
 def image_tag(profile: str, repository: str | None = None) -> ImageRef:

@@ -6,17 +6,18 @@ this module picks the adapters and where the records are."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from stackctl.errors import InputError, Problems, ServiceError, StackctlError
+from stackctl.errors import InputError, Problems, StackctlError
 from stackctl.profile.model import Stack
-from stackctl.publish.publication import Copier, Publication
+from stackctl.publish.publication import Copier, Publication, publication_of
 
 if TYPE_CHECKING:
     from stackctl.image.matrix import Event
+    from stackctl.verify.sign import SigningKey
 
 PUBLICATIONS = "publications.jsonl"  # RECORD_DIR's publication record
 
@@ -41,7 +42,7 @@ def builder_facts() -> dict[str, str]:
 
 def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None = None, *,
                   sign_key: Path | None = None, build_record: Path, stack_image: bool = False,
-                  command: str = "") -> Publication:
+                  command: str = "", move_tag: bool = True) -> Publication:
     """Copy the stack's built artefact (the OCI layout `build_record` names) to its repository, check it, put
     the SBOM and provenance (signed with `sign_key` when given) beside it and move the tag.
     `stack_image`: under [image.app], the stack image beneath the project's (TAG-stack)."""
@@ -61,7 +62,7 @@ def publish_image(stack: Stack, lock: Path, record: Path, repository: str | None
     copy = _copier(parsed.registry)
     return publish_stack(stack, lock, record, build_record, repository, registry=Registry(),
                          copy=copy, builder=builder_facts(), key=key, stack_image=stack_image, command=command,
-                         make_layout=made_layout)
+                         make_layout=made_layout, move_tag=move_tag)
 
 
 def made_layout(build_record: Path, stack_image: bool = False) -> None:
@@ -123,7 +124,7 @@ class PublishedCell:
 
 
 @dataclass(frozen=True)
-class PublishedPool:
+class PublishedCells:
     """`publish --all`: each cell's publication or failure."""
 
     cells: tuple[PublishedCell, ...]
@@ -139,38 +140,60 @@ class PublishedPool:
         return Problems.of(failed) if failed else None
 
 
-def publish_over_pool(record_dir: Path, engines: Sequence[str], engines_file: Path | None,
-                      repository: str | None, on_event: Event, *, profile: str | None = None,
-                      lock: Path | None = None, record: Path | None = None) -> PublishedPool:
-    """Every cell the last `build --all` built (RECORD_DIR/matrix.json), published from the engine that built
-    it: the one of that name in the pool given (`--engine`, `--engines`), else the address the record keeps. A
-    cell that fails to publish is the cell's result (with its error and exit code); the others go on. The cells
-    name their own profiles, locks and record: `profile`, `lock` and `record` (a single publish's) are refused."""
-    from stackctl.engine.pool import connect, engine_specs, recorded_spec
+def publish_cells(record_dir: Path, repository: str | None, on_event: Event, *, sign_key: Path | None = None,
+                  profile: str | None = None, lock: Path | None = None, record: Path | None = None,
+                  command: str = "") -> PublishedCells:
+    """Every cell the last `build --all` built (RECORD_DIR/matrix.json), published: a cell built here from its
+    OCI layout, as `publish` does; a cell a cluster's node built and pushed by digest is checked in the registry,
+    signed here (the key never leaves this machine) and tagged (`finish_pushed`). A cell that fails to publish
+    is the cell's result (with its error and exit code); the others go on. The cells name their own profiles,
+    locks and records: `profile`, `lock` and `record` (a single publish's) are refused."""
     from stackctl.image.matrix import MATRIX_RECORD, read_matrix
     from stackctl.profile.locate import load_profile
+    from stackctl.verify.sign import read_signing_key
 
     if profile is not None or lock is not None or record is not None:
         raise InputError("publish --all takes the cells of RECORD_DIR/matrix.json: no PROFILE, --lock or --record")
     cells = [c for c in read_matrix(record_dir / MATRIX_RECORD) if c.result == "built"]
     if not cells:
         raise InputError(f"{record_dir / MATRIX_RECORD}: no built cell to publish")
-    given = {s.name: s for s in (engine_specs(engines, engines_file) if (engines or engines_file) else ())}
-    specs = {c.engine or "": given.get(c.engine or "") or recorded_spec(c.engine or "", c.address) for c in cells}
-    pool = connect(list(specs.values()))
-    reached = {m.name: m.engine for m in pool.members}
+    key = read_signing_key(sign_key) if sign_key is not None else None  # a bad key file costs no copy
     out: list[PublishedCell] = []
     for c in cells:
-        name = c.engine or ""
+        where = c.host or c.engine or ""
         try:
-            if name not in reached:
-                raise ServiceError(f"{c.stack} {c.target}: engine {name} ({specs[name].address}) does not answer")
             stack = load_profile(c.profile or c.stack)
-            pub = publish_image(stack, Path(c.lock or ""), record_dir / PUBLICATIONS, repository,
-                                build_record=record_dir / f"{c.stack}.build.json")
-            on_event(name, f"{c.stack} {c.target}", f"published {pub.tag} {pub.digest}")
+            if c.published is not None:
+                pub = finish_pushed(stack, Path(c.lock or ""), c.published, record_dir / PUBLICATIONS, repository,
+                                    key=key, command=command)
+            else:
+                pub = publish_image(stack, Path(c.lock or ""), record_dir / PUBLICATIONS, repository,
+                                    sign_key=sign_key, command=command,
+                                    build_record=Path(c.record or record_dir / f"{c.stack}.build.json"))
+            on_event(where, f"{c.stack} {c.target}", f"published {pub.tag} {pub.digest}")
             out.append(PublishedCell(c.stack, c.target, c.engine, pub.tag, "published", pub.digest, pub.image_id))
         except StackctlError as exc:
             out.append(PublishedCell(c.stack, c.target, c.engine, c.image, "failed", None, c.image_id, str(exc),
                                      exc.exit_code))
-    return PublishedPool(tuple(out))
+    return PublishedCells(tuple(out))
+
+
+def finish_pushed(stack: Stack, lock: Path, pushed: Mapping[str, Any], record: Path, repository: str | None, *,
+                  key: SigningKey | None = None, command: str = "") -> Publication:
+    """A node's publication by digest made whole: the registry still holds that manifest, built from this
+    profile and lock (its labels), its statements signed here where a key is given, then the tag moved and
+    the publication recorded. Nothing is copied: the node pushed the image, its SBOM and its provenance."""
+    from stackctl.engine.registry import Registry, check_registry
+    from stackctl.image.labels import image_ref
+    from stackctl.publish.publication import append_record, check_record_writable, finish_publication
+
+    pub = publication_of(pushed)
+    target = image_ref(stack, repository)
+    check_record_writable(record)
+    check_registry(str(target))
+    done = finish_publication(pub, stack, lock, target, Registry(), key)
+    done = replace(done, command=command)
+    append_record(record, done)
+    return done
+
+

@@ -30,7 +30,7 @@ from typing import Any
 from stackctl.errors import InputError, StackctlError
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "engines", "envelope", "dockerfile", "layout",
+KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "cluster", "envelope", "dockerfile", "layout",
          "export", "pylock")
 
 # --- mutations -------------------------------------------------------------------------------------
@@ -64,9 +64,8 @@ TOKENS: dict[str, tuple[bytes, ...]] = {
              b"<meta name=\"pypi:repository-version\" content=\"99.0\">",
              b"torch-" + b"9" * 5000 + b"-py3-none-any.whl", b"<![CDATA[", b"<!", b"<a href=", b"#sha256=",
              b"&#99999999;", b"\x00", b"<base href=\"file:///\">", b"data-yanked", b"\xff\xfe"),
-    "engines": (b"[engines]\n", b'x = "unix://"\n', b'"tcp://u:p@[::1/"', b'"ssh://"',
-                b'"unix:///' + b"x" * 5000 + b'"', b"\x00", b"[[engines]]\n", b"engines = 3\n",
-                b'"a=b"', b"= [[[[[[[[", b"\xff\xfe", b"9" * 5000),
+    "cluster": (b"ray://", b"[::1]", b":0", b":65536", b":99999999999999999999", b"[", b"]", b"auto", b"local",
+                b"\x00", b"\n", b" ", b"u:p@", b"http://", b"x" * 300, b"9" * 5000, b"\xff\xfe", b"%00"),
     "layout": (b'"digest": "sha256:../../etc"', b'"mediaType": "application/vnd.oci.image.index.v1+json"',
                b'"size": -1', b'"size": 1e999', b'"manifests": []', b'"vnd.docker.reference.type"', b"\x00",
                b"\xff\xfe", b"9" * 5000, b"[" * 3000, b"null", b"{}"),
@@ -129,7 +128,7 @@ def apply(seed: bytes, mutations: Sequence[Mutation], kind: str) -> bytes:
             data[pos:pos] = tokens[m[2] % len(tokens)]
         elif op == "replace_token":
             # a token in place of the value on the line at `pos`: type confusion in a profile or lock
-            toml = kind in ("profile", "engines")
+            toml = kind == "profile"
             start = data.rfind(b"=", 0, pos) + 1 if toml else data.rfind(b":", 0, pos) + 1
             end = data.find(b"\n" if toml else b",", pos)
             end = n if end < 0 else end
@@ -195,8 +194,7 @@ def mutation_strategy(kind: str) -> Any:
 
 
 # --- seeds -----------------------------------------------------------------------------------------
-ENGINES = (b'[engines]\nlocal = "unix:///var/run/docker.sock"\ngpu2 = "ssh://builder@build2.example.internal"\n'
-           b'ci3 = "tcp://build3.example.internal:2376"\n')
+CLUSTERS = (b"10.0.0.5:6379", b"ray://head.example.internal:10001", b"[fd00::5]:6379")
 
 
 @dataclass
@@ -209,7 +207,7 @@ class Corpus:
     json: bytes
     wheels: tuple[bytes, ...]
     elves: tuple[bytes, ...]
-    engines: bytes = ENGINES
+    clusters: tuple[bytes, ...] = CLUSTERS
     envelopes: tuple[bytes, ...] = ()  # a signed DSSE envelope, and the provenance statement inside it
     public_key: Any = None  # the key the envelope is signed with
     dockerfiles: tuple[bytes, ...] = ()
@@ -220,7 +218,7 @@ class Corpus:
 
     def seeds(self, kind: str) -> tuple[bytes, ...]:
         return {"profile": tuple(self.profiles.values()), "lock": (self.lock,), "html": (self.html,),
-                "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "engines": (self.engines,),
+                "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "cluster": self.clusters,
                 "envelope": self.envelopes, "dockerfile": self.dockerfiles, "layout": self.layouts,
                 "export": self.exports, "pylock": self.pylocks}[kind]
 
@@ -574,16 +572,13 @@ def target_elf(corpus: Corpus, data: bytes) -> None:
         ("pkg",), provider_sets(("nvidia", "musa")), (OptionalMember("pkg/*.so", "fuzz"),), None, ("/opt/x",)))
 
 
-def target_engines(corpus: Corpus, data: bytes) -> None:
-    """An engine list (`--engines FILE`), then each engine's address as messages name it."""
-    from stackctl.engine.pool import parse_engines
+def target_cluster(corpus: Corpus, data: bytes) -> None:
+    """A cluster's address as `--cluster` and STACKCTL_CLUSTER take it: parsed, or a usage error naming it."""
+    from stackctl.cluster import parse_address
 
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"engines.toml: not UTF-8 text: {exc.reason}") from None
-    for spec in parse_engines(text, "engines.toml"):
-        assert spec.url is not None and spec.address
+    text = data.decode("utf-8", "replace")
+    address = parse_address(text)
+    assert 0 < address.port < 65536 and address.host and str(address) == text.strip()
 
 
 def target_envelope(corpus: Corpus, data: bytes) -> None:
@@ -652,7 +647,7 @@ def target_pylock(corpus: Corpus, data: bytes) -> None:
 
 TARGETS: dict[str, Callable[[Corpus, bytes], None]] = {
     "profile": target_profile, "lock": target_lock, "html": target_html, "json": target_json,
-    "wheel": target_wheel, "elf": target_elf, "engines": target_engines, "envelope": target_envelope,
+    "wheel": target_wheel, "elf": target_elf, "cluster": target_cluster, "envelope": target_envelope,
     "dockerfile": target_dockerfile, "layout": target_layout, "export": target_export, "pylock": target_pylock,
 }
 

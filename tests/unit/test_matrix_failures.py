@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stackctl.engine.pool import Pool
 from stackctl.errors import CheckFailed, Problems, ServiceError
 from stackctl.image.matrix import CellResult, Matrix, Outcome
-from stackctl.usecases.build import PoolBuild
-from stackctl.usecases.publish import PublishedCell, PublishedPool
+from stackctl.usecases.matrix import AllBuild
+from stackctl.usecases.publish import PublishedCell, PublishedCells
 from tests.support.cli import Cli
 
 
-def _built(*cells: CellResult) -> PoolBuild:
-    return PoolBuild(Matrix(tuple(Outcome(c) for c in cells), Path("build/matrix.json")), Pool(()))
+def _built(*cells: CellResult) -> AllBuild:
+    return AllBuild(Matrix(tuple(Outcome(c) for c in cells), Path("build/matrix.json")))
 
 
-def test_a_pool_build_fails_as_its_worst_cell() -> None:
+def test_build_all_fails_as_its_worst_cell() -> None:
     ok = CellResult("s1", "cp311-linux_x86_64", "default", "built", "r:t1")
     gate = CellResult("s2", "cp311-linux_x86_64", "default", "gate failed", "r:t2", exit_code=1)
     engine = CellResult("s3", "cp311-linux_x86_64", None, "engine failed", "r:t3", exit_code=3)
@@ -31,14 +30,14 @@ def test_a_pool_build_fails_as_its_worst_cell() -> None:
                           "on no engine: engine failed")
 
 
-def test_a_pool_publish_fails_with_every_failed_cell() -> None:
+def test_publish_all_fails_with_every_failed_cell() -> None:
     ok = PublishedCell("s1", "t", "default", "r:t1", "published", "sha256:1")
     bad = PublishedCell("s2", "t", "default", "r:t2", "failed", error="no such layout", exit_code=2)
     down = PublishedCell("s3", "t", "other", "r:t3", "failed", error="engine other does not answer", exit_code=3)
-    assert PublishedPool((ok,)).failure() is None
-    one = PublishedPool((ok, bad)).failure()
+    assert PublishedCells((ok,)).failure() is None
+    one = PublishedCells((ok, bad)).failure()
     assert one is not None and one.exit_code == 2 and str(one) == "s2 t: no such layout"
-    both = PublishedPool((ok, bad, down)).failure()
+    both = PublishedCells((ok, bad, down)).failure()
     assert isinstance(both, Problems) and both.exit_code == 3
     assert [str(e) for e in both.errors] == ["s3 t: engine other does not answer", "s2 t: no such layout"]
 
