@@ -9,7 +9,7 @@ from stackctl.cli import main
 from tests.support.cli import Cli, Result
 from tests.support.gitrepo import git
 
-pytest_plugins = ["tests.support.engine", "tests.support.engines", "tests.support.isolation"]
+pytest_plugins = ["tests.support.engine", "tests.support.engines", "tests.support.isolation", "tests.support.raycluster"]
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = REPO / "stacks"
