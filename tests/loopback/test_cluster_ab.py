@@ -29,8 +29,7 @@ platforms = ["linux_x86_64"]
 from_pip = true
 """
 
-# Each run sleeps (a GPU kernel's stand-in: it takes no CPU) and prints the card it was given and a latency that
-# depends only on the cell, so every verdict is decided from the first brackets, here and on the cluster.
+# Each run sleeps (a GPU kernel's stand-in: it takes no CPU) and prints a latency that depends only on the cell, so every verdict is decided from the first brackets, here and on the cluster.
 PLAN = """\
 [plan]
 name = "sweep"
@@ -38,7 +37,7 @@ name = "sweep"
 [[trial]]
 name = "lat"
 kind = "bench"
-command = ["{python}", "-c", "import json, os, time; time.sleep(0.3); print(json.dumps({'lat_ms': 10.0 * {bs}, 'card': os.environ.get('CUDA_VISIBLE_DEVICES', '')}))"]
+command = ["{python}", "-c", "import json, time; time.sleep(0.3); print(json.dumps({'lat_ms': 10.0 * {bs}}))"]
 repeat = 2
 max_repeat = 4
 devices = 1
@@ -101,7 +100,7 @@ def test_a_sweep_runs_each_cell_on_one_node_and_one_card_side_by_side(
     # and the same plan here, on this host's four (stand-in) cards, one cell after another: the same verdicts
     here = ab(None, tmp_path, "--no-record", env=fake_gpus)
     assert [t["verdict"] for t in here["trials"]] == [t["verdict"] for t in doc["trials"]]
-    assert all(r["node"] is None for r in here["runs"]) and "cluster" not in here or here["cluster"] is None
+    assert (all(r["node"] is None for r in here["runs"]) and "cluster" not in here) or here["cluster"] is None
 
 
 def test_a_trial_needing_more_cards_than_any_node_has_is_skipped(gpu_cluster: LocalCluster, tmp_path: Path) -> None:
