@@ -29,7 +29,8 @@ platforms = ["linux_x86_64"]
 from_pip = true
 """
 
-# Each run sleeps (a GPU kernel's stand-in: it takes no CPU) and prints a latency that depends only on the cell, so every verdict is decided from the first brackets, here and on the cluster.
+# Each run sleeps (a GPU kernel's stand-in: it takes no CPU) and prints a latency that depends only on the cell,
+# so every verdict is decided from the first brackets, here and on the cluster.
 PLAN = """\
 [plan]
 name = "sweep"
