@@ -160,10 +160,13 @@ def unpack(wheels: dict[str, Path], site: Path) -> Path:
     return site
 
 
-def make_lock(stack: Stack, wheels: dict[str, Path], target: str = TARGET) -> Lock:
+DEAD_FILES = "http://127.0.0.1:9/files/"  # where a lock says its wheels are when the test lays them down itself
+
+
+def make_lock(stack: Stack, wheels: dict[str, Path], target: str = TARGET, files: str = DEAD_FILES) -> Lock:
     def lf(name: str) -> LockedFile:
         w = wheels[name]
-        return LockedFile(target=target, filename=w.name, url=f"http://127.0.0.1:9/files/{w.name}",
+        return LockedFile(target=target, filename=w.name, url=f"{files}{w.name}",
                           sha256=sha256_file(w), size=w.stat().st_size,
                           requires_dist=("helperdep>=1",) if name == "toplib" else ())
 
@@ -187,8 +190,9 @@ def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, s
                     *, commit: bool = True, toplib_attr: str | None = None, nonce: str = "",
                     orders: dict[str, int] | None = None, extra_toml: str = "", python: str = "3.11",
                     patcher_import: str = "", installer: str = "pip",
-                    toplib_files: dict[str, str] | None = None) -> StackRepo:
-    """installer "uv": the profile pins uv and installs with it (its wheel built from this machine's uv)."""
+                    toplib_files: dict[str, str] | None = None, files: str = DEAD_FILES) -> StackRepo:
+    """installer "uv": the profile pins uv and installs with it (its wheel built from this machine's uv).
+    `files`: the URL the lock names the wheels under (a test that serves its wheelhouse there)."""
     v = {**VERSIONS, **(versions or {})}
     image_toml = ""
     if installer == "uv":
@@ -208,7 +212,7 @@ def make_stack_repo(tmp: Path, name: str, repository: str, versions: dict[str, s
     if installer == "uv":
         wheels["uv"] = uv_wheel(wheelhouse)
     lock = profile.with_suffix(".lock")
-    write_lock(lock, make_lock(stack, wheels, stack.targets[0].label))
+    write_lock(lock, make_lock(stack, wheels, stack.targets[0].label, files))
     if commit:
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", f"stack {name}")
