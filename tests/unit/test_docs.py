@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -64,3 +65,24 @@ def test_every_relative_link_of_the_documentation_names_a_file() -> None:
             if not path.exists():
                 broken.append(f"{page.relative_to(REPO)}: {target}")
     assert not broken
+
+
+def test_every_python_name_the_documentation_gives_exists() -> None:
+    """A reader imports what the text names (`stackctl.resolve.fetch_wheelhouse`): each dotted name is a module,
+    or a module's attribute, of this tree."""
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md")),
+             REPO / "benchmarks" / "README.md"]
+    missing = []
+    for page in pages:
+        for name in set(re.findall(r"(?<![\w.-])stackctl(?:\.[A-Za-z_]\w*)+", page.read_text(encoding="utf-8"))):
+            module, _, attr = name.rpartition(".")
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError:
+                try:
+                    found = hasattr(importlib.import_module(module), attr)
+                except ModuleNotFoundError:
+                    found = False
+                if not found:
+                    missing.append(f"{page.relative_to(REPO)}: {name}")
+    assert not missing
