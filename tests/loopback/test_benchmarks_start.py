@@ -5,6 +5,7 @@ shadows the standard library, an import that moved) fails the suite rather than 
 from __future__ import annotations
 
 import os
+import re
 import site
 import subprocess
 import sys
@@ -48,3 +49,9 @@ def test_no_script_is_named_as_a_standard_library_module() -> None:
                if not (p.parent / "__init__.py").exists()]
     shadowing = sorted(str(p.relative_to(REPO)) for p in scripts if p.stem in sys.stdlib_module_names)
     assert not shadowing, f"these scripts shadow the standard library: {shadowing}"
+
+
+def test_contributing_names_every_benchmark() -> None:
+    section = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8").split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"(?:`|benchmarks/)(\w+\.py)`", section))
+    assert sorted(s.name for s in SCRIPTS if s.name not in named) == []
