@@ -20,6 +20,7 @@ example does). Removes every image it tags.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -108,6 +109,7 @@ def reuse(before: list[str], after: list[str]) -> str:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="stackctl-bench-app-"))
     repo, cache, record = scratch / "repo", scratch / "cache", scratch / "build"
     (repo / "stacks").mkdir(parents=True)

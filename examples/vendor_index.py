@@ -317,19 +317,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     with tempfile.TemporaryDirectory(prefix="stackctl-example-") as tmp:
-        ex = build_indexes(args.dir or Path(tmp), args.stacks)
-        ex.musa.port, ex.public.port = args.port, (args.port + 1 if args.port else 0)
-        with ex:
-            print(f"musa   {ex.musa.url}  ({sum(len(v) for k, v in ex.projects.items() if k.startswith('musa/'))}"
-                  " wheels, HTML only)")
-            print(f"public {ex.public.url}")
-            # options for each command, not variables to export: an exported override would also point
-            # every other stack's resolve at this example
-            print(f"--index musa={ex.musa.url} --index public={ex.public.url}", flush=True)
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-            with contextlib.suppress(KeyboardInterrupt):
-                signal.pause()
+        serve_indexes(build_indexes(args.dir or Path(tmp), args.stacks), args.port)
     return 0
+
+
+def serve_indexes(ex: ExampleIndexes, port: int) -> None:
+    """Serve both indexes, the vendor's on `port` and the public one on the next, until Ctrl-C or SIGTERM."""
+    ex.musa.port, ex.public.port = port, (port + 1 if port else 0)
+    with ex:
+        print(f"musa   {ex.musa.url}  ({sum(len(v) for k, v in ex.projects.items() if k.startswith('musa/'))}"
+              " wheels, HTML only)")
+        print(f"public {ex.public.url}")
+        # options for each command, not variables to export: an exported override would also point
+        # every other stack's resolve at this example
+        print(f"--index musa={ex.musa.url} --index public={ex.public.url}", flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
 
 
 if __name__ == "__main__":

@@ -70,9 +70,9 @@ def gate(
                                                "running stackctl; with --image: python3 in the image).")] = None,
     image: Annotated[str | None, typer.Option("--image", metavar="REF", help="Gate an image on the engine instead: "
                                               "the gate runs in a container of it, with no network.")] = None,
-    phase: Annotated[str, typer.Option("--phase", metavar="PHASE", help="stack, app, device or all (default: "
-                                       "stack and app): which entries of the gate run; device imports the spec "
-                                       "entries for real and runs the device probes.")] = "all",
+    phase: Annotated[str, typer.Option("--phase", metavar="PHASE", help="stack, app, device or all (stack and "
+                                       "app): which entries of the gate run; device imports the spec entries "
+                                       "for real and runs the device probes.")] = "all",
     lock: LockOpt = None,
     target: TargetOpt = None,
     spec_out: Annotated[Path | None, typer.Option("--spec-out", metavar="FILE",

@@ -1,7 +1,7 @@
 """bisect against the by-hand way: k units of moves, one of them breaking a test; how many builds and comparisons
 and how long `stackctl bisect` takes, against moving one unit at a time (one build and one A/B per unit).
 
-    python benchmarks/bisect.py [--units 5 9] [--culprit middle|last|first] [--count-only]
+    python benchmarks/bisect_search.py [--units 5 9] [--culprit middle|last|first] [--count-only]
 
 First the comparisons the search makes (pure: every culprit position, one culprit and two), then real runs: k
 packages (p1 … pk) move from 1.0 to 1.1 on a loopback index, the culprit's new version makes one test of a
