@@ -102,8 +102,9 @@ COMMON_FLAGS = (
     Flag("`--builder NAME`", ("--builder",),
          "`buildkit`, `classic` or `auto` (BuildKit when `docker buildx` runs); default: `STACKCTL_BUILDER`, "
          "else `auto` ([engines.md](engines.md))"),
-    Flag("`--engine NAME=URL`, `--engines FILE`", ("--engine", "--engines"),
-         "with `--all`: the engine pool ([engines.md](engines.md))"),
+    Flag("`--cluster ADDRESS`", ("--cluster",),
+         "run on a Ray cluster (its head's `HOST:PORT` or `ray://HOST:PORT`, else `STACKCTL_CLUSTER`; neither: "
+         "here) ([cluster.md](cluster.md))"),
     Flag("`--repository REPO`", ("--repository",), "the image repository instead of the profile's"),
     Flag("`--timeout S`, `--retries N`", ("--timeout", "--retries"),
          "the seconds one index request may take, retries included, and how often it is retried after a 5xx "
