@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,25 @@ def package_dir() -> Path:
     return Path(stackctl.__file__).parent
 
 
+def shipped_package(into: Path) -> Path:
+    """stackctl as a wheel lays it out, in `into`: the package with its assets (Dockerfile.in, templates/,
+    gates/) as `stackctl/_assets`, which a source checkout keeps beside the package instead."""
+    import shutil
+
+    from stackctl.base.assets import asset_root
+
+    dest = into / "stackctl"
+    shutil.copytree(package_dir(), dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if not (dest / "_assets").is_dir():
+        root = asset_root()
+        (dest / "_assets").mkdir()
+        shutil.copy2(root / "Dockerfile.in", dest / "_assets" / "Dockerfile.in")
+        for name in ("templates", "gates"):
+            shutil.copytree(root / name, dest / "_assets" / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dest
+
+
 def connect(address: ClusterAddress) -> RayCluster:
     """The cluster at `address`, connected, with stackctl's package as the tasks' runtime environment."""
     ray = import_ray()
@@ -98,8 +118,9 @@ def connect(address: ClusterAddress) -> RayCluster:
 
     target = address.text if address.client else f"{address.host}:{address.port}"
     try:
-        ray.init(address=target, namespace="stackctl", logging_level=logging.ERROR, log_to_driver=False,
-                 runtime_env={"py_modules": [str(package_dir())], "excludes": ["__pycache__", "*.pyc"]})
+        with tempfile.TemporaryDirectory(prefix="stackctl-ship-") as tmp:  # uploaded by init, then not needed
+            ray.init(address=target, namespace="stackctl", logging_level=logging.ERROR, log_to_driver=False,
+                     runtime_env={"py_modules": [str(shipped_package(Path(tmp)))]})
     except (ConnectionError, RuntimeError, TimeoutError, ValueError) as exc:  # Ray's words for a failed connect
         first = (str(exc).strip().splitlines() or ["no reason given"])[0][:300]
         raise ServiceError(f"cluster {address}: cannot connect: {first}",

@@ -89,6 +89,18 @@ def _rebuilt(kind: str, message: str, code: int, hint: str | None) -> StackctlEr
     return error
 
 
+def _in_words(exc: BaseException) -> str:
+    """One line for a task the cluster could not run: the exception a task raised (a bug of stackctl's, said as
+    such), or Ray's own words for a worker or node that died, without its terminal colours."""
+    import re
+
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {cause}"[:300]
+    lines = [ln for ln in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(exc).__name__).strip()[:300]
+
+
 def gpu_uuids(ids: Sequence[str]) -> tuple[str, ...]:
     """The cards Ray gave this worker, by UUID where the node's nvidia-smi names them, else by Ray's ids."""
     import shutil
@@ -228,7 +240,7 @@ class RayCluster:
         try:
             status, value, placed = ray.get(ref)
         except ray.exceptions.RayError as exc:  # the worker or node died past its retries, or the task broke
-            words = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            words = _in_words(exc)
             last = (Attempt(tried[-1].node, tried[-1].host, tried[-1].started, "lost"),) if tried else ()
             return TaskOutcome(task.key, None, ServiceError(f"{task.key}: the cluster could not run it: {words}"),
                                None, lost + last, seconds)

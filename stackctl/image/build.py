@@ -264,9 +264,8 @@ def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], 
     phases.phase("the built image's facts from the engine" + (", the gate's lines kept in it (its step was cached)"
                                                               if result.gate_cached else ""), "the image's facts")
     assert stack.image is not None
-    inputs = {f"profile:{s}": Path(s) for s in stack.sources if "@" not in s}
-    inputs["lock"] = req.lock
-    all_inputs = {**file_inputs(inputs), **{f"context:{k}": v for k, v in digests.items()}}
+    all_inputs = {**dict(prep.profile_inputs), **file_inputs({"lock": req.lock}),
+                  **{f"context:{k}": v for k, v in digests.items()}}
     fp = Fingerprint(stack.name, image, result.image_id, prep.revision, prep.ref,
                      prep.git.branch if prep.git else None, prep.git.revision if prep.git else None,
                      bool(prep.git and prep.git.dirty), stack.image.base, base_facts.id, base_facts.repo_digests,

@@ -97,6 +97,9 @@ class Prepared:
     ref: str
     plan: BuildPlan | None = None
     notes: tuple[str, ...] = ()  # what the build should say it left out (a source label it cannot give)
+    # the profile files' sha256 as they were read here (the fingerprint's inputs): a build on another machine
+    # (a cluster's node) fingerprints the profile it was given, not a file it does not have
+    profile_inputs: tuple[tuple[str, str], ...] = ()
 
 
 def with_sbom(prep: Prepared, wheelhouse: Path | None) -> Prepared:
@@ -135,6 +138,7 @@ def prepare_build(stack: Stack, lock: Path, target: str | None, revision: str | 
     """allow_dirty None: render only, the label says -dirty; False: refuse a dirty tree. `env` holds the
     index password variables, so no label can carry one."""
     from stackctl.image import gatespec
+    from stackctl.image.fingerprint import file_inputs
     from stackctl.image.labels import LABEL_EPOCH, OCI, credential_labels, oci_labels, provenance
     from stackctl.image.render import load_templates, plan_installer, plan_layers, render
 
@@ -168,5 +172,6 @@ def prepare_build(stack: Stack, lock: Path, target: str | None, revision: str | 
                      plan_installer(stack, locked, tgt), stack.image.bytecode)
     given = f"{OCI}.source" in dict(stack.image.labels)
     notes = (prov.note,) if prov.note and not given else ()
+    read = tuple(sorted(file_inputs({f"profile:{s}": Path(s) for s in stack.sources if "@" not in s}).items()))
     return with_sbom(Prepared(stack, locked, tgt, render(plan, load_templates()), git, prov.revision, prov.ref,
-                              plan, notes), None)
+                              plan, notes, read), None)

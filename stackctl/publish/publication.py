@@ -344,10 +344,11 @@ def finish_publication(pub: Publication, stack: Stack, lock: Path, ref: ImageRef
     if got is None:
         raise CheckFailed(f"{repo}@{pub.digest}: not in the registry; the node pushed it, something removed it",
                           hint="build the cell again (stackctl build --all --cluster ...)")
-    media_type, manifest = got
+    manifest = got[1]
     try:
-        config_digest = str(json.loads(manifest)["config"]["digest"])
-        config = json.loads(registry.blob(repo, config_digest))
+        doc = json.loads(manifest)
+        media_type = str(doc["mediaType"])
+        config = json.loads(registry.blob(repo, str(doc["config"]["digest"])))
     except (ValueError, KeyError, TypeError):
         raise CheckFailed(f"{repo}@{pub.digest}: its manifest or config is not an image's") from None
     labels: dict[str, str] = dict((config.get("config") or {}).get("Labels") or {})
@@ -358,9 +359,9 @@ def finish_publication(pub: Publication, stack: Stack, lock: Path, ref: ImageRef
     signed: dict[str, Any] = {}
     if key is not None and pub.sbom and pub.provenance is not None:
         sbom = _manifest_layer(registry, repo, pub.sbom.rpartition("@")[2])
-        doc = pub.provenance
+        statement = pub.provenance
         sbom_art, _doc, att = attest.attach(registry, repo, (pub.digest, len(manifest), media_type), sbom,
-                                            lambda _material: doc, key)
+                                            lambda _material: statement, key)
         signed = {"signed_by": key.keyid, "provenance_ref": f"{repo}:{att.tag}@{att.digest}",
                   "sbom": f"{repo}:{sbom_art.tag}@{sbom_art.digest}"}
     registry.put_manifest(repo, ref.tag, manifest, media_type)
