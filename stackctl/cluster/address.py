@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -117,13 +118,24 @@ def connect(address: ClusterAddress) -> RayCluster:
     from stackctl.cluster.tasks import RayCluster
 
     target = address.text if address.client else f"{address.host}:{address.port}"
+    # Ray's driver prints what the cluster reports (a node that died) on standard output, where a command's
+    # --json goes: while connected, standard output is standard error; the command prints after `close`.
+    stdout, sys.stdout = sys.stdout, sys.stderr
+
+    def restore() -> None:
+        sys.stdout = stdout
+
     try:
         with tempfile.TemporaryDirectory(prefix="stackctl-ship-") as tmp:  # uploaded by init, then not needed
             ray.init(address=target, namespace="stackctl", logging_level=logging.ERROR, log_to_driver=False,
                      runtime_env={"py_modules": [str(shipped_package(Path(tmp)))]})
     except (ConnectionError, RuntimeError, TimeoutError, ValueError) as exc:  # Ray's words for a failed connect
+        restore()
         first = (str(exc).strip().splitlines() or ["no reason given"])[0][:300]
         raise ServiceError(f"cluster {address}: cannot connect: {first}",
                            hint="the client's Ray must be the cluster's version (`ray --version` on the head)"
                            ) from None
-    return RayCluster(address.text, ray.__version__)
+    except BaseException:
+        restore()
+        raise
+    return RayCluster(address.text, ray.__version__, restore)

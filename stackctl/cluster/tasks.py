@@ -152,13 +152,16 @@ class _Board:
 class RayCluster:
     """A connected cluster (`address.connect`): what its nodes offer, and tasks run on them."""
 
-    def __init__(self, address: str, ray_version: str) -> None:
-        self.address, self.ray_version = address, ray_version
+    def __init__(self, address: str, ray_version: str, restore: Callable[[], None] = lambda: None) -> None:
+        self.address, self.ray_version, self._restore = address, ray_version, restore
 
     def close(self) -> None:
         import ray
 
-        ray.shutdown()
+        try:
+            ray.shutdown()
+        finally:
+            self._restore()
 
     def __enter__(self) -> RayCluster:
         return self
@@ -180,8 +183,11 @@ class RayCluster:
         Ctrl-C the tasks not finished are cancelled (their own clean-up runs first) and KeyboardInterrupt goes
         on: what finished was handed to `on_done` already."""
         import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        board: Any = ray.remote(num_cpus=0, max_restarts=-1)(_Board).remote()
+        # the board lives on the driver's own node: a build node that dies must not take the start lines with it
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        board: Any = ray.remote(num_cpus=0, max_restarts=-1)(_Board).options(scheduling_strategy=here).remote()
         wrapper = ray.remote(on_node)
         by_ref: dict[Any, Task] = {}
         for t in tasks:
