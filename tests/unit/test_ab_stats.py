@@ -457,3 +457,12 @@ def test_the_worked_example_in_the_docs_is_what_the_code_says() -> None:
     first = looked(5)
     assert f"can tell ±{percent(first.metrics[0].reach_pct)}, not ±3%" in prose
     assert problem(first).split("not ±3%; ", 1)[1].rstrip(")") in prose
+
+
+def test_a_sample_of_zero_or_below_makes_the_benchmark_broken_naming_the_run() -> None:
+    """A ratio of runs needs positive values: a benchmark that prints 0 is not judged as infinitely faster."""
+    v = trial_verdict(TOK_S, _runs([[100.0]] * 4, [[90.0], [0.0, 95.0], [95.0]]), 0.05)
+    assert (v.verdict, v.failing, v.metrics) == ("broken", True, ())
+    assert v.errors == ("candidate run 2: tok_s = 0; a benchmark's deltas are ratios of runs and need positive "
+                        "samples",)
+    assert "speed: broken (candidate run 2: tok_s = 0;" in problem(v)
