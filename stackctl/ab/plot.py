@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stackctl.ab.plan import Better
-from stackctl.ab.stats import run_statistic
+from stackctl.ab.stats import as_pct, log_band, run_statistic
 
 CONTROL_COLOUR, CANDIDATE_COLOUR = "#1f77b4", "#d62728"
 
@@ -67,7 +67,8 @@ def metric_svg(trial: str, metric: Mapping[str, Any], runs: Sequence[Mapping[str
         top.set_title(f"{trial}: {name}", loc="left")
         deltas = [float(b["delta_pct"]) for b in metric.get("brackets") or ()]
         xs = list(range(1, len(deltas) + 1))
-        bottom.axhspan(-band, band, color="#2ca02c", alpha=0.12, label=f"band ±{band:g}%")
+        # the band is a factor either way: ±3% runs from -2.91% to +3%
+        bottom.axhspan(as_pct(-log_band(band)), band, color="#2ca02c", alpha=0.12, label=f"band ±{band:g}%")
         low, high = metric.get("low_pct"), metric.get("high_pct")
         if low is not None and high is not None:
             bottom.axhspan(float(low), float(high), color="#7f7f7f", alpha=0.25,
@@ -77,7 +78,7 @@ def metric_svg(trial: str, metric: Mapping[str, Any], runs: Sequence[Mapping[str
         bottom.axhline(0, color="black", linewidth=0.6)
         bottom.scatter(xs, deltas, color=CANDIDATE_COLOUR, s=18, zorder=3, label="bracket delta")
         bottom.set_xticks(xs)
-        bottom.set_xlabel("bracket: a candidate run against the mean of the control runs around it")
+        bottom.set_xlabel("bracket: a candidate run against the geometric mean of the control runs around it")
         bottom.set_ylabel("delta, %")
         bottom.set_title(f"{metric['verdict']}: {metric.get('why', '')}", loc="left", fontsize=8)
         bottom.legend(loc="best", fontsize=7, frameon=False)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from stackctl.ab.legs import LegRunner, image_legs, plan_files, python_legs, with_facts
 from stackctl.ab.plan import Plan, Trial, TrialKind
 from stackctl.ab.runs import FAILED, Leg, Run, read_run
-from stackctl.ab.stats import REGRESSED, UNDECIDED
+from stackctl.ab.stats import REGRESSED, UNDECIDED, percent, tell_words
 from stackctl.ab.verdicts import BROKEN, CANDIDATE, CONTROL, TrialVerdict, schedule, skipped, trial_verdict
 from stackctl.base.times import now_iso
 from stackctl.errors import InputError
@@ -297,10 +297,8 @@ def problem(v: TrialVerdict) -> str:
         if m.verdict == REGRESSED:
             what.append(f"{m.metric} {m.why}")
         elif m.verdict == UNDECIDED:
-            more = f"; about {m.needed} brackets would decide it" if m.needed else ""
-            reach = f"these runs can tell ±{m.reach_pct:.3g}%" if m.reach_pct is not None else "no spread to judge by"
-            what.append(f"{m.metric} {m.delta_pct:+.2f}% after {len(m.brackets)} brackets, {reach}, "
-                        f"not ±{m.band:g}%{more}")
+            what.append(f"{m.metric} {percent(m.delta_pct, True)} after {len(m.brackets)} brackets, "
+                        + tell_words(m.reach_pct, m.band, m.equivalence_brackets, m.below_noise))
     what += [o.file + " differs" for o in v.outputs if not o.equal]
     what += list(v.errors[:1])
     if not what:

@@ -3,9 +3,13 @@
 The unit of replication is the run, not the sample: the samples of one run share its process, its warm-up, its
 clocks and whatever else the host did meanwhile, so they are not independent of each other, and a test that
 pools them counts one noisy run as many witnesses. The schedule brackets every candidate run by two control runs
-(C T C T … C); each bracket gives one delta, the candidate run's statistic against the mean of the two control
-runs around it, in which a linear drift of the host cancels. The verdict comes from the confidence interval of
-those deltas, held against the band.
+(C T C T … C); each bracket gives one delta, the log of the candidate run's statistic over the geometric mean of
+the two control runs around it, in which a host that drifts by a steady factor cancels. The verdict comes from
+the confidence interval of those log ratios, held against the band on the same scale (±log(1 + band/100)).
+
+On the log scale a metric and its inverse (ops/s and ms per op) give deltas of opposite sign and equal size, so
+their intervals mirror and their verdicts agree; a twofold slowdown and a twofold speedup are the same distance
+from zero. What people read is in percent: a log ratio x is shown as exp(x) - 1.
 
 scipy supplies the distributions (Student's t for the interval and the two one-sided tests of equivalence) and
 the pooled Mann-Whitney U kept as a secondary figure: its quantiles and p-values are maintained and tested
@@ -47,16 +51,48 @@ def delta_pct(reference: float, value: float) -> float:
     return (value - reference) / abs(reference) * 100
 
 
+def log_ratio(reference: float, value: float) -> float:
+    """log(value / reference) of two positive values: + is larger, and the inverse's is its negative."""
+    return math.log(value) - math.log(reference)
+
+
+def as_pct(x: float) -> float:
+    """A log ratio in percent of the reference, as people read it: exp(x) - 1."""
+    return math.expm1(x) * 100 if x < 700 else math.inf
+
+
+def log_band(band: float) -> float:
+    """A band in percent on the log scale: ±band% means within a factor 1 + band/100 either way."""
+    return math.log1p(band / 100)
+
+
+def percent(x: float, signed: bool = False) -> str:
+    """A percentage as every line of `ab` writes it: three significant figures in plain decimals (150%, 56.4%,
+    0.512%; at most three decimals, never an exponent)."""
+    if math.isinf(x):
+        return ("+" if signed and x > 0 else "-" if x < 0 else "") + "∞%"
+    if abs(x) < 0.0005:  # nothing at three decimals: no "-0.000%"
+        return f"{0.0:{'+' if signed else ''}.3f}%"
+    digits = min(3, max(0, 2 - math.floor(math.log10(abs(x)))))
+    return f"{x:{'+' if signed else ''}.{digits}f}%"
+
+
 def run_statistic(samples: Sequence[float], statistic: str = "median", better: Better = Better.HIGHER) -> float:
     """What one run says of a metric. The median of its samples (the default) is not moved by one disturbed
     sample; the best (the highest where higher is better, else the lowest) is the run's least disturbed sample,
     for a host whose interference only ever slows a run down (a shared CI host: a neighbour never speeds a
-    benchmark up); the mean counts every sample alike."""
+    benchmark up); the mean counts every sample alike. Both are taken on the log scale the verdict uses (an even
+    count's median is the geometric mean of its middle two, the mean is the geometric mean), so each says of a
+    metric's inverse exactly the inverse of what it says of the metric."""
     if statistic == "best":
         return max(samples) if better is Better.HIGHER else min(samples)
     if statistic == "mean":
-        return statistics.fmean(samples)
-    return statistics.median(samples)
+        return statistics.geometric_mean(samples)
+    ordered = sorted(samples)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return math.sqrt(ordered[middle - 1]) * math.sqrt(ordered[middle])
 
 
 @dataclass(frozen=True)
@@ -66,25 +102,30 @@ class Bracket:
     before: float  # the control run's statistic before the candidate run
     candidate: float
     after: float  # the control run's statistic after it
-    delta_pct: float  # the candidate against the mean of the two controls, + is larger
+    delta_pct: float  # the candidate against the geometric mean of the two controls, in percent: + is larger
+    log_ratio: float  # the same on the log scale, which the interval is taken on
 
 
 def brackets(control: Sequence[float], candidate: Sequence[float]) -> tuple[Bracket, ...]:
-    """`control` and `candidate` are run statistics in schedule order (C T C T … C): candidate run i sits between
-    control runs i and i+1. A candidate run without a control run after it is no bracket yet."""
-    return tuple(Bracket(a, t, b, delta_pct((a + b) / 2, t))
-                 for (a, b), t in zip(pairwise(control), candidate, strict=False))
+    """`control` and `candidate` are positive run statistics in schedule order (C T C T … C): candidate run i sits
+    between control runs i and i+1. A candidate run without a control run after it is no bracket yet."""
+    out = []
+    for (a, b), t in zip(pairwise(control), candidate, strict=False):
+        x = math.log(t) - (math.log(a) + math.log(b)) / 2
+        out.append(Bracket(a, t, b, as_pct(x), x))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class Interval:
-    """The mean bracket delta and its two-sided confidence interval at `level`, in percent."""
+    """The mean of the bracket deltas (log ratios) and its two-sided confidence interval at `level`."""
 
     n: int  # brackets
     mean: float
     low: float
     high: float
     level: float  # the interval's coverage: its inside shows equivalence, its outside a difference
+    spread: float = 0.0  # the deltas' sample standard deviation: the host's noise, bracket by bracket
 
     @property
     def half_width(self) -> float:
@@ -102,15 +143,15 @@ def interval(deltas: Sequence[float], level: float) -> Interval:
 
     n = len(deltas)
     if n == 0:
-        return Interval(0, 0.0, -math.inf, math.inf, level)
+        return Interval(0, 0.0, -math.inf, math.inf, level, math.inf)
     mean = statistics.fmean(deltas)
     if n == 1:
-        return Interval(1, mean, -math.inf, math.inf, level)
-    se = _stdev(deltas) / math.sqrt(n)
-    if se == 0:
-        return Interval(n, mean, mean, mean, level)
-    low, high = t.interval(level, n - 1, loc=mean, scale=se)
-    return Interval(n, mean, float(low), float(high), level)
+        return Interval(1, mean, -math.inf, math.inf, level, math.inf)
+    sd = _stdev(deltas)
+    if sd == 0:
+        return Interval(n, mean, mean, mean, level, 0.0)
+    low, high = t.interval(level, n - 1, loc=mean, scale=sd / math.sqrt(n))
+    return Interval(n, mean, float(low), float(high), level, sd)
 
 
 def _stdev(values: Sequence[float]) -> float:
@@ -128,7 +169,7 @@ def equivalence_p(deltas: Sequence[float], band: float) -> float:
     if len(deltas) < 2:
         return 1.0
     if _stdev(deltas) == 0:
-        return 0.0 if abs(deltas[0]) < band else 1.0
+        return 0.0 if abs(statistics.fmean(deltas)) < band else 1.0
     above = ttest_1samp(deltas, -band, alternative="greater").pvalue
     below = ttest_1samp(deltas, band, alternative="less").pvalue
     return float(max(above, below))
@@ -146,13 +187,12 @@ def mann_whitney(control: Sequence[float], candidate: Sequence[float]) -> tuple[
 
 
 def drift_pct(control_runs: Sequence[float]) -> float:
-    """How far the control moves between adjacent runs (each pair brackets one candidate run), in percent of
-    its median run: the median of those changes. Shown, never a veto: the brackets cancel a linear drift, and
+    """How far the control moves between adjacent runs (each pair brackets one candidate run): the median of
+    those changes, each as a log ratio, in percent. Shown, never a veto: the brackets cancel a steady drift, and
     a drift that does not cancel widens the interval, which is where it belongs."""
     if len(control_runs) < 2:
         return 0.0
-    centre = statistics.median(control_runs)
-    return statistics.median(abs(delta_pct(centre, b) - delta_pct(centre, a)) for a, b in pairwise(control_runs))
+    return as_pct(statistics.median(abs(log_ratio(a, b)) for a, b in pairwise(control_runs)))
 
 
 NEUTRAL, IMPROVED, REGRESSED, UNDECIDED = "neutral", "improved", "regressed", "undecided"
@@ -160,7 +200,7 @@ NEUTRAL, IMPROVED, REGRESSED, UNDECIDED = "neutral", "improved", "regressed", "u
 
 def bench_verdict(iv: Interval, band: float, better: Better) -> str:
     """Inside ±band: neutral (equivalence shown); wholly beyond it on one side: improved or regressed by the
-    metric's direction; anything else: undecided."""
+    metric's direction; anything else: undecided. `band` is on the interval's scale (`log_band`)."""
     if -band < iv.low and iv.high < band:
         return NEUTRAL
     if iv.low > band or iv.high < -band:
@@ -169,26 +209,61 @@ def bench_verdict(iv: Interval, band: float, better: Better) -> str:
     return UNDECIDED
 
 
-def brackets_needed(iv: Interval, band: float) -> int | None:
-    """About how many brackets in all would decide an undecided metric if the deltas keep their spread: the
-    interval narrows with the square root of the count, and must come clear of the band on one side. None when
-    no count would (the mean sits on the band's edge, or there is no spread to go by yet)."""
-    gap = abs(band - abs(iv.mean))
-    if iv.n < 2 or not math.isfinite(iv.half_width) or gap == 0:
+def brackets_for_equivalence(spread: float, band: float, alpha: float) -> int | None:
+    """How many brackets would show equivalence if the true delta were zero and the deltas kept their spread:
+    the fewest n whose interval at 1 - alpha, t(n - 1) · spread / √n either side of zero, lies inside ±band. It
+    does not hang on where this A/B's mean happens to fall (a mean near the band's edge would need any number of
+    brackets to come clear of it): it is what the host's noise asks of the band. None without a spread to go by
+    or with no band to show."""
+    from scipy.stats import t
+
+    if not math.isfinite(spread) or band <= 0:
         return None
-    if iv.half_width <= gap:
-        return iv.n
-    return math.ceil(iv.n * (iv.half_width / gap) ** 2)
+
+    def shows(n: int) -> bool:
+        return float(t.ppf(1 - alpha / 2, n - 1)) * spread / math.sqrt(n) < band
+
+    if shows(2):
+        return 2
+    low, high = 2, 4  # shows(low) is false, shows(high) is to be found; the width shrinks as n grows
+    while not shows(high):
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if shows(mid) else (mid, high)
+    return high
 
 
-def why(verdict: str, iv: Interval, band: float) -> str:
-    """The verdict in words: the interval against the band, and for an undecided one what the runs can tell."""
-    shown = f"{iv.mean:+.2f}% [{iv.low:+.2f}%, {iv.high:+.2f}%] at {iv.level * 100:.3g}% over {iv.n} bracket" + \
-        ("s" if iv.n != 1 else "")
+def tell_words(reach_pct: float | None, band: float, equivalence: int | None, below_noise: bool) -> str:
+    """What an undecided metric's runs can tell, in one phrase that every report of it uses: the smallest band
+    they could call neutral, and how many brackets would show equivalence with no true difference (and that the
+    band is below the host's noise where the trial may not run as many)."""
+    if reach_pct is None:
+        return "one bracket has no spread to judge by; run more"
+    said = f"these runs can tell ±{percent(reach_pct)}, not ±{band:g}%"
+    if equivalence is None:
+        return said
+    if below_noise:
+        return (f"{said}; ±{band:g}% is below this host's noise: with no true difference it would take about "
+                f"{equivalence} brackets to show equivalence, more than the trial may run")
+    return f"{said}; with no true difference about {equivalence} brackets would show equivalence"
+
+
+def band_words(band: float) -> str:
+    """The band as it holds on the log scale: ±3% is a factor 1.03 either way, -2.91% to +3%."""
+    if band <= 0:
+        return f"±{band:g}%"
+    return f"±{band:g}% ({percent(as_pct(-log_band(band)), True)} to +{band:g}%)"
+
+
+def why(verdict: str, iv: Interval, band: float, equivalence: int | None = None, below_noise: bool = False) -> str:
+    """The verdict in words: the interval (log ratios, shown in percent) against the band (in percent), and for
+    an undecided one what the runs can tell."""
+    shown = f"{percent(as_pct(iv.mean), True)} [{percent(as_pct(iv.low), True)}, {percent(as_pct(iv.high), True)}]" \
+        f" at {iv.level * 100:.3g}% over {iv.n} bracket" + ("s" if iv.n != 1 else "")
     if verdict == NEUTRAL:
-        return f"{shown}: inside ±{band:g}%"
+        return f"{shown}: inside {band_words(band)}"
     if verdict in (REGRESSED, IMPROVED):
-        return f"{shown}: wholly beyond ±{band:g}%"
-    if not math.isfinite(iv.reach):
-        return f"{shown}: one bracket has no spread to judge by; run more"
-    return f"{shown}: these runs can tell ±{iv.reach:.2g}%, not ±{band:g}%"
+        return f"{shown}: wholly beyond {band_words(band)}"
+    reach = as_pct(iv.reach) if math.isfinite(iv.reach) else None
+    return f"{shown}: {tell_words(reach, band, equivalence, below_noise)}"

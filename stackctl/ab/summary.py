@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stackctl.ab.stats import percent, tell_words
+
 SUMMARY_COLUMNS = ("trial", "configuration", "correctness", "candidate vs control", "verdict")
 SWEEP_COLUMNS = ("sweep", "stack", "result", "status")
 METRIC_COLUMNS = ("trial", "metric", "control", "candidate", "delta (brackets)", "interval", "control drift",
@@ -63,14 +65,14 @@ def _correctness(t: Mapping[str, Any]) -> str:
 def _interval(m: Mapping[str, Any]) -> str:
     if m.get("low_pct") is None or m.get("high_pct") is None:
         return "unbounded"
-    return f"[{m['low_pct']:+.3f}%, {m['high_pct']:+.3f}%]"
+    return f"[{percent(m['low_pct'], True)}, {percent(m['high_pct'], True)}]"
 
 
 def _performance(t: Mapping[str, Any]) -> str:
     metrics = t.get("metrics") or []
     if not metrics:
         return "not a perf test"
-    return "; ".join(f"{m['metric']} {m['delta_pct']:+.3f}% {_interval(m)}" for m in metrics)
+    return "; ".join(f"{m['metric']} {percent(m['delta_pct'], True)} {_interval(m)}" for m in metrics)
 
 
 def _label(t: Mapping[str, Any]) -> str:
@@ -89,9 +91,9 @@ def _sweep_performance(cells: Sequence[Mapping[str, Any]]) -> str:
         lead = f"{name} " if len(names) > 1 else ""
         if all(m["verdict"] == "neutral" for _, m in found):
             deltas = [m["delta_pct"] for _, m in found]
-            parts.append(f"{lead}{min(deltas):+.3f}% to {max(deltas):+.3f}%, all neutral")
+            parts.append(f"{lead}{percent(min(deltas), True)} to {percent(max(deltas), True)}, all neutral")
         else:
-            parts.append(lead + "; ".join(f"{_label(t)} {m['delta_pct']:+.3f}%"
+            parts.append(lead + "; ".join(f"{_label(t)} {percent(m['delta_pct'], True)}"
                                           + ("" if m["verdict"] == "neutral" else f" ({m['verdict']})")
                                           for t, m in found))
     return "; ".join(parts)
@@ -159,13 +161,14 @@ def metric_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
             if m["verdict"] == "neutral":
                 verdict += f", equivalence p={m['equivalence_p']:.2g}"
             elif m["verdict"] == "undecided":
-                verdict += f"; these runs can tell ±{m['reach_pct']:.3g}%" if m.get("reach_pct") is not None else ""
-                verdict += f"; about {m['needed']} brackets would decide it" if m.get("needed") else ""
+                verdict += "; " + tell_words(m.get("reach_pct"), float(m["band"]), m.get("equivalence_brackets"),
+                                             bool(m.get("below_noise")))
             per_run = "" if m.get("statistic", "median") == "median" else f", each run's {m['statistic']}"
             rows.append((str(t["trial"]), f"{m['metric']} ({m['better']} is better{per_run})",
-                         _leg(m["control"]) + unit, _leg(m["candidate"]) + unit, f"{m['delta_pct']:+.3f}%",
+                         _leg(m["control"]) + unit, _leg(m["candidate"]) + unit, percent(m["delta_pct"], True),
                          f"{_interval(m)} at {float(m['level']) * 100:.3g}%, {len(m['brackets'])} brackets",
-                         f"{m['drift_pct']:.2f}%", f"{m['pooled_delta_pct']:+.3f}%, Mann-Whitney p={m['p']:.3g}",
+                         percent(m["drift_pct"]), f"{percent(m['pooled_delta_pct'], True)}, Mann-Whitney "
+                         f"p={m['p']:.3g}",
                          verdict + ")"))
     return rows
 
@@ -173,7 +176,7 @@ def metric_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
 def _leg(s: Mapping[str, Any]) -> str:
     """A leg's pooled samples: the mean and the spread of one sample around it."""
     spread = float(s["stdev"]) / float(s["mean"]) * 100 if s["mean"] else 0.0
-    return f"{_num(s['mean'])} ±{abs(spread):.2f}%"
+    return f"{_num(s['mean'])} ±{percent(abs(spread))}"
 
 
 def leg_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:

@@ -3,8 +3,9 @@
 - tests: the two legs' inventories of node ids must be the same; per node, its status on each leg over all
   of that leg's runs (a node that failed in one run and passed in another is flaky); a node failing only on
   the candidate is a regression, named;
-- bench: per metric, each bracket's delta (a candidate run against the mean of the control runs around it), their
-  confidence interval held against the band: neutral / improved / regressed / undecided (`stats.bench_verdict`);
+- bench: per metric, each bracket's delta (the log ratio of a candidate run to the geometric mean of the control runs
+  around it), their confidence interval held against the band on the same scale: neutral / improved / regressed /
+  undecided (`stats.bench_verdict`), shown in percent;
   each leg's pooled summary, the control's drift and the pooled Mann-Whitney U as secondary figures;
 - outputs: the digest of each exact-output file must be one and the same over every run of both legs.
 """
@@ -22,13 +23,15 @@ from stackctl.ab.stats import (
     UNDECIDED,
     Bracket,
     Summary,
+    as_pct,
     bench_verdict,
     brackets,
-    brackets_needed,
+    brackets_for_equivalence,
     delta_pct,
     drift_pct,
     equivalence_p,
     interval,
+    log_band,
     mann_whitney,
     run_statistic,
     summarize,
@@ -83,20 +86,22 @@ class TestsVerdict:
 
 @dataclass(frozen=True)
 class MetricVerdict:
+    """One metric of a benchmark trial. The bracket deltas are log ratios; every `_pct` figure is one of them
+    shown in percent (exp(x) - 1), so a metric and its inverse have mirrored figures and the same verdict."""
+
     metric: str
     unit: str
     better: Better
-    band: float
+    band: float  # percent: within a factor 1 + band/100 either way is neutral
     verdict: str  # neutral | improved | regressed | undecided
     why: str
-    delta_pct: float  # the mean of the bracket deltas: the run is the unit
+    delta_pct: float  # the mean of the bracket deltas (the run is the unit), in percent
     low_pct: float | None  # its confidence interval at `level`; None where unbounded (fewer than two brackets)
     high_pct: float | None
     level: float
     brackets: tuple[Bracket, ...]
-    equivalence_p: float  # two one-sided tests of "within ±band"
+    equivalence_p: float  # two one-sided tests of "within ±band", on the log scale
     reach_pct: float | None  # the smallest band these brackets could call neutral
-    needed: int | None  # undecided: about how many brackets in all would decide it, if the spread holds
     drift_pct: float  # the control's own movement between adjacent runs (shown, not a veto)
     control: Summary  # secondary: the pooled samples of each leg
     candidate: Summary
@@ -104,6 +109,12 @@ class MetricVerdict:
     u: float  # the pooled samples' Mann-Whitney U and two-sided p
     p: float
     statistic: str = "median"  # what each run said of the metric: the median, best or mean of its samples
+    log_delta: float = 0.0  # the mean bracket delta as a log ratio, and its interval (None where unbounded)
+    log_low: float | None = None
+    log_high: float | None = None
+    spread_pct: float | None = None  # the bracket deltas' standard deviation: the host's noise, bracket by bracket
+    equivalence_brackets: int | None = None  # undecided: brackets that would show equivalence were the true delta 0
+    below_noise: bool = False  # undecided: and that is more than max_repeat, so the band is below the host's noise
 
 
 @dataclass(frozen=True)
@@ -216,27 +227,56 @@ def look_alpha(trial: Trial, alpha: float, brackets: int) -> float:
     return alpha * EARLY_SHARE / (looks - 1)
 
 
-def metric_verdict(metric: Metric, control: Sequence[Run], candidate: Sequence[Run], alpha: float) -> MetricVerdict:
-    """Each candidate run against the control runs around it in the schedule; the verdict from the interval of
-    those deltas at 1 - alpha: inside the band it is equivalence shown by two one-sided tests at alpha / 2, wholly
-    beyond it a difference larger than the band shown at alpha / 2 on that side; either wrong call at most alpha / 2
-    of the time, both together at most alpha."""
+def metric_verdict(metric: Metric, control: Sequence[Run], candidate: Sequence[Run], alpha: float,
+                   max_repeat: int | None = None, final_alpha: float | None = None) -> MetricVerdict:
+    """Each candidate run against the control runs around it in the schedule, as a log ratio; the verdict from the
+    interval of those deltas at 1 - alpha: inside the band it is equivalence shown by two one-sided tests at
+    alpha / 2, wholly beyond it a difference larger than the band shown at alpha / 2 on that side; either wrong
+    call at most alpha / 2 of the time, both together at most alpha. An undecided metric says how many brackets
+    would show equivalence were the true delta zero, at the error the trial's last look gets (`final_alpha`,
+    default alpha), and whether that is more than `max_repeat`. Every sample must be positive (`positive`)."""
     c_runs = [r.sample(metric.name) for r in sorted(control, key=lambda r: r.order)]
     t_runs = [r.sample(metric.name) for r in sorted(candidate, key=lambda r: r.order)]
     c_stats = [run_statistic(r, metric.statistic, metric.better) for r in c_runs]
     found = brackets(c_stats, [run_statistic(r, metric.statistic, metric.better) for r in t_runs])
-    deltas = [b.delta_pct for b in found]
+    deltas = [b.log_ratio for b in found]
+    band = log_band(metric.band)
     iv = interval(deltas, 1 - alpha)
-    verdict = bench_verdict(iv, metric.band, metric.better)
+    verdict = bench_verdict(iv, band, metric.better)
+    equivalence, below = None, False
+    if verdict == UNDECIDED:
+        equivalence = brackets_for_equivalence(iv.spread, band, alpha if final_alpha is None else final_alpha)
+        below = equivalence is not None and max_repeat is not None and equivalence > max_repeat
     c_all = [x for r in c_runs for x in r]
     t_all = [x for r in t_runs for x in r]
     cs, ts = summarize(c_all), summarize(t_all)
     u, p = mann_whitney(c_all, t_all)
-    return MetricVerdict(metric.name, metric.unit, metric.better, metric.band, verdict,
-                         why(verdict, iv, metric.band), iv.mean, _bounded(iv.low), _bounded(iv.high), iv.level,
-                         found, equivalence_p(deltas, metric.band), _bounded(iv.reach),
-                         brackets_needed(iv, metric.band) if verdict == UNDECIDED else None,
-                         drift_pct(c_stats), cs, ts, delta_pct(cs.mean, ts.mean), u, p, metric.statistic)
+
+    def pct(x: float | None) -> float | None:
+        return None if x is None else as_pct(x)
+
+    low, high = _bounded(iv.low), _bounded(iv.high)
+    return MetricVerdict(
+        metric.name, metric.unit, metric.better, metric.band, verdict,
+        why(verdict, iv, metric.band, equivalence, below),
+        delta_pct=as_pct(iv.mean), low_pct=pct(low), high_pct=pct(high), level=iv.level, brackets=found,
+        equivalence_p=equivalence_p(deltas, band), reach_pct=pct(_bounded(iv.reach)), drift_pct=drift_pct(c_stats),
+        control=cs, candidate=ts, pooled_delta_pct=delta_pct(cs.mean, ts.mean), u=u, p=p, statistic=metric.statistic,
+        log_delta=iv.mean, log_low=low, log_high=high, spread_pct=pct(_bounded(iv.spread)),
+        equivalence_brackets=equivalence, below_noise=below)
+
+
+def positive(trial: Trial, runs: Sequence[Run]) -> tuple[str, ...]:
+    """The runs whose samples a ratio cannot take (zero or negative), each as "leg run N: why": a benchmark's
+    deltas are ratios of runs, which only positive quantities have."""
+    out = []
+    for r in sorted(runs, key=lambda r: r.order):
+        for m in trial.metrics:
+            bad = [x for x in r.sample(m.name) if not x > 0]
+            if bad:
+                out.append(f"{r.leg} run {r.repetition + 1}: {m.name} = {bad[0]:g}; a benchmark's deltas are "
+                           "ratios of runs and need positive samples")
+    return tuple(out)
 
 
 def _bounded(x: float) -> float | None:
@@ -287,10 +327,13 @@ def _verdict(trial: Trial, runs: Sequence[Run], alpha: float, allow_undecided: b
             verdict = PASS
         failing = verdict in (INVENTORY_CHANGED, REGRESSED, OUTPUTS_DIFFER) or bool(errors)
         return TrialVerdict(trial.name, trial.kind, trial.config, verdict, failing, tv, outputs=outputs, errors=errors)
+    errors = errors or positive(trial, runs)
     if errors:  # a benchmark judged on some of its runs would judge another schedule than the one planned
         return TrialVerdict(trial.name, trial.kind, trial.config, BROKEN, True, errors=errors)
     brackets = min(len(control) - 1, len(candidate))
-    metrics = tuple(metric_verdict(m, control, candidate, look_alpha(trial, alpha, brackets)) for m in trial.metrics)
+    final = look_alpha(trial, alpha, max(trial.max_repeat, trial.repeat))
+    metrics = tuple(metric_verdict(m, control, candidate, look_alpha(trial, alpha, brackets),
+                                   max(trial.max_repeat, trial.repeat), final) for m in trial.metrics)
     worst = [m.verdict for m in metrics]
     verdict = (OUTPUTS_DIFFER if differ else REGRESSED if REGRESSED in worst
                else UNDECIDED if UNDECIDED in worst else _overall(worst))

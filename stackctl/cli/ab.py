@@ -41,8 +41,8 @@ def render_markdown(result: dict[str, Any]) -> str:
     if sweep := sweep_rows(result):
         out += ["**Test sweeps**", "", markdown_table(list(SWEEP_COLUMNS), [list(r) for r in sweep]), ""]
     if metrics := metric_rows(result):
-        out += ["**Benchmarks** (each candidate run against the mean of the control runs around it: C T C … C; "
-                "the interval of those deltas against the band)", "",
+        out += ["**Benchmarks** (each candidate run against the geometric mean of the control runs around it: "
+                "C T C … C; the interval of those deltas against the band)", "",
                 markdown_table(list(METRIC_COLUMNS), [list(r) for r in metrics]), ""]
         out += [f"![{markdown_text(Path(p).name)}]({p})" for p in result.get("pictures") or ()]
         out += [""] if result.get("pictures") else []

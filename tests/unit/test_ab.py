@@ -97,7 +97,7 @@ def test_trial_verdicts_and_what_fails_the_run() -> None:
                   outputs=("answer.txt",))
     c = [10.0, 10.1, 9.9, 10.0, 10.05]
     runs = [_run("control" if i % 2 == 0 else "candidate", i, {},
-                 samples=tuple(x * (1.3 if i % 2 else 1) * (1 + i / 100) for x in c), outputs=(("answer.txt", "aa"),))
+                 samples=tuple(x * (1.3 if i % 2 else 1) * 1.01 ** i for x in c), outputs=(("answer.txt", "aa"),))
             for i in range(7)]  # C T C T C T C, the host slowing 1% a run
     slow = trial_verdict(bench, runs, 0.05)
     assert (slow.verdict, slow.failing) == ("regressed", True)

@@ -5,13 +5,15 @@ while a metric is undecided, sweeps, and the words a failing A/B ends with."""
 from __future__ import annotations
 
 import json
+import math
 import random
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from stackctl.ab.plan import Better, Metric, Trial, TrialKind, load_plan
@@ -21,12 +23,15 @@ from stackctl.ab.stats import (
     Interval,
     bench_verdict,
     brackets,
-    brackets_needed,
+    brackets_for_equivalence,
     equivalence_p,
     interval,
+    log_band,
     mann_whitney,
+    percent,
+    why,
 )
-from stackctl.ab.summary import summary_rows
+from stackctl.ab.summary import metric_rows, summary_rows
 from stackctl.ab.verdicts import trial_verdict
 from stackctl.base import to_jsonable
 from stackctl.errors import ProfileError
@@ -69,11 +74,11 @@ def test_equivalence_shown_exactly_when_the_interval_lies_inside_the_band(deltas
     assert (equivalence_p(deltas, band) < 0.05) == (-band < iv.low and iv.high < band)
 
 
-def test_a_linear_drift_cancels_in_the_brackets_where_pooled_samples_see_nothing() -> None:
-    """The host slows 8% a run; the candidate is 30% slower than the controls around it. Pooled, the candidate's
+def test_a_steady_drift_cancels_in_the_brackets_where_pooled_samples_see_nothing() -> None:
+    """The host slows 15% a run; the candidate is 30% slower than the controls around it. Pooled, the candidate's
     samples overlap the drifting control's; bracketed, every delta is -30%."""
-    control = [[100.0 * (1 - 0.08 * i) + d for d in (-1, 0, 1)] for i in range(0, 12, 2)]
-    candidate = [[0.7 * 100.0 * (1 - 0.08 * i) + d for d in (-1, 0, 1)] for i in range(1, 11, 2)]
+    control = [[100.0 * 0.85 ** i + d for d in (-1, 0, 1)] for i in range(0, 12, 2)]
+    candidate = [[0.7 * 100.0 * 0.85 ** i + d for d in (-1, 0, 1)] for i in range(1, 11, 2)]
     v = trial_verdict(TOK_S, _runs(control, candidate), 0.05).metrics[0]
     assert [round(b.delta_pct, 6) for b in v.brackets] == [-30.0] * 5
     assert v.verdict == "regressed" and v.delta_pct == pytest.approx(-30.0)
@@ -85,15 +90,15 @@ def test_a_linear_drift_cancels_in_the_brackets_where_pooled_samples_see_nothing
 
 
 def test_a_control_that_jumps_between_processes_still_decides_a_launch_bound_regression() -> None:
-    """A launch-bound tok/s whose runs land near 335 or 590 at random (73% apart): a candidate 35% slower than
-    whichever the host gave is regressed, though one drift figure of 73% would veto any delta."""
+    """A launch-bound tok/s whose runs land near 335 or 590 at random (76% apart): a candidate 35% slower than
+    whichever the host gave is regressed at the cap, though one drift figure of 76% would veto any delta."""
     rng = random.Random(7)
-    modes = [rng.choice((335.0, 590.0)) for _ in range(13)]
+    modes = [rng.choice((335.0, 590.0)) for _ in range(25)]
     control = [[m * rng.uniform(0.99, 1.01) for _ in range(4)] for m in modes[::2]]
     candidate = [[0.65 * m * rng.uniform(0.99, 1.01) for _ in range(4)] for m in modes[1::2]]
     v = trial_verdict(TOK_S, _runs(control, candidate), 0.05).metrics[0]
-    assert v.drift_pct > 10 and v.verdict in ("regressed", "undecided")
-    assert v.high_pct is not None and v.high_pct < 0  # the interval sits wholly below zero either way
+    assert v.drift_pct > 70 and v.verdict == "regressed" and len(v.brackets) == 12
+    assert v.high_pct is not None and v.high_pct < -3  # the interval sits wholly beyond the band
 
 
 def test_verdicts_from_the_interval_against_the_band() -> None:
@@ -106,14 +111,81 @@ def test_verdicts_from_the_interval_against_the_band() -> None:
     assert bench_verdict(iv(20.0, 40.0), 3.0, Better.LOWER) == "regressed"
     assert bench_verdict(iv(2.0, 8.0), 3.0, Better.LOWER) == "undecided"  # 5% slower, the band 3%: never neutral
     assert bench_verdict(iv(-9.0, 2.0), 3.0, Better.HIGHER) == "undecided"
-    # the mean -3.5 is 0.5 beyond the band: the half-width 5.5 must shrink 11-fold, which takes 11² times the brackets
-    assert brackets_needed(iv(-9.0, 2.0), 3.0) == 6 * 11 ** 2
-    assert brackets_needed(Interval(6, 0.0, -1.0, 1.0, 0.9), 3.0) == 6
 
 
-def test_brackets_pair_each_candidate_run_with_the_controls_around_it() -> None:
-    got = brackets([100.0, 110.0, 120.0], [84.0, 92.0, 99.0])
-    assert [(b.before, b.after, round(b.delta_pct, 3)) for b in got] == [(100.0, 110.0, -20.0), (110.0, 120.0, -20.0)]
+def test_brackets_pair_each_candidate_run_with_the_geometric_mean_of_the_controls_around_it() -> None:
+    got = brackets([100.0, 121.0, 144.0], [88.0, 105.6, 99.0])
+    assert [(b.before, b.after, round(b.delta_pct, 9)) for b in got] == [(100.0, 121.0, -20.0), (121.0, 144.0, -20.0)]
+    assert got[0].log_ratio == pytest.approx(math.log(0.8))
+    # a twofold slowdown and a twofold speedup are the same size, shown as +100% and -50%
+    slower, faster = brackets([10.0, 10.0], [20.0])[0], brackets([10.0, 10.0], [5.0])[0]
+    assert slower.log_ratio == pytest.approx(-faster.log_ratio) == pytest.approx(math.log(2))
+    assert (slower.delta_pct, faster.delta_pct) == (pytest.approx(100.0), pytest.approx(-50.0))
+
+
+def test_the_band_holds_a_factor_either_way() -> None:
+    """±3% is a factor 1.03 either way: 3% faster is inside, and so is what 3% slower is from the other side."""
+    band = log_band(3.0)
+    assert band == pytest.approx(math.log(1.03))
+
+    def verdict(ratio: float) -> str:
+        x = math.log(ratio)
+        return bench_verdict(Interval(5, x, x - 1e-6, x + 1e-6, 0.9), band, Better.HIGHER)
+
+    assert verdict(1.0299) == verdict(1 / 1.0299) == "neutral"
+    assert (verdict(1.0301), verdict(1 / 1.0301)) == ("improved", "regressed")
+    assert why("neutral", Interval(5, 0.0, -0.01, 0.01, 0.9), 3.0).endswith("inside ±3% (-2.91% to +3%)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(1e-4, 1e4), st.floats(0.1, 50), st.sampled_from([0.001, 0.0375, 0.05, 0.2]))
+def test_brackets_for_equivalence_is_the_fewest_whose_t_interval_around_zero_fits(spread: float, band_pct: float,
+                                                                                   alpha: float) -> None:
+    from scipy.stats import t
+
+    band = log_band(band_pct)
+    n = brackets_for_equivalence(spread, band, alpha)
+    assert n is not None and n >= 2
+
+    def width(k: int) -> float:
+        return float(t.ppf(1 - alpha / 2, k - 1)) * spread / math.sqrt(k)
+
+    assert width(n) < band
+    assert n == 2 or width(n - 1) >= band
+    assert brackets_for_equivalence(float("inf"), band, alpha) is None  # one bracket: no spread to go by
+    assert brackets_for_equivalence(spread, 0.0, alpha) is None  # no band to show
+
+
+def _noisy(mean: float, seed: int, n: int = 12) -> list[Run]:
+    """Runs in schedule order whose bracket deltas (log ratios) are `mean` plus a fixed spread of about 4%."""
+    rng = random.Random(seed)
+    noise = [rng.gauss(0, 0.04) for _ in range(n)]
+    shift = sum(noise) / n
+    control = [[100.0]] * (n + 1)
+    candidate = [[100.0 * math.exp(mean + e - shift)] for e in noise]
+    return _runs(control, candidate)
+
+
+def test_the_figure_for_an_undecided_metric_does_not_hang_on_its_mean() -> None:
+    """Two undecided A/Bs with the same spread, one centred on zero, one on the band's edge: each says how many
+    brackets would show equivalence were the true delta zero, the same for both, and a band of 2% is below the
+    noise of this host, where 12 brackets are allowed. (A count of brackets to decide it, taken from the mean,
+    ran to thousands at the edge.)"""
+    trial = Trial("speed", TrialKind.BENCH, ("x",), repeat=12, max_repeat=12,
+                  metrics=(Metric("tok_s", "tok/s", Better.HIGHER, 2.0),))
+    said = problem(trial_verdict(trial, _noisy(0.0, 1), 0.05))
+    assert "±2% is below this host's noise: with no true difference it would take about 17 brackets" in said
+    centred = trial_verdict(trial, _noisy(0.0, 1), 0.05).metrics[0]
+    edge = trial_verdict(trial, _noisy(log_band(2.0) * 0.999, 1), 0.05).metrics[0]
+    assert centred.verdict == edge.verdict == "undecided"
+    assert centred.spread_pct == pytest.approx(edge.spread_pct)
+    assert centred.equivalence_brackets == edge.equivalence_brackets
+    assert centred.equivalence_brackets is not None and 12 < centred.equivalence_brackets < 100
+    assert centred.below_noise
+    roomy = replace(trial, repeat=40, max_repeat=40)  # the cap above the count: the band is not below the noise
+    wide = trial_verdict(roomy, _noisy(0.0, 1), 0.05).metrics[0]
+    assert wide.verdict == "undecided" and not wide.below_noise
+    assert f"about {wide.equivalence_brackets} brackets would show equivalence" in wide.why
 
 
 class FakeLeg:
@@ -184,7 +256,7 @@ def test_a_sweep_is_a_trial_a_cell_and_one_summary_row(tmp_path: Path) -> None:
                                       0.05))
     rows = summary_rows({"trials": to_jsonable(verdicts)})
     assert len(rows) == 1 and rows[0][0] == "speed" and rows[0][1] == "sweep bs = 1, 4"
-    assert rows[0][3] == "BS1 +0.100%; BS4 -29.900% (regressed)" and rows[0][4] == "Regressed"
+    assert rows[0][3] == "BS1 +0.100%; BS4 -29.9% (regressed)" and rows[0][4] == "Regressed"
     neutral = rows = summary_rows({"trials": to_jsonable([verdicts[0], verdicts[0]])})
     assert neutral[0][3] == "+0.100% to +0.100%, all neutral"
 
@@ -230,13 +302,19 @@ def test_the_legs_table_says_image_id_where_an_image_has_no_registry_digest() ->
 
 
 def test_a_run_says_its_median_best_or_mean() -> None:
+    from scipy.stats import gmean
+
     from stackctl.ab.stats import run_statistic
 
     samples = [10.0, 12.0, 11.0, 30.0]
-    assert run_statistic(samples) == 11.5
+    assert run_statistic(samples) == pytest.approx(math.sqrt(11.0 * 12.0))  # the middle two, on the log scale
+    assert run_statistic([*samples, 9.0]) == 11.0
     assert run_statistic(samples, "best", Better.LOWER) == 10.0  # the least disturbed sample of a timing
     assert run_statistic(samples, "best", Better.HIGHER) == 30.0
-    assert run_statistic(samples, "mean") == 15.75
+    assert run_statistic(samples, "mean") == pytest.approx(float(gmean(samples)))
+    for statistic in ("median", "mean", "best"):  # what a run says of a metric's inverse is the inverse
+        inverse = run_statistic([1 / x for x in samples], statistic, Better.LOWER)
+        assert inverse == pytest.approx(1 / run_statistic(samples, statistic, Better.HIGHER))
 
 
 def test_the_best_sample_decides_where_interference_only_slows() -> None:
@@ -271,3 +349,120 @@ def test_an_unknown_run_statistic_is_a_problem_naming_its_key(tmp_path: Path) ->
         load_plan(tmp_path / "plan.toml")
     assert [str(p).split(" ", 1)[1] for p in err.value.problems] == [
         "trial.0.metric.0.statistic: 'min': use \"median\", \"best\", \"mean\""]
+
+
+@st.composite
+def _bench_runs(draw: st.DrawFn) -> tuple[list[list[float]], list[list[float]]]:
+    """Positive samples of C T C T … C: from 2 to 8 brackets, 1 to 5 samples a run, either arbitrary or a run's
+    level (the host) times the candidate's factor times a little noise, so every verdict comes up."""
+    n = draw(st.integers(2, 8))
+    k = draw(st.integers(1, 5))
+    if draw(st.booleans()):
+        x = st.floats(1e-3, 1e3)
+        return ([draw(st.lists(x, min_size=k, max_size=k)) for _ in range(n + 1)],
+                [draw(st.lists(x, min_size=k, max_size=k)) for _ in range(n)])
+    factor = draw(st.floats(0.3, 3.0))
+    noise = st.floats(0.97, 1.03)
+
+    def run(scale: float) -> list[float]:
+        level = draw(st.floats(0.8, 1.25))
+        return [100.0 * scale * level * draw(noise) for _ in range(k)]
+
+    return [run(1.0) for _ in range(n + 1)], [run(factor) for _ in range(n)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_bench_runs(), st.floats(0.5, 20.0), st.sampled_from(["median", "best", "mean"]))
+def test_a_metric_and_its_inverse_get_mirrored_verdicts_and_intervals(
+        runs: tuple[list[list[float]], list[list[float]]], band: float, statistic: str) -> None:
+    """ops/s and ms per op (1000 / ops/s) from the same runs: the same verdict where each knows its direction,
+    mirrored (regressed and improved swapped) where both are called higher is better; intervals, deltas and the
+    band they could tell mirrored in ratio, (1 + low of one) * (1 + high of the other) = 1."""
+    control, candidate = runs
+    inverse = ([[1000 / x for x in r] for r in control], [[1000 / x for x in r] for r in candidate])
+    trial = Trial("speed", TrialKind.BENCH, ("x",), repeat=len(candidate), max_repeat=len(candidate) + 4,
+                  metrics=(Metric("ops_per_s", "", Better.HIGHER, band, statistic),
+                           Metric("lat_ms", "", Better.LOWER, band, statistic),
+                           Metric("lat_as_higher", "", Better.HIGHER, band, statistic)))
+    joined = [replace(a, samples=(("ops_per_s", a.samples[0][1]), ("lat_ms", b.samples[0][1]),
+                                  ("lat_as_higher", b.samples[0][1])))
+              for a, b in zip(_runs(control, candidate), _runs(*inverse), strict=True)]
+    ops, lat, mirror = trial_verdict(trial, joined, 0.05).metrics
+    edges = [math.log1p(x / 100) for m in (ops, lat) for x in (m.low_pct, m.high_pct) if x is not None and x > -100]
+    assume(all(abs(abs(e) - log_band(band)) > 1e-9 for e in edges))  # on the band's edge both round either way
+    assert lat.verdict == ops.verdict
+    if statistic != "best":  # a run's best sample is chosen by the direction, which this one turns round
+        assert mirror.verdict == {"regressed": "improved", "improved": "regressed"}.get(ops.verdict, ops.verdict)
+    assert _mirrored(lat.delta_pct, ops.delta_pct)
+    if ops.low_pct is None or ops.high_pct is None:
+        assert (lat.low_pct, lat.high_pct) == (None, None)
+    else:
+        assert lat.low_pct is not None and lat.high_pct is not None
+        assert _mirrored(lat.low_pct, ops.high_pct) and _mirrored(lat.high_pct, ops.low_pct)
+        assert lat.reach_pct == pytest.approx(ops.reach_pct, rel=1e-9)
+        assert lat.equivalence_p == pytest.approx(ops.equivalence_p, rel=1e-6, abs=1e-12)
+
+
+def _mirrored(a: float, b: float) -> bool:
+    """Two changes in percent that undo each other, (1 + a) * (1 + b) = 1, compared as logs; a change whose ratio
+    is too near 0 for percent to keep its digits (-99.999…%) only as such."""
+    x, y = 1 + a / 100, 1 + b / 100
+    if min(x, y) < 1e-6:
+        return min(x, y) < 1e-6 and max(x, y) > 1e5
+    return math.log(x) == pytest.approx(-math.log(y), abs=1e-9)
+
+
+def test_one_format_for_a_percentage_in_progress_summary_and_failure() -> None:
+    """The band an undecided metric's runs could tell, as the progress line (the verdict's why), the summary's
+    verdict column and the failing line write it: the same figure, in plain decimals."""
+    assert [percent(x) for x in (152.4, 56.42, 5.749, 0.5123, 0.0781, 0.0, 1834.2)] == \
+        ["152%", "56.4%", "5.75%", "0.512%", "0.078%", "0.000%", "1834%"]
+    assert [percent(x, True) for x in (26.99, -0.279, -1e-12)] == ["+27.0%", "-0.279%", "+0.000%"]
+    control = [[100.0], [100.0], [100.0], [100.0]]
+    wild = trial_verdict(TOK_S, _runs(control, [[60.0], [250.0], [90.0]]), 0.05)
+    m = wild.metrics[0]
+    assert m.verdict == "undecided" and m.reach_pct is not None and m.reach_pct > 100
+    told = f"these runs can tell ±{percent(m.reach_pct)}, not ±3%"
+    assert told in m.why and told in problem(wild)
+    rows = metric_rows({"trials": to_jsonable([wild])})
+    assert told in rows[0][-1]
+    assert "e+" not in m.why + problem(wild) + " ".join(rows[0])
+
+
+def test_the_worked_example_in_the_docs_is_what_the_code_says() -> None:
+    """docs/ab.md's worked example: each bracket's delta, the looks that stay undecided (with what their runs can
+    tell) and the line the A/B fails with, as the verdicts compute them from the table's runs."""
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "ab.md").read_text()
+    table = text.split("| bracket | control before | candidate | control after | delta |", 1)[1].split("\n\n")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    control = [float(rows[0][1])] + [float(r[3]) for r in rows]
+    candidate = [float(r[2]) for r in rows]
+    prose = " ".join(text.split())
+    trial = Trial("speed", TrialKind.BENCH, ("x",), repeat=5, max_repeat=12,
+                  metrics=(Metric("work_ms", "ms", Better.LOWER, 3.0),))
+
+    def looked(n: int) -> Any:
+        runs = [replace(r, samples=(("work_ms", r.samples[0][1]),))
+                for r in _runs([[x] for x in control[:n + 1]], [[x] for x in candidate[:n]])]
+        return trial_verdict(trial, runs, 0.05)
+
+    last = looked(len(rows))
+    assert [r[4] for r in rows] == [percent(b.delta_pct, True) for b in last.metrics[0].brackets]
+    assert f"with `{problem(last)}`" in prose
+    for n in range(5, len(rows)):
+        m = looked(n).metrics[0]
+        assert m.verdict == "undecided" and f"[{percent(m.low_pct, True)}, {percent(m.high_pct, True)}]" in prose
+    first = looked(5)
+    assert f"can tell ±{percent(first.metrics[0].reach_pct)}, not ±3%" in prose
+    assert problem(first).split("not ±3%; ", 1)[1].rstrip(")") in prose
+
+
+def test_a_sample_of_zero_or_below_makes_the_benchmark_broken_naming_the_run() -> None:
+    """A ratio of runs needs positive values: a benchmark that prints 0 is not judged as infinitely faster."""
+    v = trial_verdict(TOK_S, _runs([[100.0]] * 4, [[90.0], [0.0, 95.0], [95.0]]), 0.05)
+    assert (v.verdict, v.failing, v.metrics) == ("broken", True, ())
+    assert v.errors == ("candidate run 2: tok_s = 0; a benchmark's deltas are ratios of runs and need positive "
+                        "samples",)
+    assert "speed: broken (candidate run 2: tok_s = 0;" in problem(v)
