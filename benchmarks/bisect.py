@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stackctl.bisect import Outcome, search_units  # noqa: E402
+from stackctl.bisect import Outcome, one_by_one, search_units  # noqa: E402
 from tests.support.gitrepo import git  # noqa: E402
 from tests.support.index_server import IndexServer  # noqa: E402
 from tests.support.wheels import build_wheel  # noqa: E402
@@ -64,7 +64,7 @@ def counts() -> None:
                     asked.append(units)
                     return Outcome.BAD if set(bad) & set(units) else Outcome.GOOD
 
-                search_units(k, compare)
+                search_units(k, one_by_one(compare))
                 made.append(len(asked))
             print(f"k={k}, {n} culprit{'s' if n > 1 else ''}: comparisons mean {statistics.mean(made):.1f}, "
                   f"max {max(made)} (1 + ceil(log2 k) = {1 + math.ceil(math.log2(k))}); by hand {k} builds, "

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackctl.base.times import now_iso
 from stackctl.bisect.judge import judge_trial
-from stackctl.bisect.search import AMBIGUOUS, Outcome, SearchResult, search_units
+from stackctl.bisect.search import AMBIGUOUS, Outcome, SearchResult, one_by_one, search_units
 from stackctl.bisect.units import PinMove, Unit, Units, intermediate_profile, plan_units
 from stackctl.errors import CheckFailed, InputError, StackctlError
 
@@ -499,7 +499,7 @@ def run_bisect(opts: BisectOptions, build_image: BuildImage, *, say: Say = lambd
     status = "done"
     try:
         run.start()
-        result = search_units(len(units.units), run.compare)
+        result = search_units(len(units.units), one_by_one(run.compare))
     except KeyboardInterrupt:
         status = "interrupted"
         if interrupted is not None:
