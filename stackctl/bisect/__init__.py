@@ -12,21 +12,34 @@ from stackctl.base.lazy import lazy_api
 
 if TYPE_CHECKING:
     from stackctl.bisect.judge import Judged, judge_trial
-    from stackctl.bisect.run import BisectOptions, BisectReport, Culprit, Step, record_bisect, run_bisect
+    from stackctl.bisect.run import (
+        BisectOptions,
+        BisectReport,
+        Culprit,
+        RunSteps,
+        Step,
+        StepJob,
+        record_bisect,
+        run_bisect,
+        run_step,
+        steps_here,
+    )
     from stackctl.bisect.search import Finding, Outcome, SearchResult, one_by_one, search_units
     from stackctl.bisect.summary import culprits_table, steps_table, units_table
     from stackctl.bisect.units import PinMove, Unit, Units, intermediate_profile, plan_units
 
 __all__ = [
-    "BisectOptions", "BisectReport", "Culprit", "Finding", "Judged", "Outcome", "PinMove", "SearchResult", "Step",
-    "Unit", "Units", "culprits_table", "intermediate_profile", "judge_trial", "one_by_one", "plan_units",
-    "record_bisect", "run_bisect", "search_units", "steps_table", "units_table",
+    "BisectOptions", "BisectReport", "Culprit", "Finding", "Judged", "Outcome", "PinMove", "RunSteps", "SearchResult",
+    "Step", "StepJob", "Unit", "Units", "culprits_table", "intermediate_profile", "judge_trial", "one_by_one",
+    "plan_units", "record_bisect", "run_bisect", "run_step", "search_units", "steps_here", "steps_table",
+    "units_table",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
     __getattr__ = lazy_api(__name__, {
         "judge": ("Judged", "judge_trial"),
-        "run": ("BisectOptions", "BisectReport", "Culprit", "Step", "record_bisect", "run_bisect"),
+        "run": ("BisectOptions", "BisectReport", "Culprit", "RunSteps", "Step", "StepJob", "record_bisect",
+                "run_bisect", "run_step", "steps_here"),
         "search": ("Finding", "Outcome", "SearchResult", "one_by_one", "search_units"),
         "summary": ("culprits_table", "steps_table", "units_table"),
         "units": ("PinMove", "Unit", "Units", "intermediate_profile", "plan_units"),

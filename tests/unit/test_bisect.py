@@ -202,7 +202,8 @@ def _as_before(k: int, compare: Callable[[tuple[int, ...], str], Outcome]
             return top, findings, probes, False
         unit, before = rest[hi - 1], rest[:hi - 1]
         alone = cmp([unit], "alone")
-        units, kind = (unit,), "culprit"
+        units: tuple[int, ...] = (unit,)
+        kind = "culprit"
         if alone is GOOD:
             needed, pool = [unit], before
             while True:
