@@ -3,6 +3,10 @@ stack (a profile extending the control, in a working directory), resolved, ABI-c
 groups from the build cache) and A/B'd against the control with `ab`; its outcome goes back to the pure search
 (`search.py`, `judge.py`).
 
+The search asks a round of stacks at once. Each is prepared here in turn (its profile written, its lock resolved
+with this machine's index and credentials, its ABI check); its build and A/B go to a runner as a `StepJob`, which
+`run_step` runs: by default in this process, one after another (`steps_here`), or side by side elsewhere.
+
 Every finished step is written to the working directory's ledger at once, so an interrupted run keeps them and a
 second run reuses each step made for the same locks, plan, trial and metric.
 """
@@ -462,11 +466,14 @@ class _Bisect:
             else:
                 self.finish(job.n, step, prepared[job.n])
         held.sort(key=lambda done: done[0].n)
-        if held and self.candidate_bad and self.candidate_image is not None:
+        looked = bool(held) and self.candidate_bad and self.candidate_image is not None
+        if looked:
             looks = [replace(job, candidate_image=self.candidate_image, undecided=step) for job, step in held]
             held = sorted(self._run(looks), key=lambda done: done[0].n)
         for job, step in held:
-            self.finish(job.n, step, prepared[job.n])
+            # not looked at from the candidate's side (it did not regress: the search ends), so not the step one
+            # slot would have recorded: kept in the report, never reused
+            self.finish(job.n, step, prepared[job.n], ledger=looked)
         return [Outcome(self.done[n].outcome) for n in range(first, first + len(asks))]
 
     def _run(self, jobs: Sequence[StepJob]) -> Iterator[tuple[StepJob, Step]]:
@@ -480,14 +487,14 @@ class _Bisect:
             missing = ", ".join(str(job.n) for i, job in enumerate(jobs) if i not in given)
             raise RuntimeError(f"the runner gave no result of step {missing}")
 
-    def finish(self, n: int, step: Step, prepared: float) -> None:
+    def finish(self, n: int, step: Step, prepared: float, ledger: bool = True) -> None:
         """A step done: kept, written to the ledger at once, said."""
         step = replace(step, seconds=step.seconds if step.reused else prepared + step.seconds, round=self.rounds)
         self.done[n] = step
         if step.role == "candidate":
             self.candidate_image = step.image
             self.candidate_bad = step.outcome == Outcome.BAD.value
-        if step.key and not step.reused:
+        if step.key and not step.reused and ledger:
             self.ledger[step.key] = _jsonable(step)
             _write_ledger(self.work, self.ledger)
         delta = f", {step.delta_pct:+.1f} %" if step.delta_pct is not None else ""

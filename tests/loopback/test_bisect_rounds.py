@@ -81,19 +81,20 @@ def repo(tmp_path: Path, index: IndexServer, monkeypatch: pytest.MonkeyPatch) ->
 
 
 class Bench:
-    """A runner: bad where the stack holds the culprit's move. A stack between whose job has no candidate's
-    image yet (a step of the round that builds the candidate) comes back undecided when `undecided`, as a noisy
-    host leaves it, and is decided when its job comes back to look from the candidate's side."""
+    """A runner: bad where the stack holds the culprit's move (none where the candidate does not regress). A stack
+    between whose job has no candidate's image yet (a step of the round that builds the candidate) comes back
+    undecided when `undecided`, as a noisy host leaves it, and is decided when its job comes back to look from the
+    candidate's side."""
 
-    def __init__(self, undecided: bool = False) -> None:
-        self.undecided = undecided
+    def __init__(self, undecided: bool = False, regresses: bool = True) -> None:
+        self.undecided, self.regresses = undecided, regresses
         self.rounds: list[list[StepJob]] = []
 
     def __call__(self, jobs: Sequence[StepJob]) -> Iterator[tuple[int, Step]]:
         self.rounds.append(list(jobs))
         for i in reversed(range(len(jobs))):
             job = jobs[i]
-            bad = job.whole or CULPRIT in job.units
+            bad = self.regresses and CULPRIT in job.units
             name = job.stack.stack.name
             step = Step(job.units, job.role, name, str(job.stack.file), "bad" if bad else "good",
                         "regressed" if bad else "pass", "", lock_digest=job.lock_digest,
@@ -166,6 +167,17 @@ def test_a_stack_between_undecided_beside_the_candidate_is_looked_at_from_it_onc
     assert [s.outcome for s in rep.steps[1:3]] == ["good", "good"]
     ledger = json.loads((repo / "build" / "bisect" / "steps.json").read_text())["steps"]
     assert not any(s["outcome"] == "skip" for s in ledger)
+
+
+def test_beside_a_candidate_that_does_not_regress_an_undecided_stack_is_kept_out_of_the_ledger(repo: Path) -> None:
+    bench = Bench(undecided=True, regresses=False)
+    rep = _bisect(repo, bench, 3, [])
+    assert rep.candidate_outcome == "good" and rep.culprits == () and not rep.failing
+    assert [(s.role, s.verdict) for s in rep.steps] == [("candidate", "pass"), ("search", "undecided"),
+                                                        ("search", "undecided")]
+    assert len(bench.rounds) == 1  # nothing to look at from the candidate's side: the search has ended
+    ledger = json.loads((repo / "build" / "bisect" / "steps.json").read_text())["steps"]
+    assert [s["role"] for s in ledger] == ["candidate"]
 
 
 def test_a_job_can_be_shipped_and_placed_in_another_directory(repo: Path, tmp_path: Path) -> None:
