@@ -3,7 +3,8 @@ and how long `stackctl bisect` takes, against moving one unit at a time (one bui
 
     python benchmarks/bisect_search.py [--units 5 9] [--culprit middle|last|first] [--count-only]
 
-First the comparisons the search makes (pure: every culprit position, one culprit and two), then real runs: k
+First the comparisons the search makes (pure: every culprit position, one culprit and two; and the rounds it takes
+with 1-4 stacks compared side by side), then real runs: k
 packages (p1 … pk) move from 1.0 to 1.1 on a loopback index, the culprit's new version makes one test of a
 stdlib suite fail; `stackctl bisect` (a process, start-up included) builds and A/Bs the stacks between on the
 engine (DOCKER_HOST, with the builder it picks) from the base image `stackctl-base:bookworm`. The by-hand figure is
@@ -14,6 +15,7 @@ cache and an A/B), which is what each by-hand step costs. Needs what `.ci/servic
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -30,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stackctl.bisect import Outcome, search_units  # noqa: E402
+from stackctl.bisect import Outcome, one_by_one, search_units  # noqa: E402
 from tests.support.gitrepo import git  # noqa: E402
 from tests.support.index_server import IndexServer  # noqa: E402
 from tests.support.wheels import build_wheel  # noqa: E402
@@ -51,6 +53,10 @@ Path(sys.argv[1], "junit.xml").write_text('<testsuite name="check">' + "".join(c
 '''
 
 
+def _holds(culprit: int, units: tuple[int, ...], role: str) -> Outcome:
+    return Outcome.BAD if culprit in units else Outcome.GOOD
+
+
 def counts() -> None:
     """Comparisons the search makes, over every culprit position (and every pair), against k by hand."""
     for k in (5, 9):
@@ -64,11 +70,18 @@ def counts() -> None:
                     asked.append(units)
                     return Outcome.BAD if set(bad) & set(units) else Outcome.GOOD
 
-                search_units(k, compare)
+                search_units(k, one_by_one(compare))
                 made.append(len(asked))
             print(f"k={k}, {n} culprit{'s' if n > 1 else ''}: comparisons mean {statistics.mean(made):.1f}, "
                   f"max {max(made)} (1 + ceil(log2 k) = {1 + math.ceil(math.log2(k))}); by hand {k} builds, "
                   f"{k} A/Bs, no verification")
+    for k in (8, 9, 27):  # rounds with several stacks built and compared side by side
+        said = []
+        for slots in (1, 2, 3, 4):
+            rounds = [search_units(k, one_by_one(functools.partial(_holds, c)), slots).rounds for c in range(k)]
+            name = f"{slots} slot{'s' if slots > 1 else ''}"
+            said.append(f"{name}: max {max(rounds)}, mean {statistics.mean(rounds):.1f}")
+        print(f"k={k}, 1 culprit, rounds (search and verification): " + "; ".join(said))
 
 
 def project(root: Path, k: int, url: str, repository: str) -> Path:

@@ -17,12 +17,17 @@ if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so d
     from stackctl.bisect.run import BisectOptions as BisectOptions
     from stackctl.bisect.run import BisectReport as BisectReport
     from stackctl.bisect.run import Culprit as Culprit
+    from stackctl.bisect.run import RunSteps as RunSteps
     from stackctl.bisect.run import Step as Step
+    from stackctl.bisect.run import StepJob as StepJob
     from stackctl.bisect.run import record_bisect as record_bisect
     from stackctl.bisect.run import run_bisect as run_bisect
+    from stackctl.bisect.run import run_step as run_step
+    from stackctl.bisect.run import steps_here as steps_here
     from stackctl.bisect.search import Finding as Finding
     from stackctl.bisect.search import Outcome as Outcome
     from stackctl.bisect.search import SearchResult as SearchResult
+    from stackctl.bisect.search import one_by_one as one_by_one
     from stackctl.bisect.search import search_units as search_units
     from stackctl.bisect.summary import culprits_table as culprits_table
     from stackctl.bisect.summary import steps_table as steps_table

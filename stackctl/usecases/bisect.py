@@ -31,6 +31,7 @@ class BisectAsk:
     no_record: bool = False
     builder: str | None = None
     command: str = ""
+    slots: int = 1  # stacks each round of the search builds and compares side by side
 
 
 def bisect_moves(ask: BisectAsk, *, say: Say) -> BisectReport:
@@ -39,7 +40,6 @@ def bisect_moves(ask: BisectAsk, *, say: Say) -> BisectReport:
     from stackctl.ab.plan import DEFAULT_PLAN, load_plan
     from stackctl.bisect.run import BisectOptions, record_bisect, run_bisect
     from stackctl.profile.locate import profile_file, stack_ref
-    from stackctl.usecases.build import build_stack
 
     the_plan = load_plan(ask.plan or profile_file(ask.candidate).parent / DEFAULT_PLAN).repeated(ask.repeat)
     opts = BisectOptions(ask.control, ask.candidate, the_plan, ask.trial, ask.metric, ask.index, ask.inventory,
@@ -52,9 +52,14 @@ def bisect_moves(ask: BisectAsk, *, say: Say) -> BisectReport:
             record_bisect(rep, where, ask.command, control.stack, candidate.stack)
             say(f"recorded {where}" + (" (interrupted: the steps finished)" if rep.status != "done" else ""))
 
-    def build(order: BuildOrder, said: Say) -> str:
-        return build_stack(order, say=lambda line, _level: said(line)).image
-
-    rep = run_bisect(opts, build, say=say, interrupted=keep)
+    rep = run_bisect(opts, build_between, say=say, interrupted=keep, slots=ask.slots)
     keep(rep)
     return rep
+
+
+def build_between(order: BuildOrder, say: Say) -> str:
+    """A stack between built as `stackctl build` builds it: the image. A module's function, so that a runner on
+    another machine can be given it by name."""
+    from stackctl.usecases.build import build_stack
+
+    return build_stack(order, say=lambda line, _level: say(line)).image

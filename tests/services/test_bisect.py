@@ -8,7 +8,8 @@ behaviour a test checks; eps's breaks one test; gamma's new version needs the tr
 Each intermediate is resolved, built (unchanged layer groups from the cache) and A/B'd against the control by the
 command itself: bisect names eps alone for the suite that only eps breaks, delta alone for the benchmark, both for
 the suite that both break (stepping over the stack that cannot resolve, and saying so), and a second run reuses
-every step recorded.
+every step recorded. With three slots a round builds and compares up to three stacks: the same culprit, in fewer
+rounds.
 """
 
 from __future__ import annotations
@@ -312,3 +313,23 @@ def test_two_culprits_are_both_named_and_a_stack_that_cannot_resolve_is_skipped(
     assert [(s["units"], s["verdict"]) for s in skipped] == [(["gamma"], "cannot resolve")]
     assert "alpha" in skipped[0]["why"]
     assert "step 6: skip (cannot resolve)" in err
+
+
+def test_three_slots_name_the_same_culprit_in_fewer_rounds_with_the_same_steps(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stackctl.usecases import BisectAsk, bisect_moves
+
+    monkeypatch.chdir(repo)
+    said: list[str] = []
+    rep = bisect_moves(BisectAsk("stacks/control.toml", "stacks/candidate.toml", "unit", work_dir=Path("build/slots"),
+                                 no_record=True, slots=3), say=said.append)
+    assert [(c.kind, c.pins, c.alone, c.without) for c in rep.culprits] == [("culprit", ("eps",), "bad", "good")]
+    # the candidate beside the prefixes gamma (which cannot resolve) and gamma + the train; then that + delta; then
+    # eps alone (the candidate without eps is the prefix before): three rounds where one slot takes four
+    assert [(s.round, s.role, s.units, s.outcome) for s in rep.steps] == [
+        (1, "candidate", ("gamma", "train ab", "delta", "eps"), "bad"), (1, "search", ("gamma",), "skip"),
+        (1, "search", ("gamma", "train ab"), "good"), (2, "search", ("gamma", "train ab", "delta"), "good"),
+        (3, "alone", ("eps",), "bad")]
+    assert rep.rounds == 3 and rep.slots == 3 and rep.steps[1].verdict == "cannot resolve"
+    assert "round 1: steps 1-3 side by side" in said and "round 3: step 5" in said
+    assert all(s.record and Path(repo, s.record).is_file() for s in rep.steps if s.compared)

@@ -1,17 +1,21 @@
 """bisect's pure parts: the units of moves two profiles make, the intermediate profile, the search (against hand-made
-oracles: one culprit anywhere, two culprits, an interaction, skips) and the reading of ab's verdicts."""
+oracles: one culprit anywhere, two culprits, an interaction, skips; with one slot against the binary search it was
+before rounds, with several against itself with one) and the reading of ab's verdicts."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from stackctl.bisect import Outcome, intermediate_profile, judge_trial, plan_units, search_units
+from stackctl.bisect import Outcome, intermediate_profile, judge_trial, one_by_one, plan_units, search_units
+from stackctl.bisect.search import CompareMany
 from stackctl.profile.loader import load_stack
 from tests.conftest import STACKS
 from tests.support.cli import Cli
@@ -79,7 +83,7 @@ def test_an_intermediate_extends_the_control_and_moves_only_its_units(tmp_path: 
 # --- the search ----------------------------------------------------------------------------------------
 
 def oracle(bad_sets: Iterable[frozenset[int]], skip: Callable[[frozenset[int]], bool] = lambda s: False,
-           calls: list[tuple[int, ...]] | None = None) -> Callable[[tuple[int, ...], str], Outcome]:
+           calls: list[tuple[int, ...]] | None = None) -> CompareMany:
     """Bad when the subset holds one of `bad_sets` whole; a skip where `skip` says so."""
     sets = list(bad_sets)
 
@@ -91,7 +95,7 @@ def oracle(bad_sets: Iterable[frozenset[int]], skip: Callable[[frozenset[int]], 
             return SKIP
         return BAD if any(b <= s for b in sets) else GOOD
 
-    return compare
+    return one_by_one(compare)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 9])
@@ -138,7 +142,7 @@ def test_a_candidate_that_does_not_regress_ends_the_search_at_once() -> None:
     calls: list[tuple[int, ...]] = []
     result = search_units(5, oracle([], calls=calls))
     assert result.candidate is GOOD and result.findings == () and calls == [(0, 1, 2, 3, 4)] and result.complete
-    undecided = search_units(5, lambda units, role: SKIP)
+    undecided = search_units(5, lambda asks: [SKIP] * len(asks))
     assert undecided.candidate is SKIP and not undecided.complete
 
 
@@ -148,6 +152,202 @@ def test_every_single_and_pair_of_culprits_among_six() -> None:
             result = search_units(6, oracle([frozenset({b}) for b in bad]))
             assert sorted(u for f in result.findings for u in f.units) == list(bad), bad
             assert all(f.kind == "culprit" for f in result.findings)
+
+
+# --- rounds: several comparisons side by side ------------------------------------------------------------
+
+def _as_before(k: int, compare: Callable[[tuple[int, ...], str], Outcome]
+               ) -> tuple[Outcome, list[tuple[tuple[int, ...], str, Outcome | None, Outcome | None]],
+                          list[tuple[tuple[int, ...], Outcome, str]], bool]:
+    """The search as it was before it asked in rounds (a binary search, one comparison at a time), kept as the
+    reference that one slot must match probe for probe: (candidate, findings, probes, complete)."""
+    memo: dict[frozenset[int], Outcome] = {}
+    probes: list[tuple[tuple[int, ...], Outcome, str]] = []
+
+    def cmp(units: Sequence[int], role: str) -> Outcome:
+        key = frozenset(units)
+        if not key:
+            return GOOD
+        if key not in memo:
+            memo[key] = compare(tuple(sorted(key)), role)
+            probes.append((tuple(sorted(key)), memo[key], role))
+        return memo[key]
+
+    def first_bad(pool: Sequence[int], fixed: Sequence[int], role: str) -> tuple[int, int, bool]:
+        lo, hi = 0, len(pool)
+        skipped: set[int] = set()
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            for m in sorted((m for m in range(lo + 1, hi) if m not in skipped), key=lambda m: (abs(m - mid), m)):
+                outcome = cmp([*pool[:m], *fixed], role)
+                if outcome is SKIP:
+                    skipped.add(m)
+                    continue
+                lo, hi = (m, hi) if outcome is GOOD else (lo, m)
+                break
+            else:
+                return lo, hi, False
+        return lo, hi, True
+
+    everything = list(range(k))
+    top = cmp(everything, "candidate") if everything else GOOD
+    findings: list[tuple[tuple[int, ...], str, Outcome | None, Outcome | None]] = []
+    if top is not BAD:
+        return top, findings, probes, top is GOOD
+    rest = everything
+    while rest:
+        lo, hi, ok = first_bad(rest, (), "search")
+        if not ok:
+            findings.append((tuple(rest[lo:hi]), "ambiguous", None, None))
+            return top, findings, probes, False
+        unit, before = rest[hi - 1], rest[:hi - 1]
+        alone = cmp([unit], "alone")
+        units: tuple[int, ...] = (unit,)
+        kind = "culprit"
+        if alone is GOOD:
+            needed, pool = [unit], before
+            while True:
+                lo, hi, ok = first_bad(pool, needed, "interaction")
+                if not ok:
+                    findings.append((tuple(sorted([*needed, *pool[lo:hi]])), "ambiguous", None, None))
+                    return top, findings, probes, False
+                needed.append(pool[hi - 1])
+                pool = pool[:hi - 1]
+                alone = cmp(needed, "interaction")
+                if alone is not GOOD:
+                    units, kind = tuple(sorted(needed)), "interaction"
+                    break
+        rest_after = [u for u in rest if u not in units]
+        without = cmp(rest_after, "without")
+        findings.append((units, kind, alone, without))
+        if without is not BAD:
+            return top, findings, probes, without is GOOD
+        rest = rest_after
+    return top, findings, probes, True
+
+
+def _drawn(data: st.DataObject, outcomes: dict[frozenset[int], Outcome]) -> Callable[[tuple[int, ...], str], Outcome]:
+    """An outcome drawn for each subset the first time it is asked, the same every later time."""
+    def compare(units: tuple[int, ...], role: str) -> Outcome:
+        key = frozenset(units)
+        if key not in outcomes:
+            outcomes[key] = data.draw(st.sampled_from([GOOD, BAD, SKIP]), label=f"{sorted(key)}")
+        return outcomes[key]
+
+    return compare
+
+
+def _same_as_before(k: int, compare: Callable[[tuple[int, ...], str], Outcome]) -> None:
+    top, findings, probes, complete = _as_before(k, compare)
+    result = search_units(k, one_by_one(compare))
+    assert [(p.units, p.outcome, p.role) for p in result.probes] == probes
+    assert [(f.units, f.kind, f.alone, f.without) for f in result.findings] == findings
+    assert (result.candidate, result.complete) == (top, complete)
+    # one slot: every comparison is a round of its own
+    assert [p.round for p in result.probes] == list(range(1, len(probes) + 1)) and result.rounds == len(probes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 10), st.data())
+def test_one_slot_asks_what_the_binary_search_asked_in_its_order_whatever_the_outcomes(
+        k: int, data: st.DataObject) -> None:
+    _same_as_before(k, _drawn(data, {}))
+
+
+@pytest.mark.parametrize(("k", "bad", "skip"), [
+    (9, [{4}], lambda s: False), (5, [{1}, {3}], lambda s: False), (6, [{1, 4}], lambda s: False),
+    (7, [{0, 2, 5}], lambda s: False), (6, [{4}], lambda s: 2 in s and 3 not in s),
+    (4, [{1}], lambda s: 0 in s and len(s) < 4), (8, [{7}, {0}], lambda s: len(s) == 3)])
+def test_one_slot_matches_the_binary_search_on_the_scenarios_above(
+        k: int, bad: list[set[int]], skip: Callable[[frozenset[int]], bool]) -> None:
+    sets = [frozenset(b) for b in bad]
+    _same_as_before(k, lambda units, role: SKIP if skip(frozenset(units)) else
+                    BAD if any(b <= frozenset(units) for b in sets) else GOOD)
+
+
+def _rounds_of(slots: int, bad_sets: Iterable[frozenset[int]], skip: Callable[[frozenset[int]], bool] = lambda s: False
+               ) -> tuple[CompareMany, list[list[tuple[tuple[int, ...], str]]]]:
+    """An oracle that keeps each round as asked, and checks that a round asks at most `slots` subsets, each once
+    over the whole search."""
+    rounds: list[list[tuple[tuple[int, ...], str]]] = []
+    one = oracle(bad_sets, skip)
+
+    def compare(asks: Sequence[tuple[tuple[int, ...], str]]) -> list[Outcome]:
+        assert 0 < len(asks) <= slots, asks
+        seen = {frozenset(u) for r in rounds for u, _ in r}
+        assert not any(frozenset(u) in seen or not u for u, _ in asks), asks
+        rounds.append(list(asks))
+        return list(one(asks))
+
+    return compare, rounds
+
+
+@pytest.mark.parametrize("culprit", range(8))
+def test_three_slots_find_one_culprit_of_eight_in_two_search_rounds_and_a_verification_round(culprit: int) -> None:
+    compare, rounds = _rounds_of(3, [frozenset({culprit})])
+    result = search_units(8, compare, slots=3)
+    assert [(f.units, f.kind, f.alone, f.without) for f in result.findings] == [((culprit,), "culprit", BAD, GOOD)]
+    # the candidate's round with the first two split points, one more round of split points, then the unit alone
+    # and the candidate without it side by side (one binary search would need 1 + 3 rounds before verifying)
+    assert result.rounds == len(rounds) <= 3 and result.complete
+    assert rounds[0][0] == (tuple(range(8)), "candidate")
+    assert {role for _, role in rounds[-1]} <= {"alone", "without"}
+    assert [p.round for p in result.probes] == sorted(p.round for p in result.probes)
+    one = search_units(8, oracle([frozenset({culprit})]))
+    assert one.rounds > result.rounds
+
+
+def test_split_points_beside_a_candidate_that_does_not_regress_are_left_unused() -> None:
+    compare, rounds = _rounds_of(4, [])
+    result = search_units(9, compare, slots=4)
+    assert result.candidate is GOOD and result.findings == () and result.complete and result.rounds == 1
+    assert [u for u, _ in rounds[0]] == [tuple(range(9)), (0, 1), (0, 1, 2, 3), (0, 1, 2, 3, 4, 5)]
+
+
+def test_with_slots_a_skipped_split_point_is_stepped_over_and_a_range_all_skipped_is_named() -> None:
+    # unit 2 needs unit 3 to resolve; the culprit is 4
+    compare, rounds = _rounds_of(2, [frozenset({4})], skip=lambda s: 2 in s and 3 not in s)
+    result = search_units(6, compare, slots=2)
+    assert [(f.units, f.kind) for f in result.findings] == [((4,), "culprit")] and result.complete
+    # the split point beside the candidate was a skip; the next round tested two others around it
+    assert rounds[:2] == [[((0, 1, 2, 3, 4, 5), "candidate"), ((0, 1, 2), "search")],
+                          [((0, 1), "search"), ((0, 1, 2, 3), "search")]]
+    compare, _ = _rounds_of(2, [frozenset({1})], skip=lambda s: 0 in s and len(s) < 4)
+    ambiguous = search_units(4, compare, slots=2)
+    assert [(f.units, f.kind) for f in ambiguous.findings] == [((0, 1, 2, 3), "ambiguous")]
+    assert not ambiguous.complete and not ambiguous.culprits
+
+
+def test_an_interaction_is_found_with_slots_too() -> None:
+    compare, rounds = _rounds_of(3, [frozenset({1, 4})])
+    result = search_units(6, compare, slots=3)
+    assert [(f.units, f.kind, f.alone, f.without) for f in result.findings] == [((1, 4), "interaction", BAD, GOOD)]
+    # the candidate without unit 4 was asked beside 4 alone, on the chance that 4 was a culprit alone: unused
+    assert ((0, 1, 2, 3, 5), "without") in [a for r in rounds for a in r]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 12), st.lists(st.sets(st.integers(0, 11), min_size=1, max_size=3), max_size=3),
+       st.integers(2, 4))
+def test_slots_find_what_one_slot_finds_when_the_comparisons_are_sure(
+        k: int, culprits: list[set[int]], slots: int) -> None:
+    bad = [frozenset(u for u in c if u < k) for c in culprits]
+    bad = [b for b in bad if b]
+    compare, rounds = _rounds_of(slots, bad)
+    many = search_units(k, compare, slots=slots)
+    one = search_units(k, oracle(bad))
+    assert [(f.units, f.kind, f.alone, f.without) for f in many.findings] == [
+        (f.units, f.kind, f.alone, f.without) for f in one.findings]
+    assert (many.candidate, many.complete) == (one.candidate, one.complete)
+    assert many.rounds == len(rounds) <= one.rounds
+    assert [p.round for p in many.probes] == [i for i, r in enumerate(rounds, 1) for _ in r]
+
+
+def test_a_round_gets_as_many_outcomes_as_it_asked() -> None:
+    with pytest.raises(ValueError, match="3 comparisons asked, 1 outcomes given"):
+        search_units(8, lambda asks: [BAD], slots=3)
+    with pytest.raises(ValueError, match="slots must be at least 1"):
+        search_units(8, lambda asks: [BAD], slots=0)
 
 
 # --- ab's verdicts, read narrowly ------------------------------------------------------------------------
