@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from stackctl.base.imageref import ImageName, looks_like_image, parse_image_ref
     from stackctl.base.jsonout import dumps, to_jsonable
     from stackctl.base.progress import Progress, Steps
+    from stackctl.base.scratch import remove_scratch, scratch_dir
     from stackctl.base.sizes import human_size
     from stackctl.base.times import now_iso, short_time
     from stackctl.base.urls import strip_userinfo
@@ -36,7 +37,8 @@ __all__ = [
     "count", "dumps",
     "end_children", "from_problem", "github_command", "github_endgroup", "github_group", "gitlab_report",
     "human_size", "looks_like_image", "now_iso", "parse_image_ref", "read_evidence", "rebased",
-    "sha256_file", "short_time", "strip_userinfo", "to_jsonable", "workers_alive", "write_atomic", "write_evidence",
+    "remove_scratch", "scratch_dir", "sha256_file", "short_time", "strip_userinfo", "to_jsonable", "workers_alive",
+    "write_atomic", "write_evidence",
 ]
 
 if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; nothing else is
@@ -49,6 +51,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
         "imageref": ("ImageName", "looks_like_image", "parse_image_ref"),
         "jsonout": ("dumps", "to_jsonable"),
         "progress": ("Progress", "Steps"),
+        "scratch": ("remove_scratch", "scratch_dir"),
         "sizes": ("human_size",),
         "times": ("now_iso", "short_time"),
         "urls": ("strip_userinfo",),

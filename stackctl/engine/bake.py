@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from stackctl.base.files import write_atomic
 from stackctl.base.progress import Phases, Steps
+from stackctl.base.scratch import scratch_dir
 from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.errors import ServiceError, StackctlError
 from stackctl.image.bakefile import (
@@ -48,6 +48,7 @@ class Baker(Protocol):
                  layout: Path | None, *, both: bool = False, phases: Phases | None = None) -> BuildResult: ...
 
 BAKE_FILE = "bake.json"
+SCRATCH = ".bake."  # RECORD_DIR/.bake.XXXXXXXX: the bake file, its metadata, each target's layout as exported
 
 
 def _bake_error(trailer: str) -> str:
@@ -79,8 +80,7 @@ def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[st
     targets = [dataclasses.replace(t, cache_from=with_sibling_caches(t.cache_from, _cache_tags(t, on_event)))
                for t in targets]
     out: dict[str, Baked] = {}
-    work = Path(tempfile.mkdtemp(prefix=".bake.", dir=targets[0].context.parent.parent))
-    try:
+    with scratch_dir(targets[0].context.parent.parent, SCRATCH) as work:
         pending, round_ = list(targets), 0
         while pending:
             round_ += 1
@@ -137,6 +137,4 @@ def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[st
                 out.update({t.name: Baked(None, error) for t in again})
                 break
             pending = again
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return out

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stackctl.base.progress import Phases, Steps
+from stackctl.base.scratch import scratch_dir
 from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.engine.docker import DockerEngine
 from stackctl.errors import ServiceError
@@ -42,6 +43,7 @@ from stackctl.image.render import wheels_context
 REPRODUCIBLE = "compression=gzip,oci-mediatypes=true"
 CONTAINERD_STORE = "io.containerd.snapshotter.v1"
 EXPORTED = "BuildKit's OCI exporter"
+SCRATCH = ".buildx."  # build/STACK/.buildx.XXXXXXXX: a build's metadata files and the layout as exported
 
 
 def buildx_version(env: Mapping[str, str] | None = None) -> str | None:
@@ -136,8 +138,7 @@ class BuildxEngine:
         """Build `context`; with `layout`, the image's OCI layout is written there (replacing what was)."""
         args = {**(buildargs or {}), **({"http_proxy": proxy} if proxy else {})}
         phases = Phases.over(on_step)  # the steps, then the exporters and the layout's phases, each with its time
-        work = Path(tempfile.mkdtemp(prefix=".buildx.", dir=context.parent))
-        try:
+        with scratch_dir(context.parent, SCRATCH) as work:
             meta = work / "metadata.json"
             argv = ["docker", "buildx", "build", "--progress=rawjson", "--metadata-file", str(meta)]
             for k, v in args.items():
@@ -181,8 +182,6 @@ class BuildxEngine:
             docs, trailer = documents(text)
             return self.finished(fold(docs, trailer), tag, code == 0, read_metadata(meta).get,
                                  oci if outputs else None, layout, both=both, phases=phases)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
 
     def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any],
                  oci: Path | None, layout: Path | None, *, both: bool = False,
