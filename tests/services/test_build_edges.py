@@ -3,6 +3,7 @@ build asks about its base, and where a failed step's output is kept."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,9 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.services.test_buildkit_build import _on, stack
-from tests.support.engine import Cleanup
+from tests.services.test_buildkit_build import _on, build, stack
+from tests.support.cli import Cli
+from tests.support.engine import DEFAULT_BASE_IMAGE, Cleanup, unavailable, unique_tag
 from tests.support.engines import EngineCase, _engines, engine_up
+from tests.support.gitrepo import git
+from tests.support.imagestack import refresh_lock
 
 pytestmark = pytest.mark.integration
 
@@ -88,3 +92,64 @@ def test_ctrl_c_during_a_build_leaves_no_scratch_and_no_buildx_behind(
     assert r.returncode == 0, r.stdout + r.stderr
     assert not left.exists() and list((records / "e2e").glob(".buildx.*")) == []
     assert mine.read_text() == "kept\n"
+
+
+ENGINE_LOG = os.environ.get("STACKCTL_TEST_ENGINE_D26C_LOG") or "/var/log/stackctl-d26c.log"  # .ci/engine26.sh's
+REGISTRY_LOG = os.environ.get("STACKCTL_TEST_REGISTRY_LOG") or "/var/log/stackctl-registry.log"  # .ci/services.sh's
+
+
+def _tail(path: str) -> tuple[Path, int]:
+    """A log and its size now: what is written to it from here on is read by `_since`."""
+    try:
+        return Path(path), Path(path).stat().st_size
+    except OSError as exc:
+        unavailable(f"the log {path} cannot be read: {exc}")
+
+
+def _since(mark: tuple[Path, int]) -> list[str]:
+    with mark[0].open("rb") as f:
+        f.seek(mark[1])
+        return f.read().decode(errors="replace").splitlines()
+
+
+def test_a_build_asks_no_registry_about_a_base_the_containerd_store_holds(
+        tmp_path: Path, cli: Cli, on_containerd: tuple[EngineCase, Cleanup], registry: str) -> None:
+    """A base pulled from a registry and tagged with a short name (as .ci/services.sh makes stackctl-base): BuildKit
+    on the containerd store asked Docker Hub about it on every build (`trying next host ... lookup
+    registry-1.docker.io`, a DNS timeout a build where there is no DNS), though the engine holds it. The engine's
+    log, from a mark to the build's end, shows no registry asked about it, neither the one its name names nor the
+    one it came from."""
+    import docker
+
+    engine, cleanup = on_containerd
+    _tail(ENGINE_LOG)
+    name = unique_tag("edgebase")
+    hosted, short = f"{registry}/stackctl-test/{name}:bookworm", f"{name}:bookworm"
+    client = docker.DockerClient(base_url=engine.host, timeout=120)
+    try:
+        client.images.get(os.environ.get("STACKCTL_TEST_BASE_IMAGE") or DEFAULT_BASE_IMAGE).tag(hosted)
+        client.images.push(hosted)
+        client.images.remove(hosted)  # a name only: the image stays under its others
+        client.images.pull(hosted)  # now the store records the test registry as this image's source
+        client.images.get(hosted).tag(short)
+        digest = client.images.get_registry_data(hosted).id
+        cleanup.manifest(registry, f"{registry}/stackctl-test/{name}", digest)
+        repo = stack(tmp_path, registry, cleanup)
+        text = repo.profile.read_text(encoding="utf-8")
+        repo.profile.write_text(text.replace('base = "stackctl-base:bookworm"', f'base = "{short}"'), encoding="utf-8")
+        refresh_lock(repo)
+        git(repo.root, "commit", "-q", "-am", "a base under a short name")
+        marks = _tail(ENGINE_LOG), _tail(REGISTRY_LOG)
+        r = build(cli, repo, tmp_path / "build", "--builder", "buildkit")
+        said, served = _since(marks[0]), _since(marks[1])
+        assert r.code == 0, r.out + r.err
+    finally:
+        for ref in (short, hosted):
+            with contextlib.suppress(docker.errors.NotFound):
+                client.images.remove(ref)
+        client.close()
+    asked = [line for line in said if name in line and ("trying next host" in line or "lookup " in line
+                                                         or "/v2/" in line)]
+    assert asked == [], asked
+    assert [line for line in served if f"stackctl-test/{name}/" in line] == []  # nor the registry it came from
+
