@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackctl.base.annotations import Annotation, Level
@@ -124,12 +125,27 @@ class BuildResult:
 
 
 class BuildFailed(CheckFailed):
-    """The build ran and a step failed; `lines` are what the user must see (the gate's FAIL lines first)."""
+    """The build ran and a step failed; `lines` are what the user must see (the gate's FAIL lines first), `step`
+    the step that failed as the builder names it and `output` all it printed (its last lines are `lines`);
+    `kept`: the file that output was written to, once it was, which the message then names after `reason`."""
 
-    def __init__(self, message: str, lines: tuple[str, ...], log: tuple[str, ...]) -> None:
+    step: str = ""
+    output: tuple[str, ...] = ()
+    kept: Path | None = None
+
+    def __init__(self, message: str, lines: tuple[str, ...], log: tuple[str, ...], *, step: str = "",
+                 output: tuple[str, ...] | None = None) -> None:
         super().__init__(message)
+        self.reason = message
         self.lines = lines
         self.log = log
+        self.step = step
+        self.output = log if output is None else output
+
+    def of_step(self, step: str, output: tuple[str, ...]) -> BuildFailed:
+        """The failure, said of the step that failed (a gate's verdict is read from the whole log first)."""
+        self.step, self.output = step, output
+        return self
 
     def annotations(self, profile: str | None) -> tuple[Annotation, ...]:
         """For CI: the gate's verdict at the profile that declares the gate, one annotation per FAIL line it
@@ -181,6 +197,7 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
     partial = ""
     step: str | None = None  # the step the stream is in, until "Using cache" says it did not run
     ran: list[str] = []
+    began = 0  # where the last step's lines begin in the log
     for ev in events:
         if "stream" in ev:
             partial += ev["stream"]
@@ -190,6 +207,7 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
                 log.append(line)
                 m = _STEP.match(line)
                 if m:
+                    began = len(log) - 1
                     if step is not None:
                         ran.append(step)
                     steps = int(m.group(2))
@@ -207,9 +225,14 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
             details = ev.get("errorDetail")
             message = details.get("message") if isinstance(details, dict) else None
             error = clean_line(str(message or ev["error"])).strip()
-            raise_if_gate_failed(log)
+            name, output = (log[began], tuple(log[began + 1:])) if _STEP.match(log[began] if log else "") \
+                else ("", tuple(log))
+            try:
+                raise_if_gate_failed(log)
+            except BuildFailed as exc:
+                raise exc.of_step(name, output) from None
             last = tuple(line for line in log[-15:] if line.strip())
-            raise BuildFailed(f"the build failed: {error}", last, tuple(log))
+            raise BuildFailed(f"the build failed: {error}", last, tuple(log), step=name, output=output)
     if partial:
         log.append(clean_line(partial))
     if step is not None:

@@ -148,13 +148,17 @@ def result_of(stream: Stream, image_id: str, ok: bool) -> BuildResult:
     errors = [v for v in stream.vertices if v[2]]
     failed = next((v for v in errors if "canceled" not in (v[2] or "")), errors[0] if errors else None)
     if failed is not None or not ok:
-        raise_if_gate_failed(log)
+        step, output = (failed[0], failed[3]) if failed is not None else ("", tuple(log) + stream.trailer)
+        try:
+            raise_if_gate_failed(log)
+        except BuildFailed as exc:
+            raise exc.of_step(step, output) from None
         error = next((ln.removeprefix("ERROR: ") for ln in reversed(stream.trailer) if ln.startswith("ERROR: ")),
                      failed[2] if failed is not None else "buildx exited with an error")
         last = tuple(ln for ln in (failed[3] if failed is not None else tuple(log))[-15:] if ln.strip())
         if failed is None:
             last = last or stream.trailer[-15:]
-        raise BuildFailed(f"the build failed: {error}", last, tuple(log))
+        raise BuildFailed(f"the build failed: {error}", last, tuple(log), step=step, output=output)
     check_gate_verdict(log)
     if not image_id:
         raise ServiceError("buildx finished the build without naming an image")

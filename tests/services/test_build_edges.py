@@ -153,3 +153,26 @@ def test_a_build_asks_no_registry_about_a_base_the_containerd_store_holds(
     assert asked == [], asked
     assert [line for line in served if f"stackctl-test/{name}/" in line] == []  # nor the registry it came from
 
+
+def test_a_failed_install_step_keeps_its_whole_output_and_the_error_names_it(
+        tmp_path: Path, cli: Cli, on_containerd: tuple[EngineCase, Cleanup], registry: str) -> None:
+    """An install step that failed showed its last 15 lines and lost the rest (an installer says what went wrong
+    above its last words): the step's whole output goes to RECORD_DIR/STACK.failed-step.log, which the error
+    names; no build record is written."""
+    _, cleanup = on_containerd
+    # a wheel member that would land outside the install prefix: pip refuses the wheel, the install step fails
+    repo = stack(tmp_path, registry, cleanup, toplib_files={"../../outside.py": "X = 1\n"})
+    records = tmp_path / "build"
+    r = build(cli, repo, records, "--builder", "buildkit")
+    assert r.code == 1, r.out + r.err
+    kept = records / "e2e.failed-step.log"
+    assert f"the step's whole output is in {kept}" in r.err, r.err
+    assert not (records / "e2e.build.json").exists()
+    text = kept.read_text(encoding="utf-8").splitlines()
+    assert text[0].startswith("stackctl build of ") and " failed at " in text[0]
+    step = next(line for line in text if line.startswith("step: "))
+    assert " RUN " in step and "toplib" in step, step
+    assert any("outside.py" in line for line in text), text
+    # what the error showed is there, after the head (the step's whole output: tests/unit/test_rawjson.py)
+    shown = [line for line in r.out.splitlines() if line.strip()]
+    assert shown and text[text.index("") + 1:][-len(shown):] == shown, (shown, text)

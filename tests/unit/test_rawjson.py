@@ -49,6 +49,35 @@ def _doc(vertex: str, name: str, *, logs: tuple[str, ...] = (), error: str | Non
 GATE = '[stage-1 2/2] RUN ["/opt/venv/bin/python", "gate.py"]'
 
 
+def test_a_failing_step_carries_its_whole_output_not_only_the_last_lines_shown() -> None:
+    """An installer says what went wrong well above its last words: the failure keeps every line of the step
+    that failed (none of the steps beside it), for the build to write down."""
+    said = tuple(f"Processing wheel {n}\n" for n in range(40)) + ("ERROR: the reason, said early\n",) \
+        + tuple(f"  cleanup {n}\n" for n in range(20))
+    step = "[install-top 2/2] RUN pip install --no-index -r /req/top.txt"
+    text = (_doc("sha256:a", "[install-core 2/2] RUN pip install core", logs=("core ok\n",))
+            + _doc("sha256:b", step, logs=said, error="process did not complete successfully: exit code: 1")
+            + "ERROR: failed to solve: process did not complete successfully: exit code: 1\n")
+    with pytest.raises(BuildFailed) as caught:
+        parse_rawjson(text, "", False)
+    assert caught.value.step == step
+    assert caught.value.output == tuple(x.rstrip("\n") for x in said)
+    assert len(caught.value.lines) == 15 and caught.value.lines == caught.value.output[-15:]
+    assert "core ok" in caught.value.log and "core ok" not in caught.value.output
+
+
+def test_the_classic_builders_failing_step_carries_its_whole_output() -> None:
+    from stackctl.image.buildlog import parse_build_stream
+
+    events = [{"stream": "Step 1/2 : FROM base\n"}, {"stream": " ---> abc\n"},
+              {"stream": "Step 2/2 : RUN pip install top\n"}, *({"stream": f"line {n}\n"} for n in range(30)),
+              {"error": "The command returned a non-zero code: 1"}]
+    with pytest.raises(BuildFailed) as caught:
+        parse_build_stream(iter(events))
+    assert caught.value.step == "Step 2/2 : RUN pip install top"
+    assert caught.value.output == tuple(f"line {n}" for n in range(30))
+
+
 def test_a_failing_gate_fails_with_its_fail_lines_not_the_step_error() -> None:
     result = json.dumps({"format": 1, "passed": 1, "failed": 1,
                          "lines": ["PASS import a version=1", "FAIL import b version=1 expected=2"]})
