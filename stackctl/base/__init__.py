@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from stackctl.base.files import check_output, sha256_file, write_atomic
     from stackctl.base.imageref import ImageName, looks_like_image, parse_image_ref
     from stackctl.base.jsonout import dumps, to_jsonable
-    from stackctl.base.progress import Progress, Steps
+    from stackctl.base.progress import Progress, Steps, is_phase
     from stackctl.base.scratch import remove_scratch, scratch_dir
     from stackctl.base.sizes import human_size
     from stackctl.base.times import now_iso, short_time
@@ -33,10 +33,11 @@ if TYPE_CHECKING:
     from stackctl.base.words import count
 
 __all__ = [
-    "Annotation", "Evidence", "ImageName", "Level", "Progress", "Recorded", "Steps", "add_to_evidence", "check_output",
+    "Annotation", "Evidence", "ImageName", "Level", "Progress", "Recorded", "Steps", "add_to_evidence",
+    "check_output",
     "count", "dumps",
     "end_children", "from_problem", "github_command", "github_endgroup", "github_group", "gitlab_report",
-    "human_size", "looks_like_image", "now_iso", "parse_image_ref", "read_evidence", "rebased",
+    "human_size", "is_phase", "looks_like_image", "now_iso", "parse_image_ref", "read_evidence", "rebased",
     "remove_scratch", "scratch_dir", "sha256_file", "short_time", "strip_userinfo", "to_jsonable", "workers_alive",
     "write_atomic", "write_evidence",
 ]
@@ -50,7 +51,7 @@ if not TYPE_CHECKING:  # for mypy, the imports above are the package's names; no
         "files": ("check_output", "sha256_file", "write_atomic"),
         "imageref": ("ImageName", "looks_like_image", "parse_image_ref"),
         "jsonout": ("dumps", "to_jsonable"),
-        "progress": ("Progress", "Steps"),
+        "progress": ("Progress", "Steps", "is_phase"),
         "scratch": ("remove_scratch", "scratch_dir"),
         "sizes": ("human_size",),
         "times": ("now_iso", "short_time"),

@@ -34,6 +34,53 @@ def clean_line(raw: str) -> str:
     return _CONTROL.sub("", text)
 
 
+# A step's name as BuildKit gives it: "[STAGE N/M] INSTRUCTION ..." ("[N/M] ..." in a stage of no name)
+_VERTEX = re.compile(r"^\[(?:([^\]\s]+) )?\d+/\d+\] (.*)", re.S)
+_FROM_AS = re.compile(r"^FROM\s+(?:--\S+\s+)*\S+\s+AS\s+(\S+)", re.I)
+_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*$")
+STEP_WORDS = 48  # the most characters of an instruction's words a step's brief name keeps
+
+
+def brief_step(name: str, stage: str = "") -> str:
+    """A build step named for a person reading progress: its stage and the first words of its instruction,
+    `layer01-train-core: RUN python -m pip install --no-index …`, not the whole instruction (an install step's
+    RUN is over a thousand characters of mounts, flags and shell). `name`: BuildKit's vertex name
+    (`[STAGE 2/3] RUN ...`) or the classic builder's instruction with its `stage` (the last `FROM ... AS`)."""
+    text = " ".join(clean_line(name).split())
+    m = _VERTEX.match(text)
+    if m is not None:
+        stage, text = m.group(1) or stage, m.group(2)
+    head, _, rest = text.partition(" ")
+    words = rest.split()
+    if head.upper() == "RUN":
+        if rest.startswith("["):  # the exec form: a JSON list
+            try:
+                parsed = json.loads(rest)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, list):
+                words = [str(w) for w in parsed]
+        while words and (words[0].startswith("--") or _ENV_WORD.match(words[0])):  # mounts, network; env
+            words.pop(0)
+        if words and words[0].startswith("/"):
+            words[0] = words[0].rsplit("/", 1)[-1]  # /opt/venv/bin/python: python
+    said, kept = "", 0
+    for word in words:
+        if said and len(said) + 1 + len(word) > STEP_WORDS:
+            break
+        said = f"{said} {word}" if said else word[:STEP_WORDS]
+        kept += 1
+    cut = kept < len(words) or bool(words and len(words[0]) > STEP_WORDS)
+    instruction = f"{head} {said}".rstrip() + (" …" if cut else "")
+    return f"{stage}: {instruction}" if stage else instruction
+
+
+def stage_of(instruction: str) -> str | None:
+    """The stage a classic builder's step begins (`FROM base AS tools`: tools), None for any other step."""
+    m = _FROM_AS.match(instruction.strip())
+    return m.group(1) if m else None
+
+
 @dataclass(frozen=True)
 class GateResult:
     """What the gate itself said it found: the verdict of a build comes from here, not from the log."""
@@ -107,7 +154,7 @@ class BuildResult:
     steps: int
     cached_steps: int
     artefact: Artefact | None = None  # the image's OCI layout, where the builder wrote one (BuildKit's)
-    ran: tuple[str, ...] = ()  # the steps that ran, not taken from the cache ("8/10 RUN ..."), in order
+    ran: tuple[str, ...] = ()  # the steps that ran, not taken from the cache, in order, each by `brief_step`
 
     @property
     def gate_lines(self) -> tuple[str, ...]:
@@ -197,6 +244,7 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
     partial = ""
     step: str | None = None  # the step the stream is in, until "Using cache" says it did not run
     ran: list[str] = []
+    stage = ""  # the stage the steps are in (the last `FROM ... AS`)
     began = 0  # where the last step's lines begin in the log
     for ev in events:
         if "stream" in ev:
@@ -211,9 +259,10 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
                     if step is not None:
                         ran.append(step)
                     steps = int(m.group(2))
-                    step = f"{m.group(1)}/{m.group(2)} {m.group(3)}"
+                    step = brief_step(m.group(3), stage)
+                    stage = stage_of(m.group(3)) or stage
                     if on_step:
-                        on_step(int(m.group(1)), steps, m.group(3))
+                        on_step(int(m.group(1)), steps, step)
                 elif line.strip() == "---> Using cache":
                     cached += 1
                     step = None

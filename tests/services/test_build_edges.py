@@ -176,3 +176,36 @@ def test_a_failed_install_step_keeps_its_whole_output_and_the_error_names_it(
     # what the error showed is there, after the head (the step's whole output: tests/unit/test_rawjson.py)
     shown = [line for line in r.out.splitlines() if line.strip()]
     assert shown and text[text.index("") + 1:][-len(shown):] == shown, (shown, text)
+
+
+def test_a_builds_output_fits_a_log_and_an_80_column_terminal(
+        tmp_path: Path, on_containerd: tuple[EngineCase, Cleanup], registry: str) -> None:
+    """A real build piped, as a CI log takes it: every line within a few hundred characters (a progress line was
+    1,845), each step by its stage and first words, the phases after the last step said as phases; then again in
+    an 80-column terminal: nothing past its edge."""
+    from tests.support.fit import in_terminal
+
+    engine, cleanup = on_containerd
+    repo = stack(tmp_path, registry, cleanup)
+    env = {**os.environ, "DOCKER_HOST": engine.host, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
+    args = ["build", "e2e", "--wheelhouse", str(repo.wheelhouse), "--record-dir", str(tmp_path / "build"),
+            "--builder", "buildkit"]
+    r = subprocess.run([sys.executable, "-m", "stackctl", *args], cwd=repo.root, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stderr.splitlines() + r.stdout.splitlines()
+    assert all(len(line) <= 240 for line in lines), max(lines, key=len)
+    steps = [line for line in r.stderr.splitlines() if " build step " in line]
+    phases = [line for line in r.stderr.splitlines() if " build phase: " in line]
+    assert steps and phases and r.stderr.splitlines().index(phases[0]) > r.stderr.splitlines().index(steps[-1])
+    assert any(": layer01-train-core: RUN python -m pip install" in line for line in steps), steps
+    assert not any("--mount" in line for line in steps), steps
+    assert any("build phase: the build record " in line for line in phases), phases
+    out = in_terminal(args, repo.root, 80, env={k: v for k, v in env.items() if k != "COLUMNS"})
+    # the live display's frames overwrite one another (tests/unit/test_output_fits.py fits them to the width);
+    # what stays is the result, each line within the width but a value longer than it (the image's long ref,
+    # pytest's record path), which stands alone on its line
+    kept = [line for line in out.splitlines() if "━" not in line]
+    assert "gate ok: 11 passed, 0 failed" in kept, out
+    over = [line for line in kept if len(line) > 80 and " " in line.strip()]
+    assert over == [], over
