@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NoReturn
 
 from stackctl.base.files import sha256_file, write_atomic
 from stackctl.base.jsonout import dumps
@@ -248,11 +248,18 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
             if server is not None and server.requests == 0 and exc.hint is None:
                 exc.hint = (f"no install stage reached the wheel server at {server.where}; if this engine's "
                             "containers cannot reach this machine, build with --send-wheels")
-            raise keep_failed_step(req, staged.image, exc) from exc
+            _raise_kept(req, staged.image, exc)
     try:
         return finish_build(req, staged, digests, result, engine, phases)
     except BuildFailed as exc:  # the app phase's build or gate ([image.app])
-        raise keep_failed_step(req, staged.image, exc) from exc
+        _raise_kept(req, staged.image, exc)
+
+
+def _raise_kept(req: BuildRequest, image: str, exc: BuildFailed) -> NoReturn:
+    kept = keep_failed_step(req, image, exc)
+    if kept is exc:
+        raise exc
+    raise kept from exc
 
 
 FAILED_STEP = ".failed-step.log"  # RECORD_DIR/STACK.failed-step.log: the output of the step a build failed at
@@ -270,7 +277,7 @@ def keep_failed_step(req: BuildRequest, image: str, exc: BuildFailed) -> BuildFa
     stack = req.prepared.stack.name
     path = failed_step_path(req.record_dir, stack)
     head = [f"stackctl build of {image} (stack {stack}, target {req.prepared.target}) failed at {now_iso()}",
-            f"step: {exc.step or '(buildx named none)'}", f"error: {exc}", f"command: {req.command}", ""]
+            f"step: {exc.step or '(the builder named none)'}", f"error: {exc}", f"command: {req.command}", ""]
     try:
         write_atomic(path, "\n".join([*head, *(exc.output or exc.log)]) + "\n")
     except OSError:
