@@ -58,8 +58,8 @@ def brief_step(name: str, stage: str = "") -> str:
                 parsed = json.loads(rest)
             except ValueError:
                 parsed = None
-            if isinstance(parsed, list):
-                words = [str(w) for w in parsed]
+            if isinstance(parsed, list):  # its strings may hold what JSON escapes: newlines, escapes
+                words = _CONTROL.sub("", _ESCAPE.sub("", " ".join(str(w) for w in parsed).replace("\t", " "))).split()
         while words and (words[0].startswith("--") or _ENV_WORD.match(words[0])):  # mounts, network; env
             words.pop(0)
         if words and words[0].startswith("/"):

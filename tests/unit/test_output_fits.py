@@ -304,3 +304,11 @@ def test_the_build_display_in_an_80_column_terminal_keeps_a_step_within_the_widt
     lines = out.getvalue().splitlines()
     assert lines and all(len(line) <= 80 for line in lines), lines
     assert "layer01-train-core: RUN python -m pip install" in " ".join(" ".join(lines).split())
+
+
+def test_a_step_named_briefly_is_one_line_whatever_its_instruction_holds() -> None:
+    """Fuzzed: an exec-form RUN's JSON strings may hold newlines and escapes, which would split a progress line."""
+    from stackctl.image.buildlog import brief_step
+
+    assert brief_step('[s 1/1] RUN ["/usr/bin/a\\nb", "c\\u001b[31m\\r"]') == "s: RUN a b c"
+    assert brief_step("RUN --mount=type=cache,target=/x A=1 B=2 /bin/sh -c true", "tools") == "tools: RUN sh -c true"
