@@ -36,6 +36,9 @@ if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so d
     from stackctl.base.jsonout import to_jsonable as to_jsonable
     from stackctl.base.progress import Progress as Progress
     from stackctl.base.progress import Steps as Steps
+    from stackctl.base.progress import is_phase as is_phase
+    from stackctl.base.scratch import remove_scratch as remove_scratch
+    from stackctl.base.scratch import scratch_dir as scratch_dir
     from stackctl.base.sizes import human_size as human_size
     from stackctl.base.times import now_iso as now_iso
     from stackctl.base.times import short_time as short_time

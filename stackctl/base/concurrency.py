@@ -13,7 +13,7 @@ import queue
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from stackctl.base.progress import Progress
@@ -104,7 +104,25 @@ def run_child(cmd: Sequence[str], *, input: str | None = None, env: Mapping[str,
     return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
 
 
-def _started(cmd: Sequence[str], stdin: bool, env: Mapping[str, str] | None) -> subprocess.Popen[str]:
+@contextlib.contextmanager
+def streaming_child(cmd: Sequence[str], env: Mapping[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+    """A long-running child whose stderr the caller reads as it comes (buildx's progress), from any thread, that
+    `end_children` can end: no stdin, stdout discarded. Leaving the block early (an exception, an interrupt)
+    ends it at once."""
+    proc = _started(cmd, False, env, stdout=subprocess.DEVNULL)
+    try:
+        yield proc
+    except BaseException:
+        _kill(proc)
+        proc.wait()
+        raise
+    finally:
+        with _children_lock:
+            _children.discard(proc)
+
+
+def _started(cmd: Sequence[str], stdin: bool, env: Mapping[str, str] | None,
+             stdout: int = subprocess.PIPE) -> subprocess.Popen[str]:
     """The child, already known to `end_children`. A Ctrl-C between the child's start and that would leave
     it running after stackctl is gone (a child runs the moment it is started, and Popen's own exit on an
     interrupt waits for it instead of ending it), so on the main thread, where Python runs signal handlers,
@@ -114,7 +132,7 @@ def _started(cmd: Sequence[str], stdin: bool, env: Mapping[str, str] | None) -> 
     previous = signal.signal(signal.SIGINT, lambda signum, _frame: deferred.append(signum)) if main else None
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdout=stdout, stderr=subprocess.PIPE, text=True,
                                 env=dict(env) if env is not None else None, start_new_session=True)
         with _children_lock:
             _children.add(proc)
@@ -136,9 +154,13 @@ def _kill(proc: subprocess.Popen[str]) -> None:
 
 
 def end_children() -> int:
-    """Kill every child `run_child` started that is still running (on Ctrl-C); return how many."""
+    """Kill every child `run_child` or `streaming_child` started that is still running (on Ctrl-C), and wait
+    until each is gone, so nothing writes into what the interrupt then removes; return how many."""
     with _children_lock:
         alive = [p for p in _children if p.poll() is None]
     for proc in alive:
         _kill(proc)
+    for proc in alive:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
     return len(alive)

@@ -7,7 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 Progress = Callable[[str, int, int], None]  # what is being done, how many done (items or bytes), of how many
-Steps = Callable[[int, int, str], None]  # a build: step N of M starts, with its instruction (streamed as it happens)
+# A build: step N of M starts, named briefly (streamed as it happens); N == PHASE: a phase after the steps starts
+# (an exporter, the layout, the record), M the steps there were, the name saying what the phase is.
+Steps = Callable[[int, int, str], None]
+PHASE = 0
+
+
+def is_phase(n: int) -> bool:
+    """Whether a `Steps` call says a phase after the steps rather than a step."""
+    return n == PHASE
 
 
 @dataclass(frozen=True)
@@ -23,8 +31,9 @@ class BuildProgress:
 class Phases:
     """A build's steps, then the phases after them (the exporters, the OCI layout, the engine's image, the
     record), said through one `Steps` callback: a CI log shows each with its time instead of a silence between
-    the last step and the result. A phase is numbered on from the steps (step N+1 of N+1: how many follow is not
-    known ahead), and its line says how long the step or phase before it took; `done` closes the last one.
+    the last step and the result. A phase is said as one (N == PHASE, with the number of steps there were), not
+    numbered on as if it were a step, and its line says how long the step or phase before it took; `done`
+    closes the last one.
 
     One build shares one Phases: `over` gives back the Phases it is given, so the engine's phases and the
     build's own are numbered in one sequence."""
@@ -53,9 +62,8 @@ class Phases:
     def phase(self, what: str, name: str | None = None) -> None:
         """A phase after the steps starts: `what` in words, `name` (default `what`) as the next line names it."""
         said = self._close(name or what)
-        self._n = self._of = max(self._n, self._of) + 1
         if self._on_step is not None:
-            self._on_step(self._n, self._of, f"{what} ({said})" if said else what)
+            self._on_step(PHASE, max(self._n, self._of), f"{what} ({said})" if said else what)
 
     def done(self) -> None:
         """The last phase ends (its time goes to `took`; no line: the result is the build's next line)."""

@@ -571,7 +571,7 @@ def _unbuilt(exc: StackctlError) -> tuple[str, str]:
     counts them, and the user's next question is which import), or the build itself."""
     from stackctl.image import BuildFailed
 
-    head = str(exc).splitlines()[0]
+    head = (exc.reason if isinstance(exc, BuildFailed) else str(exc)).splitlines()[0]  # not where its log is
     fails = [line for line in exc.lines if line.startswith("FAIL ")] if isinstance(exc, BuildFailed) else []
     if fails and head.startswith("the gate failed"):
         return "gate", f"{head}: {'; '.join(fails)}"

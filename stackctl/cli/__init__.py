@@ -161,10 +161,12 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 def _interrupted(args: list[str]) -> None:
-    from stackctl.base import end_children
+    from stackctl.base import end_children, remove_scratch
     from stackctl.cli.app import Phase
 
-    end_children()  # uv, a gate's interpreter: nothing stackctl started outlives it
+    end_children()  # uv, a gate's interpreter, buildx: nothing stackctl started outlives it
+    # a build's scratch, which the build's own thread, left behind by the interrupt, would never remove
+    remove_scratch()
     command = next((a for a in args if not a.startswith("-")), None)
     during = Phase.now or (f"stackctl {command}" if command else None)
     said = f"interrupted during {during}" if during else "interrupted"

@@ -398,14 +398,22 @@ FREE_TEXT = ("note", "other lines", "dynamic section changes", "problem", "text"
 FREE_TEXT_WIDTH = 24
 
 
+LOG_LINE = 240  # the most characters of what a progress line in a log says: a reader finds it on one line
+
+
 def step_lines(head: str, noun: str = "step") -> Callable[[int, int, str], None]:
     """Progress for a log that is no terminal (CI): one timestamped line per step as it starts, on stderr,
-    never a carriage return or an escape (`12:03:04 build step 3/9: RUN ...`)."""
+    never a carriage return or an escape (`12:03:04 build step 3/9: tools: RUN python3 -c ...`), and after
+    the steps one per phase, said as a phase (`12:03:09 build phase: exporting layers (...)`)."""
+    from stackctl.base import is_phase
+
     def step(n: int, of: int, what: str) -> None:
         import time
 
-        Phase.said(f"{head} {noun} {n}/{of}")
-        print(f"{time.strftime('%H:%M:%S')} {head} {noun} {n}/{of}: {what}", file=sys.stderr, flush=True)
+        said = what if len(what) <= LOG_LINE else what[:LOG_LINE - 2] + " …"
+        where = "phase" if is_phase(n) else f"{noun} {n}/{of}"
+        Phase.said(f"{head} {where}" + (f": {said.partition(' (')[0]}" if is_phase(n) else ""))
+        print(f"{time.strftime('%H:%M:%S')} {head} {where}: {said}", file=sys.stderr, flush=True)
 
     return step
 

@@ -173,6 +173,7 @@ def _build_bars(show: bool) -> Iterator[BuildProgress]:
     """One display for the three phases of a build (wheels fetched, context written, build steps): a
     terminal holds one live display at a time. A CI log gets timestamped lines instead, one per build step
     as the engine starts it (not silence until the end)."""
+    from stackctl.base import is_phase
     from stackctl.usecases import BuildProgress
 
     if not console_err.is_terminal:
@@ -195,8 +196,8 @@ def _build_bars(show: bool) -> Iterator[BuildProgress]:
         def wheel(name: str) -> None:
             bar.update(task("context"), advance=1, description=f"context {name[:60]}")
 
-        def step(n: int, of: int, what: str) -> None:
-            bar.update(task("steps"), completed=n - 1, total=of, description=what[:70])
+        def step(n: int, of: int, what: str) -> None:  # after the last step, each phase: every step done
+            bar.update(task("steps"), completed=of if is_phase(n) else n - 1, total=of, description=what[:70])
 
         yield BuildProgress(fetch, wheel, step)
 
@@ -320,10 +321,16 @@ def _show_built(built: BuildReport) -> None:
         say(f"gate: step taken from the cache (the same layers passed it before; {said}; "
             "--no-cache runs it again)", style="dim")
     say(f"wheels: {built.wheels_how}")
-    said = f"{built.cached_steps} of {built.steps} steps cached"
-    if built.ran and built.cached_steps:  # which step a rebuild ran, by its instruction
-        said += f"; ran {'; '.join(built.ran)}"
-    say(f"built {built.image} ({built.image_id[:19]}), {said}; record {built.record_path}")
+    say(f"built {built.image} ({built.image_id[:19]}), {built.cached_steps} of {built.steps} steps cached; "
+        f"record {built.record_path}")
+    if built.ran and built.cached_steps:  # which steps a rebuild ran, each as the progress named it
+        for name in built.ran[:RAN_SHOWN]:
+            say(f"ran {name}", style="dim")
+        if len(built.ran) > RAN_SHOWN:
+            say(f"ran {len(built.ran) - RAN_SHOWN} more steps (the record's ran_steps names each)", style="dim")
+
+
+RAN_SHOWN = 3  # the steps a rebuild ran, each on a line of its own after the summary: a few, not every one
 
 
 @app.command()

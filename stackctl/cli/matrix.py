@@ -36,6 +36,7 @@ def build_all(order: BuildOrder, *, as_json: bool) -> None:
 def _view(show: bool) -> Iterator[tuple[Event, CellProgress]]:
     """One view of every cell: on a terminal a row per cell (its engine, its step, its latest news); in a CI
     log one timestamped line per event, `12:03:04 [engine] stack target: what`, whichever thread says it."""
+    from stackctl.base import is_phase
     from stackctl.usecases import BuildProgress
 
     lock = threading.Lock()
@@ -46,7 +47,7 @@ def _view(show: bool) -> Iterator[tuple[Event, CellProgress]]:
 
         def steps(where: str, cell: str) -> BuildProgress:
             def step(n: int, of: int, what: str) -> None:
-                event(where, cell, f"step {n}/{of}: {what[:100]}")
+                event(where, cell, f"phase: {what[:100]}" if is_phase(n) else f"step {n}/{of}: {what[:100]}")
             return BuildProgress(step=step)
 
         yield event, steps
@@ -65,7 +66,8 @@ def _view(show: bool) -> Iterator[tuple[Event, CellProgress]]:
 
         def show_steps(where: str, cell: str) -> BuildProgress:
             def step(n: int, of: int, what: str) -> None:
-                bar.update(task(where, cell), completed=n - 1, total=of, description=f"{where} {cell}: {what[:70]}")
+                bar.update(task(where, cell), completed=of if is_phase(n) else n - 1, total=of,
+                           description=f"{where} {cell}: {what[:70]}")
             return BuildProgress(step=step)
 
         yield show_event, show_steps

@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from stackctl.base.files import write_atomic
 from stackctl.base.progress import Phases, Steps
+from stackctl.base.scratch import scratch_dir
 from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.errors import ServiceError, StackctlError
 from stackctl.image.bakefile import (
@@ -43,11 +43,14 @@ class Baker(Protocol):
     single build's own exporters and ending (the layout settled, loaded or not, moved; the image id)."""
 
     def env(self) -> dict[str, str]: ...
+    def base_contexts(self, dockerfile: Path, args: Mapping[str, str],
+                      named: Mapping[str, object] | None = None) -> dict[str, str]: ...
     def outputs(self, oci: Path, tag: str | None, layout: Path | None) -> tuple[str, ...]: ...
     def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any], oci: Path | None,
                  layout: Path | None, *, both: bool = False, phases: Phases | None = None) -> BuildResult: ...
 
 BAKE_FILE = "bake.json"
+SCRATCH = ".bake."  # RECORD_DIR/.bake.XXXXXXXX: the bake file, its metadata, each target's layout as exported
 
 
 def _bake_error(trailer: str) -> str:
@@ -79,8 +82,9 @@ def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[st
     targets = [dataclasses.replace(t, cache_from=with_sibling_caches(t.cache_from, _cache_tags(t, on_event)))
                for t in targets]
     out: dict[str, Baked] = {}
-    work = Path(tempfile.mkdtemp(prefix=".bake.", dir=targets[0].context.parent.parent))
-    try:
+    # each target's base images where the engine's store has them, as a single build names them (no registry asked)
+    bases = {t.name: engine.base_contexts(t.context / t.dockerfile, t.args, t.contexts) for t in targets}
+    with scratch_dir(targets[0].context.parent.parent, SCRATCH) as work:
         pending, round_ = list(targets), 0
         while pending:
             round_ += 1
@@ -97,7 +101,11 @@ def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[st
                     oci[t.name], outputs[t.name] = where, exporters
             bake_file, meta = work / BAKE_FILE, work / "metadata.json"
             meta.unlink(missing_ok=True)
-            write_atomic(bake_file, json.dumps(bake_document(pending, outputs), indent=2) + "\n")
+            document = bake_document(pending, outputs)
+            for t in pending:
+                if bases[t.name]:
+                    document["target"][t.name].setdefault("contexts", {}).update(bases[t.name])
+            write_atomic(bake_file, json.dumps(document, indent=2) + "\n")
             split = BakeSplit([t.name for t in pending])
             phases = {t.name: Phases.over(on_step(t.name)) for t in pending}  # steps, then exporters, each timed
             folders = {t.name: Folder(phases[t.name], phases[t.name].phase) for t in pending}
@@ -137,6 +145,4 @@ def run_bake(engine: Baker, targets: Sequence[BakeTarget], on_step: Callable[[st
                 out.update({t.name: Baked(None, error) for t in again})
                 break
             pending = again
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return out

@@ -12,6 +12,7 @@ keeps the image and the layout is a copy of it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stackctl.base.progress import Phases, Steps
+from stackctl.base.scratch import scratch_dir
 from stackctl.engine.buildxrun import read_metadata, run_buildx
 from stackctl.engine.docker import DockerEngine
 from stackctl.errors import ServiceError
@@ -42,6 +44,7 @@ from stackctl.image.render import wheels_context
 REPRODUCIBLE = "compression=gzip,oci-mediatypes=true"
 CONTAINERD_STORE = "io.containerd.snapshotter.v1"
 EXPORTED = "BuildKit's OCI exporter"
+SCRATCH = ".buildx."  # build/STACK/.buildx.XXXXXXXX: a build's metadata files and the layout as exported
 
 
 def buildx_version(env: Mapping[str, str] | None = None) -> str | None:
@@ -116,6 +119,41 @@ class BuildxEngine:
                 named.setdefault(wheels_context(group.name), group)
         return named
 
+    def base_contexts(self, dockerfile: Path, args: Mapping[str, str],
+                      named: Mapping[str, object] | None = None) -> dict[str, str]:
+        """On the containerd store, each image the Dockerfile builds FROM that the engine holds under another
+        registry's name too, as a named context pinning it there by digest (`docker-image://HOST/NAME:TAG@DIGEST`):
+        no registry is asked about it. `named`: contexts the build names already.
+
+        Why: BuildKit takes a FROM image from the engine's store without asking a registry only when the store's
+        content records that image's registry as its source (containerd's `distribution.source` label); else it
+        asks the registry first and falls back to the store. An image pulled from a registry and tagged with a
+        short name (`stackctl-base:bookworm`, as .ci/services.sh does) is docker.io's by that name: every build
+        asked docker.io about it (a failed name lookup where there is no DNS, paid each build). Under its
+        registry's name the store's copy is taken as it is. Elsewhere nothing is pinned: on overlay2 the engine
+        looks in its own store first; a FROM that names a registry host is that registry's already."""
+        if not self.containerd_store or self.mounts != "named":  # named contexts: Docker 23 and later
+            return {}
+        try:
+            text = dockerfile.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return {}  # buildx says what is wrong with it
+        import docker.errors
+
+        pins: dict[str, str] = {}
+        for ref in from_images(text, args):
+            if ref in (named or {}) or ref in pins:
+                continue
+            with self.docker.talking(f"cannot inspect the base image {ref}"):
+                try:
+                    attrs = self.docker.client.api.inspect_image(ref)
+                except docker.errors.ImageNotFound:
+                    continue  # BuildKit pulls it, from the registry its name names
+            source = source_name(ref, attrs.get("RepoTags") or (), attrs.get("RepoDigests") or ())
+            if source is not None:
+                pins[ref] = f"docker-image://{source}"
+        return pins
+
     def outputs(self, oci: Path, tag: str | None, layout: Path | None, *, together: bool = True) -> tuple[str, ...]:
         """The exporters of a build whose layout goes to `layout`, by way of `oci` (seeded with the previous
         layout's blobs): on the containerd store BuildKit's OCI exporter and, on Docker 26 and `together`, the
@@ -141,16 +179,18 @@ class BuildxEngine:
         """Build `context`; with `layout`, the image's OCI layout is written there (replacing what was)."""
         args = {**(buildargs or {}), **({"http_proxy": proxy} if proxy else {})}
         phases = Phases.over(on_step)  # the steps, then the exporters and the layout's phases, each with its time
-        work = Path(tempfile.mkdtemp(prefix=".buildx.", dir=context.parent))
-        try:
+        with scratch_dir(context.parent, SCRATCH) as work:
             meta = work / "metadata.json"
             argv = ["docker", "buildx", "build", "--progress=rawjson", "--metadata-file", str(meta)]
             for k, v in args.items():
                 argv += ["--build-arg", f"{k}={v}"]
-            for name, where in self.named_contexts(context, contexts).items():
+            named = self.named_contexts(context, contexts)
+            for name, where in named.items():
                 argv += ["--build-context", f"{name}={where}"]
             for ref in cache_from:
                 argv += ["--cache-from", ref]
+            for name, pinned in self.base_contexts(dockerfile or context / "Dockerfile", args, named).items():
+                argv += ["--build-context", f"{name}={pinned}"]
             if nocache:
                 argv.append("--no-cache")
             if dockerfile is not None:
@@ -188,8 +228,6 @@ class BuildxEngine:
             docs, trailer = documents(text)
             return self.finished(fold(docs, trailer), tag, code == 0, read_metadata(meta).get,
                                  oci if outputs else None, layout, both=both, phases=phases)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
 
     def finished(self, stream: Stream, tag: str | None, ok: bool, meta: Callable[[str], Any],
                  oci: Path | None, layout: Path | None, *, both: bool = False,
@@ -294,6 +332,53 @@ class _Second:
         if self._error is not None:
             raise self._error
         return self._code if self._code is not None else 1
+
+
+_FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?\s*$", re.I)
+_ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?\s*$", re.I)
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def from_images(dockerfile: str, args: Mapping[str, str]) -> list[str]:
+    """The images a Dockerfile builds FROM, in order, each once: not its own stages, not `scratch`; a build
+    argument in the name is given its value (`args`, else the ARG's default), and a name left with one unknown
+    is left out."""
+    stages: set[str] = set()
+    defaults: dict[str, str] = {}  # the ARGs before the first FROM, which a FROM may use
+    out: list[str] = []
+    first = True
+    for line in re.sub(r"\\\n", " ", dockerfile).splitlines():
+        if (arg := _ARG.match(line)) and arg.group(2) is not None and first:
+            defaults[arg.group(1)] = arg.group(2).strip("\"'")
+        m = _FROM.match(line)
+        if m is None:
+            continue
+        first = False
+        ref = _VAR.sub(lambda v: args.get(v[1] or v[2], defaults.get(v[1] or v[2], "$")), m.group(1))
+        if "$" not in ref and ref.lower() not in stages and ref.lower() != "scratch" and ref not in out:
+            out.append(ref)
+        if m.group(2):
+            stages.add(m.group(2).lower())
+    return out
+
+
+def names_host(ref: str) -> bool:
+    """Whether an image reference names its registry (`HOST[:PORT]/...`, `localhost/...`), as Docker reads it:
+    else it is Docker Hub's."""
+    first, slash, _ = ref.partition("/")
+    return bool(slash) and ("." in first or ":" in first or first == "localhost")
+
+
+def source_name(ref: str, tags: Sequence[str], repo_digests: Sequence[str]) -> str | None:
+    """The name under which the containerd store's copy of `ref` is taken without asking a registry, pinned by
+    digest: one of the image's own tags that names a registry host, when `ref` names none (the image came from
+    that registry and was tagged short here). None where `ref` names its registry (its own name serves) or the
+    image has no such tag or no digest (never pushed or pulled: BuildKit asks the registry its name names)."""
+    if names_host(ref):
+        return None
+    digest = ref.partition("@")[2] or next((d.partition("@")[2] for d in repo_digests if "@" in d), "")
+    hosted = sorted(t for t in tags if names_host(t) and "@" not in t)
+    return f"{hosted[0]}@{digest}" if digest and hosted else None
 
 
 def buildx_env(url: str | None) -> dict[str, str]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from stackctl.base.concurrency import streaming_child
 from stackctl.errors import ServiceError
 
 
@@ -18,13 +18,14 @@ def run_buildx(argv: list[str], env: Mapping[str, str], feed: Callable[[dict[str
     line `}`); its stderr whole, and its exit status."""
     chunks: list[str] = []
     doc: list[str] = []
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env=dict(env))
-    except OSError as exc:
-        raise ServiceError(f"cannot run `docker buildx`: {exc.strerror or exc}") from None
-    assert proc.stderr is not None
-    try:
+    # a child `end_children` ends on an interrupt, before the build's scratch directory, which buildx writes
+    # into, is removed (base/scratch.py)
+    with contextlib.ExitStack() as stack:
+        try:
+            proc = stack.enter_context(streaming_child(argv, env))
+        except OSError as exc:
+            raise ServiceError(f"cannot run `docker buildx`: {exc.strerror or exc}") from None
+        assert proc.stderr is not None
         for line in proc.stderr:
             chunks.append(line)
             doc.append(line)
@@ -35,10 +36,6 @@ def run_buildx(argv: list[str], env: Mapping[str, str], feed: Callable[[dict[str
                         feed(parsed)
                 doc = []
         code = proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
     return "".join(chunks), code
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so d
     from stackctl.image.context import render_context as render_context
     from stackctl.image.gaterun import GateRun as GateRun
     from stackctl.image.gaterun import LineKind as LineKind
+    from stackctl.image.gaterun import gate_lines as gate_lines
     from stackctl.image.gaterun import gate_spec_text as gate_spec_text
     from stackctl.image.gaterun import run_gate as run_gate
     from stackctl.image.gaterun import verdict as verdict

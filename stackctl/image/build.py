@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NoReturn
 
 from stackctl.base.files import sha256_file, write_atomic
 from stackctl.base.jsonout import dumps
@@ -250,8 +250,44 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
             if server is not None and server.requests == 0 and exc.hint is None:
                 exc.hint = (f"no install stage reached the wheel server at {server.where}; if this engine's "
                             "containers cannot reach this machine, build with --send-wheels")
-            raise
-    return finish_build(req, staged, digests, result, engine, phases)
+            _raise_kept(req, staged.image, exc)
+    try:
+        return finish_build(req, staged, digests, result, engine, phases)
+    except BuildFailed as exc:  # the app phase's build or gate ([image.app])
+        _raise_kept(req, staged.image, exc)
+
+
+def _raise_kept(req: BuildRequest, image: str, exc: BuildFailed) -> NoReturn:
+    kept = keep_failed_step(req, image, exc)
+    if kept is exc:
+        raise exc
+    raise kept from exc
+
+
+FAILED_STEP = ".failed-step.log"  # RECORD_DIR/STACK.failed-step.log: the output of the step a build failed at
+
+
+def failed_step_path(record_dir: Path, stack: str) -> Path:
+    return record_dir / f"{stack}{FAILED_STEP}"
+
+
+def keep_failed_step(req: BuildRequest, image: str, exc: BuildFailed) -> BuildFailed:
+    """The failure, its step's whole output written beside where the build record would be (the error shows its
+    last lines only: an installer's failure is often said further up), and the error naming that file."""
+    if exc.kept is not None or not (exc.output or exc.log):
+        return exc
+    stack = req.prepared.stack.name
+    path = failed_step_path(req.record_dir, stack)
+    head = [f"stackctl build of {image} (stack {stack}, target {req.prepared.target}) failed at {now_iso()}",
+            f"step: {exc.step or '(the builder named none)'}", f"error: {exc}", f"command: {req.command}", ""]
+    try:
+        write_atomic(path, "\n".join([*head, *(exc.output or exc.log)]) + "\n")
+    except OSError:
+        return exc  # the failure itself is what the user must see
+    kept = BuildFailed(f"{exc}; the step's whole output is in {path}", exc.lines, exc.log, step=exc.step,
+                       output=exc.output)
+    kept.hint, kept.kept, kept.reason = exc.hint, path, exc.reason
+    return kept
 
 
 def finish_build(req: BuildRequest, staged: Staged, digests: Mapping[str, str], result: BuildResult,
@@ -312,6 +348,7 @@ def _recorded(req: BuildRequest, stack: str, image: str, result: BuildResult, re
         write_atomic(record_path, dumps(record) + "\n")
     except OSError as exc:
         raise InputError(f"{record_path}: cannot write the build record of {image}: {exc.strerror or exc}") from None
+    failed_step_path(req.record_dir, stack).unlink(missing_ok=True)  # an earlier failure's: this build passed it
     phases.done()
     return Built(image, result, record_path, record)
 

@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackctl.base.annotations import Annotation, Level
@@ -31,6 +32,53 @@ def clean_line(raw: str) -> str:
     text = _ESCAPE.sub("", raw).rstrip("\r")
     text = text.rsplit("\r", 1)[-1]
     return _CONTROL.sub("", text)
+
+
+# A step's name as BuildKit gives it: "[STAGE N/M] INSTRUCTION ..." ("[N/M] ..." in a stage of no name)
+_VERTEX = re.compile(r"^\[(?:([^\]\s]+) )?\d+/\d+\] (.*)", re.S)
+_FROM_AS = re.compile(r"^FROM\s+(?:--\S+\s+)*\S+\s+AS\s+(\S+)", re.I)
+_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*$")
+STEP_WORDS = 48  # the most characters of an instruction's words a step's brief name keeps
+
+
+def brief_step(name: str, stage: str = "") -> str:
+    """A build step named for a person reading progress: its stage and the first words of its instruction,
+    `layer01-train-core: RUN python -m pip install --no-index …`, not the whole instruction (an install step's
+    RUN is over a thousand characters of mounts, flags and shell). `name`: BuildKit's vertex name
+    (`[STAGE 2/3] RUN ...`) or the classic builder's instruction with its `stage` (the last `FROM ... AS`)."""
+    text = " ".join(clean_line(name).split())
+    m = _VERTEX.match(text)
+    if m is not None:
+        stage, text = m.group(1) or stage, m.group(2)
+    head, _, rest = text.partition(" ")
+    words = rest.split()
+    if head.upper() == "RUN":
+        if rest.startswith("["):  # the exec form: a JSON list
+            try:
+                parsed = json.loads(rest)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, list):  # its strings may hold what JSON escapes: newlines, escapes
+                words = _CONTROL.sub("", _ESCAPE.sub("", " ".join(str(w) for w in parsed).replace("\t", " "))).split()
+        while words and (words[0].startswith("--") or _ENV_WORD.match(words[0])):  # mounts, network; env
+            words.pop(0)
+        if words and words[0].startswith("/"):
+            words[0] = words[0].rsplit("/", 1)[-1]  # /opt/venv/bin/python: python
+    said, kept = "", 0
+    for word in words:
+        if said and len(said) + 1 + len(word) > STEP_WORDS:
+            break
+        said = f"{said} {word}" if said else word[:STEP_WORDS]
+        kept += 1
+    cut = kept < len(words) or bool(words and len(words[0]) > STEP_WORDS)
+    instruction = f"{head} {said}".rstrip() + (" …" if cut else "")
+    return f"{stage}: {instruction}" if stage else instruction
+
+
+def stage_of(instruction: str) -> str | None:
+    """The stage a classic builder's step begins (`FROM base AS tools`: tools), None for any other step."""
+    m = _FROM_AS.match(instruction.strip())
+    return m.group(1) if m else None
 
 
 @dataclass(frozen=True)
@@ -106,7 +154,7 @@ class BuildResult:
     steps: int
     cached_steps: int
     artefact: Artefact | None = None  # the image's OCI layout, where the builder wrote one (BuildKit's)
-    ran: tuple[str, ...] = ()  # the steps that ran, not taken from the cache ("8/10 RUN ..."), in order
+    ran: tuple[str, ...] = ()  # the steps that ran, not taken from the cache, in order, each by `brief_step`
 
     @property
     def gate_lines(self) -> tuple[str, ...]:
@@ -124,12 +172,27 @@ class BuildResult:
 
 
 class BuildFailed(CheckFailed):
-    """The build ran and a step failed; `lines` are what the user must see (the gate's FAIL lines first)."""
+    """The build ran and a step failed; `lines` are what the user must see (the gate's FAIL lines first), `step`
+    the step that failed as the builder names it and `output` all it printed (its last lines are `lines`);
+    `kept`: the file that output was written to, once it was, which the message then names after `reason`."""
 
-    def __init__(self, message: str, lines: tuple[str, ...], log: tuple[str, ...]) -> None:
+    step: str = ""
+    output: tuple[str, ...] = ()
+    kept: Path | None = None
+
+    def __init__(self, message: str, lines: tuple[str, ...], log: tuple[str, ...], *, step: str = "",
+                 output: tuple[str, ...] | None = None) -> None:
         super().__init__(message)
+        self.reason = message
         self.lines = lines
         self.log = log
+        self.step = step
+        self.output = log if output is None else output
+
+    def of_step(self, step: str, output: tuple[str, ...]) -> BuildFailed:
+        """The failure, said of the step that failed (a gate's verdict is read from the whole log first)."""
+        self.step, self.output = step, output
+        return self
 
     def annotations(self, profile: str | None) -> tuple[Annotation, ...]:
         """For CI: the gate's verdict at the profile that declares the gate, one annotation per FAIL line it
@@ -185,6 +248,8 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
     partial = ""
     step: str | None = None  # the step the stream is in, until "Using cache" says it did not run
     ran: list[str] = []
+    stage = ""  # the stage the steps are in (the last `FROM ... AS`)
+    began = 0  # where the last step's lines begin in the log
     for ev in events:
         if "stream" in ev:
             partial += ev["stream"]
@@ -194,12 +259,14 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
                 log.append(line)
                 m = _STEP.match(line)
                 if m:
+                    began = len(log) - 1
                     if step is not None:
                         ran.append(step)
                     steps = int(m.group(2))
-                    step = f"{m.group(1)}/{m.group(2)} {m.group(3)}"
+                    step = brief_step(m.group(3), stage)
+                    stage = stage_of(m.group(3)) or stage
                     if on_step:
-                        on_step(int(m.group(1)), steps, m.group(3))
+                        on_step(int(m.group(1)), steps, step)
                 elif line.strip() == "---> Using cache":
                     cached += 1
                     step = None
@@ -211,9 +278,14 @@ def parse_build_stream(events: Iterator[dict[str, Any]], on_step: Steps | None =
             details = ev.get("errorDetail")
             message = details.get("message") if isinstance(details, dict) else None
             error = clean_line(str(message or ev["error"])).strip()
-            raise_if_gate_failed(log)
+            name, output = (log[began], tuple(log[began + 1:])) if _STEP.match(log[began] if log else "") \
+                else ("", tuple(log))
+            try:
+                raise_if_gate_failed(log)
+            except BuildFailed as exc:
+                raise exc.of_step(name, output) from None
             last = tuple(line for line in log[-15:] if line.strip())
-            raise BuildFailed(f"the build failed: {error}", last, tuple(log))
+            raise BuildFailed(f"the build failed: {error}", last, tuple(log), step=name, output=output)
     if partial:
         log.append(clean_line(partial))
     if step is not None:

@@ -31,7 +31,16 @@ from stackctl.base.jsonout import dumps
 from stackctl.base.progress import BuildProgress, Phases
 from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
 from stackctl.image.bakefile import Baked, BakeTarget, cache_ref, registry_cache, target_name
-from stackctl.image.build import BuildRequest, Built, Staged, build_image, finish_build, lay_context, stage_build
+from stackctl.image.build import (
+    BuildRequest,
+    Built,
+    Staged,
+    build_image,
+    finish_build,
+    keep_failed_step,
+    lay_context,
+    stage_build,
+)
 from stackctl.image.buildlog import BuildFailed
 from stackctl.image.cachekeys import StageCache, stage_caches, stage_images
 from stackctl.image.labels import image_ref
@@ -372,7 +381,10 @@ def bake_queue(req: MatrixRequest, cells: Sequence[CellInput], name: str, engine
         pushed = len(s.target.cache_to) if got.result is not None else 0
         base = replace(base, cache_pulled=imported, cache_pushed=pushed)
         if got.result is None:
-            done[tname] = _failed(base, got.error or ServiceError(f"{tname}: no result"), started, on_event)
+            error = got.error or ServiceError(f"{tname}: no result")
+            if isinstance(error, BuildFailed):  # its step's whole output kept, as a single build keeps it
+                error = keep_failed_step(s.request, s.staged.image, error)
+            done[tname] = _failed(base, error, started, on_event)
             continue
         try:
             built = finish_build(s.request, s.staged, s.digests, got.result, engine, steps(tname))

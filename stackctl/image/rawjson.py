@@ -19,7 +19,14 @@ from typing import Any
 
 from stackctl.base.progress import Steps
 from stackctl.errors import ServiceError
-from stackctl.image.buildlog import BuildFailed, BuildResult, check_gate_verdict, clean_line, raise_if_gate_failed
+from stackctl.image.buildlog import (
+    BuildFailed,
+    BuildResult,
+    brief_step,
+    check_gate_verdict,
+    clean_line,
+    raise_if_gate_failed,
+)
 
 # A Dockerfile step's vertex: "[stage 2/9] RUN ..." or "[2/2] RUN ..."; "[internal] ..." and the exporter are not steps
 _STEP = re.compile(r"^\[(?:[^\]\s]+ )?(\d+)/(\d+)\] (.*)", re.S)
@@ -93,7 +100,7 @@ class Folder:
                     self._started += 1
                     if self._on_step is not None:  # BuildKit names every vertex of the solve at its start
                         total = sum(1 for x in vertices.values() if _STEP.match(x.name))
-                        self._on_step(self._started, max(total, self._started), clean_line(step.group(3)))
+                        self._on_step(self._started, max(total, self._started), brief_step(v.name))
                 elif self._on_phase is not None and self._started and not v.name.startswith("["):
                     # not a step, nor BuildKit's own ("[internal] ...", "[context NAME] ..."): an exporter
                     self._phases.add(raw["digest"])
@@ -148,19 +155,22 @@ def result_of(stream: Stream, image_id: str, ok: bool) -> BuildResult:
     errors = [v for v in stream.vertices if v[2]]
     failed = next((v for v in errors if "canceled" not in (v[2] or "")), errors[0] if errors else None)
     if failed is not None or not ok:
-        raise_if_gate_failed(log)
+        step, output = (failed[0], failed[3]) if failed is not None else ("", tuple(log) + stream.trailer)
+        try:
+            raise_if_gate_failed(log)
+        except BuildFailed as exc:
+            raise exc.of_step(step, output) from None
         error = next((ln.removeprefix("ERROR: ") for ln in reversed(stream.trailer) if ln.startswith("ERROR: ")),
                      failed[2] if failed is not None else "buildx exited with an error")
         last = tuple(ln for ln in (failed[3] if failed is not None else tuple(log))[-15:] if ln.strip())
         if failed is None:
             last = last or stream.trailer[-15:]
-        raise BuildFailed(f"the build failed: {error}", last, tuple(log))
+        raise BuildFailed(f"the build failed: {error}", last, tuple(log), step=step, output=output)
     check_gate_verdict(log)
     if not image_id:
         raise ServiceError("buildx finished the build without naming an image")
     cached = sum(1 for v in steps if v[1])
-    ran = tuple(f"{m.group(1)}/{m.group(2)} {m.group(3)}"
-                for v in steps if not v[1] and (m := _STEP.match(v[0])))
+    ran = tuple(brief_step(v[0]) for v in steps if not v[1])
     return BuildResult(image_id, tuple(log), len(steps), cached, ran=ran)
 
 

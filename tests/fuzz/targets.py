@@ -603,6 +603,12 @@ def target_dockerfile(corpus: Corpus, data: bytes) -> None:
     for arg, stage in (("STACK_IMAGE", None), ("BASE", "runtime")):
         for line, message in dockerfile_problems(text, arg, stage):
             assert line is None or line >= 1, (line, message)
+    # the images it builds FROM, as a BuildKit build reads them to name a held base by its registry's name
+    from stackctl.engine.buildx import from_images, source_name
+
+    for ref in from_images(text, {"STACK_IMAGE": "127.0.0.1:5000/p/app:1-stack"}):
+        assert ref and "$" not in ref and not ref.isspace(), ref
+        source_name(ref, [ref, f"127.0.0.1:5000/{ref}"], [f"{ref}@sha256:{'0' * 64}"])
 
 
 def target_layout(corpus: Corpus, data: bytes) -> None:

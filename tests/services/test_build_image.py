@@ -44,14 +44,14 @@ def test_build_passes_gate_and_labels_carry_the_revision(
     assert r.code == 0, r.out + r.err
     record = json.loads(r.out)
     # a CI log gets a timestamped line per build step, in order, without escapes or carriage returns; then the
-    # phases after the last step (the image's facts, the record), numbered on, each with the time before it
-    lines = [ln for ln in r.err.splitlines() if " build step " in ln]
+    # phases after the last step (the image's facts, the record), each said as a phase with the time before it
+    lines = [ln for ln in r.err.splitlines() if " build step " in ln or " build phase: " in ln]
     n = record["steps"]
-    assert [int(re.search(r" build step (\d+)/", ln).group(1)) for ln in lines  # type: ignore[union-attr]
-            ] == list(range(1, len(lines) + 1))
+    assert [int(re.search(r" build step (\d+)/", ln).group(1)) for ln in lines[:n]  # type: ignore[union-attr]
+            ] == list(range(1, n + 1))
     assert all(re.fullmatch(rf"\d\d:\d\d:\d\d build step \d+/{n}: \S.*", ln) for ln in lines[:n])
     phases = lines[n:]
-    assert phases and all(re.fullmatch(r"\d\d:\d\d:\d\d build step (\d+)/\1: \S.* \((.* took|[\d.]+ s since)"
+    assert phases and all(re.fullmatch(r"\d\d:\d\d:\d\d build phase: \S.* \((.* took|[\d.]+ s since)"
                                        r" .*\)", ln) for ln in phases), phases
     assert "the build record" in phases[-1]
     assert "\r" not in r.err and "\x1b" not in r.err

@@ -218,3 +218,98 @@ def test_abi_of_wheels_with_no_elf_says_so_instead_of_an_empty_table(cli: Cli, t
     assert r.code == 0, r.err
     assert not any(c in r.out for c in "┏┃━│"), r.out
     assert "no ELF file here needs a shared library" in r.out
+
+
+LOG_WIDTH = 200  # a progress or summary line in a log: a few hundred characters at most, read on one line
+
+
+def test_a_builds_progress_in_a_log_names_each_step_briefly_and_the_phases_as_phases(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Piped at 80 columns a progress line was 1,845 characters (every RUN whole: mounts, flags and shell), and
+    after the last step the phases went on as `19/19 ... 27/27`, step counts that never say what remains. Each
+    step is named by its stage and first words; each phase as a phase."""
+    import re
+
+    from stackctl.base.progress import Phases
+    from stackctl.cli.app import step_lines
+    from stackctl.image.rawjson import Folder, documents
+    from tests.unit.test_rawjson import DATA
+
+    phases = Phases(step_lines("build"))
+    folder = Folder(phases, phases.phase)
+    docs, _ = documents((DATA / "build-pass-d26.txt").read_text())
+    for doc in docs:
+        folder.feed(doc)
+    phases.phase("the build record build/e2e.build.json", "the record")
+    lines = [re.sub(r"^\d\d:\d\d:\d\d ", "", ln) for ln in capsys.readouterr().err.splitlines()]
+    steps = [ln for ln in lines if ln.startswith("build step ")]
+    after = lines[len(steps):]
+    assert len(steps) == 18 and all(ln.startswith("build phase: ") for ln in after) and after, lines
+    assert all(len(ln) <= LOG_WIDTH - 9 for ln in lines), max(lines, key=len)
+    # the stage says which group a step installs; a step's words are the command, not its mounts and flags
+    assert "build step 12/18: layer02-deps: RUN python -m pip install --no-index --find-links …" in steps, steps
+    assert any(ln.endswith(": stage-5: COPY --from=layer04-pin-toplib /export/ /") for ln in steps), steps
+    assert not any("--mount" in ln or "SOURCE_DATE_EPOCH" in ln for ln in steps), steps
+    assert after[-1].startswith("build phase: the build record build/e2e.build.json (")
+
+
+def _built(ran: int) -> object:
+    from stackctl.image import gate_lines
+    from stackctl.usecases import BuildReport
+
+    names = tuple(f"layer{n:02d}-pin-somepackage-with-a-long-name: RUN python -m pip install --no-index "
+                  "--find-links …" for n in range(ran))
+    return BuildReport("torch-2.11-post2", "torch-2.11-post2", f"127.0.0.1:5000/musa/torch:{LONG.replace('+', '_')}"
+                       "_ubuntu22.04_py3.10", "sha256:" + "d3" * 32, Path("build/torch-2.11-post2.build.json"),
+                       gate_lines(("gate ok: 40 passed, 0 failed",)), False, (), "mounted into the install stages", 17,
+                       17 - ran, names, None, {})
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_summary_after_a_build_fits_the_terminal_and_a_log(monkeypatch: pytest.MonkeyPatch,
+                                                              terminal: bool) -> None:
+    """The summary after a rebuild was one 4,051-character line: the whole text of every RUN it ran, numbered
+    unlike the progress lines. The steps a rebuild ran are named as the progress names them, a few of them."""
+    import importlib
+
+    app = importlib.import_module("stackctl.cli.app")
+    image = importlib.import_module("stackctl.cli.image")
+    out = io.StringIO()
+    made = Console(file=out, width=80, force_terminal=terminal, color_system=None, soft_wrap=True, highlight=False)
+    monkeypatch.setattr(app.console, "_console", made)
+    image._show_built(_built(12))
+    lines = out.getvalue().splitlines()
+    assert all(len(ln) <= (80 if terminal else LOG_WIDTH) for ln in lines), max(lines, key=len)
+    said = " ".join(" ".join(lines).split())
+    assert "5 of 17 steps cached; record build/torch-2.11-post2.build.json" in said, said
+    assert said.count("RUN python -m pip install") == 3 and "ran 9 more steps (the record's ran_steps" in said, said
+    if not terminal:  # each step that ran on a line of its own, as its progress line named it
+        assert lines[-4:-1] == [f"ran {name}" for name in _built(12).ran[:3]]  # type: ignore[attr-defined]
+
+
+def test_the_build_display_in_an_80_column_terminal_keeps_a_step_within_the_width() -> None:
+    """The live display's line for the steps: the step's brief name beside the bar, all within the width."""
+    import importlib
+
+    from stackctl.image.buildlog import brief_step
+
+    app = importlib.import_module("stackctl.cli.app")
+    out = io.StringIO()
+    display = app.progress_display("build")
+    name = brief_step("[layer01-train-core 2/2] RUN --network=none --mount=type=bind,from=wheels-train-core,"
+                      "target=/tmp/group SOURCE_DATE_EPOCH=315532800 /opt/venv/bin/python -m pip install "
+                      "--no-index --find-links /tmp/group --require-hashes --no-deps --target /opt/stack/x")
+    task = display.add_task(name[:70], total=18, completed=9)
+    display.update(task, description=name[:70])
+    Console(file=out, width=80, force_terminal=True, color_system=None).print(display.get_renderable())
+    lines = out.getvalue().splitlines()
+    assert lines and all(len(line) <= 80 for line in lines), lines
+    assert "layer01-train-core: RUN python -m pip install" in " ".join(" ".join(lines).split())
+
+
+def test_a_step_named_briefly_is_one_line_whatever_its_instruction_holds() -> None:
+    """Fuzzed: an exec-form RUN's JSON strings may hold newlines and escapes, which would split a progress line."""
+    from stackctl.image.buildlog import brief_step
+
+    assert brief_step('[s 1/1] RUN ["/usr/bin/a\\nb", "c\\u001b[31m\\r"]') == "s: RUN a b c"
+    assert brief_step("RUN --mount=type=cache,target=/x A=1 B=2 /bin/sh -c true", "tools") == "tools: RUN sh -c true"
