@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from stackctl.cli.app import Phase, app, console, emit_result, invoked, markdown_table, markdown_text, table
-from stackctl.cli.options import BuilderOpt, IndexOpt, JsonOpt, MarkdownOpt, NoRecordOpt, one_format
+from stackctl.cli.options import BuilderOpt, ClusterOpt, IndexOpt, JsonOpt, MarkdownOpt, NoRecordOpt, one_format
 
 if TYPE_CHECKING:
     from stackctl.bisect import BisectReport
@@ -89,6 +89,7 @@ def bisect(
                                                 "(default: DIR/CANDIDATE.bisect.json, where report reads it).")]
     = None,
     no_record: NoRecordOpt = False,
+    cluster: ClusterOpt = None,
     markdown: MarkdownOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -99,7 +100,9 @@ def bisect(
     resolved, ABI-checked, built and A/B'd against the control as `ab` does; a binary search over the units
     names the culprit and verifies it (the control with it alone, the candidate without it). A stack that
     cannot resolve, pass its ABI check or gate, or whose comparison cannot tell, is skipped. Steps already
-    recorded for the same locks and plan are reused. Exit 1 when no culprit could be named.
+    recorded for the same locks and plan are reused. Exit 1 when no culprit could be named. With --cluster each
+    round builds and compares up to N stacks side by side, N the build nodes' stackctl-engine slots (a k-ary
+    search: about log_(N+1)(k) rounds for k units).
     """
     from stackctl.base import to_jsonable
     from stackctl.usecases import BisectAsk, bisect_moves
@@ -107,7 +110,8 @@ def bisect(
     fmt = one_format(as_json, markdown)
     ask = BisectAsk(control, candidate, trial, plan=plan, metric=metric, repeat=repeat, max_repeat=max_repeat,
                     index=tuple(index or ()), inventory=inventory, work_dir=work_dir, record_dir=record_dir,
-                    record=record, no_record=no_record, builder=builder, command=invoked())
+                    record=record, no_record=no_record, builder=builder, command=invoked(),
+                    cluster=cluster)
     rep: BisectReport = bisect_moves(ask, say=_progress)
     result = to_jsonable(rep) | {"failing": rep.failing}
     emit_result(result, fmt, lambda: _human(result), markdown=lambda: render_markdown(result), failure=rep.failure())
