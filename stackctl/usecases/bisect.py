@@ -81,12 +81,13 @@ def build_between(order: BuildOrder, say: Say) -> str:
 @dataclass(frozen=True)
 class Shipped:
     """A stack as it travels to a node to be built there: its profile and each it extends (file name, text), its
-    lock's text, and the revision its labels name (a node has no work tree to read it from)."""
+    lock's text, and the revision and ref its labels name (a node has no work tree to read them from)."""
 
     profiles: tuple[tuple[str, str], ...]
     lock_name: str
     lock_text: str
     revision: str
+    ref: str
 
     def build_here(self, order: BuildOrder, say: Say) -> str:
         """Built on this node's engine, its wheels fetched into the node's cache: the image."""
@@ -101,7 +102,7 @@ class Shipped:
             (work / self.lock_name).write_text(self.lock_text, encoding="utf-8")
             return build_between(replace(order, profiles=(str(work / self.profiles[0][0]),),
                                          lock=work / self.lock_name, record_dir=work, revision=self.revision,
-                                         wheelhouse=base / "wheels", fetch=True), say)
+                                         ref=self.ref, wheelhouse=base / "wheels", fetch=True), say)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -117,9 +118,10 @@ class StepDone:
     records: tuple[tuple[str, str], ...]  # the A/B records the step wrote (file name, JSON text)
 
 
-def step_on_node(job: StepJob, control: Shipped) -> StepDone:
+def step_on_node(job: StepJob, control: Shipped, plan_files: tuple[tuple[str, bytes], ...]) -> StepDone:
     """On a node: the control's image made sure of in this node's engine, then the step's stack built and A/B'd
-    against it as `run_step` does in-process; the step's A/B records come back with it."""
+    against it as `run_step` does in-process (the plan's files laid out here); the step's A/B records come back
+    with it."""
     from stackctl.bisect.run import run_step
     from stackctl.engine.docker import DockerEngine
     from stackctl.image.order import BuildOrder
@@ -129,12 +131,16 @@ def step_on_node(job: StepJob, control: Shipped) -> StepDone:
         control_on_node(control, BuildOrder(overrides=dict(job.overrides), allow_dirty=True, builder=job.builder))
     work = Path(tempfile.mkdtemp(prefix=f"step{job.n}-", dir=node_dir()))
     try:
-        ship = Shipped(job.profiles, Path(job.lock).name, job.lock_text, control.revision)
+        ship = Shipped(job.profiles, Path(job.lock).name, job.lock_text, control.revision, control.ref)
 
         def build(order: BuildOrder, say: Say) -> str:  # the step's stack, from the files the job carries
             return ship.build_here(replace(order, overrides=dict(job.overrides)), say)
 
-        step = run_step(job.placed(work), build, lambda _line: None)
+        for rel, data in plan_files:
+            (work / "plan" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / "plan" / rel).write_bytes(data)
+        placed = replace(job.placed(work), plan=replace(job.plan, root=str(work / "plan")))
+        step = run_step(placed, build, lambda _line: None)
         records = tuple((p.name, p.read_text(encoding="utf-8")) for p in sorted((work / "ab").glob("*.json")))
         return StepDone(step, records)
     finally:
@@ -142,7 +148,7 @@ def step_on_node(job: StepJob, control: Shipped) -> StepDone:
 
 
 def _shipped(order: BuildOrder) -> Shipped:
-    """The stack an order names, as it travels: its profile chain, its lock, this work tree's revision."""
+    """The stack an order names, as it travels: its profile chain, its lock, this work tree's revision and ref."""
     from stackctl.base.git import read_git
     from stackctl.bisect.run import profile_chain
     from stackctl.errors import StackctlError
@@ -150,11 +156,11 @@ def _shipped(order: BuildOrder) -> Shipped:
     assert order.lock is not None
     try:
         git = read_git(Path.cwd(), ())
-        revision = git.revision + ("-dirty" if git.dirty else "")
-    except StackctlError:
-        revision = "unknown"
+        revision, ref = git.revision + ("-dirty" if git.dirty else ""), git.ref
+    except StackctlError:  # not a work tree: the stacks between are the bisect's own, named so
+        revision = ref = "bisect"
     return Shipped(profile_chain(order.profiles[0]), order.lock.name, order.lock.read_text(encoding="utf-8"),
-                   revision)
+                   revision, ref)
 
 
 def _on_cluster(address: ClusterAddress, opts: BisectOptions, say: Say,
@@ -203,11 +209,14 @@ def _one(cluster: RayCluster, key: str, fn: Callable[..., object], args: tuple[o
 def _steps(cluster: RayCluster, jobs: Sequence[StepJob], control: Shipped, devices: int,
            on_event: Callable[[str, str, str], None]) -> Iterator[tuple[int, Step]]:
     """A round's jobs as tasks side by side; each step's A/B records written here, where the step names them."""
+    from stackctl.ab.legs import plan_files
     from stackctl.base.files import write_atomic
     from stackctl.cluster import ENGINE_RESOURCE, Task
 
-    tasks = [Task(f"step {job.n}", step_on_node, (job, control), gpus=devices, resources={ENGINE_RESOURCE: 1},
-                  retries=1) for job in jobs]
+    plan = jobs[0].plan
+    files = tuple(plan_files(Path(plan.root), plan.files).items())
+    tasks = [Task(f"step {job.n}", step_on_node, (job, control, files), gpus=devices,
+                  resources={ENGINE_RESOURCE: 1}, retries=1) for job in jobs]
     for i, (job, done) in enumerate(zip(jobs, cluster.run(tasks, on_event), strict=True)):
         if done.error is not None:
             raise done.error

@@ -32,6 +32,7 @@ from tests.support.cli import Cli
 from tests.support.engine import Cleanup, unique_tag
 from tests.support.gitrepo import git
 from tests.support.index_server import IndexServer
+from tests.support.raycluster import LocalCluster, run
 from tests.support.wheels import build_wheel
 
 pytestmark = pytest.mark.integration
@@ -333,3 +334,23 @@ def test_three_slots_name_the_same_culprit_in_fewer_rounds_with_the_same_steps(
     assert rep.rounds == 3 and rep.slots == 3 and rep.steps[1].verdict == "cannot resolve"
     assert "round 1: steps 1-3 side by side" in said and "round 3: step 5" in said
     assert all(s.record and Path(repo, s.record).is_file() for s in rep.steps if s.compared)
+
+
+def test_on_a_cluster_three_build_nodes_name_the_same_culprit_in_three_rounds(
+        repo: Path, build_cluster: LocalCluster) -> None:
+    """`bisect --cluster` on a build node per engine: three slots, the rounds' stacks built and compared side by
+    side on the nodes (each node building the control where its engine lacks it), the same steps and culprit as
+    three slots here, and every step's A/B record written back into the work directory."""
+    r = run(build_cluster, "bisect", "stacks/control.toml", "stacks/candidate.toml", "--trial", "unit",
+            "--work-dir", "build/cluster", "--no-record", "--json", cwd=repo)
+    assert r.code == 0, r.err[-4000:] + json.dumps([s["why"] for s in json.loads(r.out)["steps"]])
+    result = json.loads(r.out)
+    assert _named(result) == [("culprit", ["eps"])]
+    assert result["slots"] == 3 and result["rounds"] == 3
+    assert [(s["round"], s["role"], s["outcome"]) for s in result["steps"]] == [
+        (1, "candidate", "bad"), (1, "search", "skip"), (1, "search", "good"), (2, "search", "good"),
+        (3, "alone", "bad")]
+    assert "round 1: steps 1-3 side by side" in r.err
+    nodes = {ln.split("[", 1)[1].split("]")[0] for ln in r.err.splitlines() if "] step " in ln and ": started" in ln}
+    assert len(nodes) >= 2, r.err[-3000:]  # a round's steps went to more than one node
+    assert all(Path(repo, s["record"]).is_file() for s in result["steps"] if s["compared"])

@@ -21,17 +21,10 @@ import pytest
 import requests
 
 from tests.support.engine import unique_tag
-from tests.support.engines import _engines, engine_up
 from tests.support.imagestack import make_stack_repo
-from tests.support.raycluster import LocalCluster, run, start_cluster
+from tests.support.raycluster import LocalCluster, run
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def build_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    engines = {name: engine_up(case).host for name, case in _engines().items()}
-    yield from start_cluster(tmp_path_factory.mktemp("ray"), engines)
 
 
 @pytest.fixture

@@ -112,6 +112,15 @@ def run(cluster: LocalCluster | None, *args: str, cwd: Path, env: Mapping[str, s
     return Ran(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
 
 
+@pytest.fixture(scope="session")
+def build_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A build node per engine `.ci/services.sh` starts (20.10, Docker 26 on overlay2 and on containerd)."""
+    from tests.support.engines import _engines, engine_up
+
+    engines = {name: engine_up(case).host for name, case in _engines().items()}
+    yield from start_cluster(tmp_path_factory.mktemp("ray"), engines)
+
+
 @pytest.fixture
 def fake_gpus(tmp_path: Path) -> dict[str, str]:
     """The environment of a host whose nvidia-smi names four cards."""
