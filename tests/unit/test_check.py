@@ -277,7 +277,8 @@ def test_a_lock_with_one_file_edited_by_hand_fails_check_and_lock_check(cli: Cli
         assert (r.code, [ln for ln in r.err.splitlines() if ln.startswith("error:")]) == (1, [f"error: {failed}"])
     # every command that installs or exports from it refuses it as its input, before asking any index
     for args in (("export", str(profile), "--out", str(tmp_path / "req"), "--lock", str(lock)),
-                 ("fetch", str(profile), "--target", "cp310-linux_x86_64", "--dest", str(tmp_path / "wh"))):
+                 ("fetch", str(profile), "--target", "cp310-linux_x86_64", "--dest", str(tmp_path / "wh")),
+                 ("build", str(profile), "--allow-dirty")):
         r = cli(*args)
         assert (r.code, r.err.splitlines()[0]) == (2, f"error: {failed}"), r.err
     # diff shows what the edit changed
