@@ -366,9 +366,9 @@ def _unsealed(stated: Any, lock: Lock) -> str | None:
                 "hand cannot be told from resolve's work")
     actual = lock.digest()
     if stated != actual:
-        shown = str(stated)[:19] if isinstance(stated, str) else type(stated).__name__
+        shown = f"says {stated[:19]}…" if isinstance(stated, str) else f"is {str(stated)[:19]}, not a digest"
         return (f"edited by hand since `stackctl resolve` wrote it (its content's digest is {actual[:19]}…, its "
-                f"{DIGEST_KEY} says {shown}…)")
+                f"{DIGEST_KEY} {shown})")
     return None
 
 
