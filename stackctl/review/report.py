@@ -140,14 +140,19 @@ def _image_said(ev: Recorded, digest: str | None) -> str:
 def _repository(ev: Recorded) -> str:
     """Where this stack's images go: the repository its last build or publication used (a build with
     --repository names a registry the profile does not), else the profile's."""
-    from stackctl.base.imageref import parse_image_ref
-
     pubs = [p.tag for p in ev.publications if p.stack == ev.new.name]
     for image in (str((ev.build or {}).get("image") or ""), pubs[-1] if pubs else ""):
         if image:
-            ref = parse_image_ref(image)
-            return f"{ref.host}/{ref.repository}" if ref.host else ref.repository
+            return _repository_of(image)
     return ev.new.image.repository if ev.new.image is not None else ev.new.name
+
+
+def _repository_of(image: str) -> str:
+    """`[HOST/]NAME` of an image reference `[HOST/]NAME:TAG`."""
+    from stackctl.base.imageref import parse_image_ref
+
+    ref = parse_image_ref(image)
+    return f"{ref.host}/{ref.repository}" if ref.host else ref.repository
 
 
 def _profile_diff(ev: Recorded) -> Section:
@@ -332,16 +337,13 @@ def _publish_cmd(ev: Recorded) -> str:
     """How to publish again: the last publication's own command line; without one, the plain command with the
     repository the build record's image was built for, when that is not the profile's (a build with
     --repository is published with it, or publish names no registry host)."""
-    from stackctl.base.imageref import parse_image_ref
-
     said = next((p.command for p in reversed(ev.publications) if p.stack == ev.new.name and p.command), "")
     if said:
         return said
     cmd = f"stackctl publish {ev.new_arg}"
     image = str((ev.build or {}).get("image") or "")
     if image and ev.new.image is not None:
-        ref = parse_image_ref(image)
-        repo = f"{ref.host}/{ref.repository}" if ref.host else ref.repository
+        repo = _repository_of(image)
         if repo != ev.new.image.repository:
             cmd += f" --repository {repo}"
     return cmd
