@@ -64,6 +64,16 @@ class Unreachable(ServiceError):
                    subject=first.subject, cause=first.cause, after=first.after, hint=first.hint)
 
 
+class NotInRegistry(CheckFailed):
+    """The registry answered, and the image is not there: what is checked or shown is missing, no service
+    failed (exit 1). `verify` and `inspect` say it in these words."""
+
+    def __init__(self, repository: str, reference: str) -> None:
+        sep = "@" if reference.startswith("sha256:") else ":"
+        super().__init__(f"{repository}{sep}{reference}: not in the registry")
+        self.repository, self.reference = repository, reference
+
+
 class ContentMismatch(ServiceError):
     """A registry sent bytes that do not hash to the digest naming them. `verify` reports it as what differs
     (exit 1): the content there is not what was published."""

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -146,11 +147,18 @@ def emit(value: Any, as_json: bool, human: Callable[[], object]) -> None:
 
 
 def emit_result(value: Any, fmt: Format, human: Callable[[], object], *, markdown: Callable[[], str] | None = None,
-                html: Callable[[], str] | None = None, failure: StackctlError | None = None) -> None:
+                html: Callable[[], str] | None = None, failure: StackctlError | None = None,
+                out: Path | None = None) -> None:
     """Print `value` in the one format the run asked for (`one_format`): JSON, the document `markdown` or
-    `html` writes, else `human` for a person; then raise `failure`, the result's own: a check that failed
-    exits 1 after its result is shown."""
-    if fmt is Format.MARKDOWN and markdown is not None:
+    `html` writes, else `human` for a person; with `out`, that document goes into the file (atomically) and a
+    line says so. Then raise `failure`, the result's own: a check that failed exits 1 after its result is shown."""
+    document = markdown if fmt is Format.MARKDOWN else html if fmt is Format.HTML else None
+    if out is not None and document is not None:
+        from stackctl.base import write_atomic
+
+        write_atomic(out, document())
+        console.print(f"wrote {out}", markup=False)
+    elif fmt is Format.MARKDOWN and markdown is not None:
         print(markdown(), end="")
     elif fmt is Format.HTML and html is not None:
         print(html(), end="")

@@ -43,14 +43,22 @@ NoRecordOpt = Annotated[bool, typer.Option(
     "--no-record", help="Record nothing for `stackctl report` (by default the result is recorded under build/).")]
 
 
-def one_format(as_json: bool, markdown: bool, html: bool = False) -> Format:
-    """--json, --markdown and --html all claim stdout: a run prints one document, never a guess between them."""
+def one_format(as_json: bool, markdown: bool, html: bool = False, *, out: Path | None = None) -> Format:
+    """--json, --markdown and --html all claim stdout: a run prints one document, never a guess between them.
+    `out` (--out FILE) takes the document instead of stdout: the --html page, else the Markdown body."""
     from stackctl.errors import InputError
 
     if as_json and markdown:
         raise InputError("--json and --markdown exclude each other: pick one")
     if html and (as_json or markdown):
         raise InputError("--html excludes --json and --markdown: pick one")
+    if out is not None:
+        from stackctl.base import check_output
+
+        if as_json:
+            raise InputError("--out writes the --html page or the Markdown body; --json prints to stdout")
+        check_output(out, "--out")  # before any record is read
+        return Format.HTML if html else Format.MARKDOWN
     return Format.JSON if as_json else Format.MARKDOWN if markdown else Format.HTML if html else Format.HUMAN
 
 

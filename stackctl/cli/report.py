@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -71,11 +72,30 @@ def _markdown_section(s: Section) -> list[str]:
     return out
 
 
+# A table is as wide as the page and no wider: a cell breaks a long word (a digest, an image reference, a
+# command) where it must instead of pushing the last columns out of sight; a table that still cannot fit
+# scrolls inside its own box rather than cutting the page.
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}th,td{border:1px solid #ccc;padding:3px 6px;
-text-align:left;vertical-align:top}th{background:#f3f3f3}pre{background:#f6f6f6;padding:.5em;overflow:auto}
+.table{max-width:100%;overflow-x:auto;margin:.5em 0 1em}
+table{border-collapse:collapse;font-size:12px;max-width:100%}th,td{border:1px solid #ccc;padding:3px 6px;
+text-align:left;vertical-align:top;overflow-wrap:anywhere}th{background:#f3f3f3}
+code{font-size:90%;background:#f3f3f3;padding:0 2px;border-radius:2px;overflow-wrap:anywhere}
+pre{background:#f6f6f6;padding:.5em;overflow:auto}
 .status{font-size:12px;padding:1px 6px;border-radius:3px;background:#eee}.ok{background:#d8f0d8}
 .failed{background:#f6d5d5}.stale{background:#f8ecc8}figure{margin:1em 0}svg{max-width:100%;height:auto}"""
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
+def _inline(text: str) -> str:
+    """Text as HTML, its Markdown code spans (`stackctl build X`, as the Markdown body shows them) as code."""
+    out, at = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        code = m.group(2)
+        if len(code) > 1 and code[0] == code[-1] == " ":  # "`` `x` ``": Markdown's padding around a backtick
+            code = code[1:-1]
+        out += [html.escape(text[at:m.start()]), f"<code>{html.escape(code)}</code>"]
+        at = m.end()
+    return "".join(out) + html.escape(text[at:])
 
 
 def _svg(path: str) -> str:
@@ -94,7 +114,7 @@ def render_html(rep: Report) -> str:
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>{e(rep.stack)}: stackctl report</title><style>{_CSS}</style></head><body>",
            f"<h1>{e(rep.stack)}" + (f" (since {e(rep.since)})" if rep.since else "") + "</h1>",
-           f"<p>{e(rep.summary)}</p>"]
+           f"<p>{_inline(rep.summary)}</p>"]
     for s in rep.sections:
         klass = s.status.replace(" ", "-")
         out.append(f'<section id="{e(s.key)}"><h2>{e(s.title)} <span class="status {klass}">{e(s.status)}</span>'
@@ -102,17 +122,17 @@ def render_html(rep: Report) -> str:
         when = f" at {e(s.time)}" if s.time else ""
         out.append(f"<p><em>from <code>{e(s.source)}</code>{when}</em></p>")
         if s.text:
-            out.append(f"<p>{e(s.text)}</p>")
+            out.append(f"<p>{_inline(s.text)}</p>")
         for t in s.tables:
             if not t.rows:
                 continue
             if t.title:
                 out.append(f"<h3>{e(t.title)}</h3>")
-            out.append("<table>")
+            out.append('<div class="table"><table>')
             if any(t.columns):
                 out.append("<tr>" + "".join(f"<th>{e(c)}</th>" for c in t.columns) + "</tr>")
-            out += ["<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in t.rows]
-            out.append("</table>")
+            out += ["<tr>" + "".join(f"<td>{_inline(str(c))}</td>" for c in row) + "</tr>" for row in t.rows]
+            out.append("</table></div>")
         for p in s.pictures:
             out.append(f'<figure>{_svg(p)}<figcaption>{e(p)}</figcaption></figure>')
         if s.lines:
@@ -158,6 +178,9 @@ def report(
     as_html: Annotated[bool, typer.Option("--html", help="Print one self-contained HTML page: the tables and "
                                           "the benchmarks' pictures, for a reviewer's browser.")] = False,
     as_json: JsonOpt = False,
+    out: Annotated[Path | None, typer.Option("--out", metavar="FILE",
+                                             help="Write the report to FILE instead of printing it: the --html "
+                                             "page, else the Markdown body.")] = None,
 ) -> None:
     """Write the pull request body from the recorded evidence.
 
@@ -167,7 +190,7 @@ def report(
     """
     from stackctl.usecases import report_profile
 
-    fmt = one_format(as_json, markdown, as_html)
+    fmt = one_format(as_json, markdown, as_html, out=out)
     rep = report_profile(profile, lock, since=since, since_lock=since_lock, record_dir=record_dir)
     emit_result(rep, fmt, lambda: _print_human(rep), markdown=lambda: render_markdown(rep),
-                html=lambda: render_html(rep))
+                html=lambda: render_html(rep), out=out)

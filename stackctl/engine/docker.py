@@ -383,18 +383,7 @@ def interface_ipv4(name: str) -> str | None:
 def check_local_ref(ref: str) -> None:
     """An engine reference must be NAME[:TAG][@DIGEST] (or an image id): the engine's 400 for a malformed one
     is the user's input, not a failing service."""
-    from stackctl.base.imageref import parse_image_ref
-    from stackctl.profile.tag import REPOSITORY_RE, TAG_RE
+    from stackctl.profile.tag import check_image_ref
 
-    parsed = parse_image_ref(ref)
-    repository = f"{parsed.host}/{parsed.repository}" if parsed.host else parsed.repository
-    tag, digest = parsed.tag, parsed.digest or ""
-    first = repository.partition("/")[0]
-    # Only a host (a dot, a port or localhost) may hold capitals; Docker reads `Upper/x` as a path.
-    host = parsed.host is not None
-    if (REPOSITORY_RE.fullmatch(repository) and (host or first == first.lower())
-            and (tag is None or TAG_RE.fullmatch(tag))
-            and (not digest or re.fullmatch(r"[a-z0-9]+:[0-9a-f]{32,}", digest))):
-        return
-    raise InputError(f"{ref!r} is not an image reference (NAME[:TAG][@DIGEST], names in lowercase)")
+    check_image_ref(ref)
 

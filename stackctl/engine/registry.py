@@ -10,7 +10,7 @@ from typing import Any
 
 from stackctl.base.imageref import is_loopback_host
 from stackctl.base.neterrors import cause_in_words
-from stackctl.errors import ContentMismatch, InputError, ServiceError
+from stackctl.errors import ContentMismatch, InputError, NotInRegistry, ServiceError
 
 MANIFEST_TYPES = ", ".join([
     "application/vnd.docker.distribution.manifest.v2+json",
@@ -327,7 +327,9 @@ def read_remote(ref_text: str, registry: Registry | None = None) -> RemoteImage:
         raise InputError(f"{ref_text}: names no registry host; inspect reads host[:port]/name[:tag|@digest]")
     client = (registry or Registry())._client(f"{ref.registry}/{ref.name}")
     what = str(ref)
-    r = client.get(f"/v2/{ref.name}/manifests/{ref.reference}", MANIFEST_TYPES)
+    r = client.request("GET", f"/v2/{ref.name}/manifests/{ref.reference}", accept=MANIFEST_TYPES, missing_ok=True)
+    if r is None:  # said as verify says it: the registry answered, the image is not there
+        raise NotInRegistry(f"{ref.registry}/{ref.name}", ref.reference)
     digest = r.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(r.content).hexdigest()
     _checked(r, digest, what)
     if ref.reference.startswith("sha256:") and digest != ref.reference:

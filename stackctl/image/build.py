@@ -20,7 +20,7 @@ from stackctl.errors import CheckFailed, InputError
 from stackctl.image.app import finish_app, stack_image_ref
 from stackctl.image.artefact import Artefact
 from stackctl.image.buildlog import BuildFailed, BuildResult, ImageFacts, gate_result
-from stackctl.image.context import wheel_mismatch, write_context
+from stackctl.image.context import WHEEL_MISMATCH_HINT, wheel_mismatch, write_context
 from stackctl.image.fingerprint import Fingerprint, file_inputs
 from stackctl.image.gatespec import left_for_app
 from stackctl.image.labels import LABEL_EPOCH
@@ -213,7 +213,7 @@ def _lying_wheel(staged: Staged) -> CheckFailed | None:
         except OSError:
             continue  # gone since the context was written: the build's own failure says what happened
         if digest != locked:
-            return CheckFailed(wheel_mismatch(wheel, digest, locked), hint="fetch the wheel again (`stackctl fetch`)")
+            return CheckFailed(wheel_mismatch(wheel, digest, locked), hint=WHEEL_MISMATCH_HINT)
     return None
 
 
@@ -243,7 +243,7 @@ def build_image(req: BuildRequest, engine: Engine, *, on_wheel: Callable[[str], 
                                   buildargs=staged.buildargs, layout=staged.layout)
         except BuildFailed as exc:
             if server is not None and server.refused:
-                raise CheckFailed(server.refused[0], hint="fetch the wheel again (`stackctl fetch`)") from exc
+                raise CheckFailed(server.refused[0], hint=WHEEL_MISMATCH_HINT) from exc
             lie = _lying_wheel(staged)
             if lie is not None:
                 raise lie from exc

@@ -129,7 +129,7 @@ def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
                 raise InputError(f"{src}: wheel missing from the wheelhouse; fetch it from the lock first")
             digest = f.sha256 if f.sha256 and f.path in served else sha256_file(src)
             if f.sha256 and digest != f.sha256:
-                raise CheckFailed(wheel_mismatch(src, digest, f.sha256))
+                raise CheckFailed(wheel_mismatch(src, digest, f.sha256), hint=WHEEL_MISMATCH_HINT)
             _link_or_copy(src, out)
             digests[f.path] = digest
             if on_wheel:
@@ -162,6 +162,12 @@ def _fill(rendered: Rendered, wheelhouse: Path, dest: Path,
 
 def wheel_mismatch(path: Path, digest: str, locked: str) -> str:
     return f"{path}: sha256 {digest} does not match the lock's {locked}"
+
+
+# A wheelhouse's copy that is not the lock's: fetched again it is the lock's file, or the fetch says that the
+# index serves other bytes than the lock names (the lock is then resolved again, which no fetch can do)
+WHEEL_MISMATCH_HINT = ("fetch the wheel again (`stackctl fetch`): it replaces the wheelhouse's copy, or says that "
+                       "the index no longer serves the lock's bytes and the lock must be resolved again")
 
 
 def _link_or_copy(src: Path, out: Path) -> None:

@@ -42,6 +42,16 @@ _DNS_FAILURES = ("name or service not known", "nodename nor servname", "temporar
 USER_AGENT = "stackctl (+index client)"
 
 
+class HashMismatch(ServiceError):
+    """A download whose bytes do not hash to the sha256 it was asked for. Said as the index's fault (exit 3),
+    which it is when the sha256 is the index's own word; a caller that took the sha256 from a lock says
+    whose word it was (`expected`, and the `got` the index served)."""
+
+    def __init__(self, message: str, *, where: str, got: str, expected: str) -> None:
+        super().__init__(message)
+        self.where, self.got, self.expected = where, got, expected
+
+
 class Downloadable(Protocol):
     """What a download needs of a file: an `IndexedFile` from a page, or a `LockedFile` from a lock."""
 
@@ -417,8 +427,9 @@ class IndexClient:
                     if progress:
                         progress(len(chunk))
             if f.sha256 and h.hexdigest() != f.sha256:
-                raise ServiceError(f"index {ep.name}, {what}: downloaded sha256 {h.hexdigest()} does not match "
-                                   f"the index's {f.sha256}")
+                raise HashMismatch(f"index {ep.name}, {what}: downloaded sha256 {h.hexdigest()} does not match "
+                                   f"the index's {f.sha256}", where=f"index {ep.name}, {what}",
+                                   got=h.hexdigest(), expected=f.sha256)
             os.replace(tmp, dest)
             if f.sha256:
                 self.verified.add(f.url)

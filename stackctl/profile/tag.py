@@ -22,6 +22,24 @@ _DOMAIN = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
 REPOSITORY_RE = re.compile(rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_DIGEST_RE = re.compile(r"[a-z0-9]+:[0-9a-f]{32,}")
+
+
+def check_image_ref(ref: str) -> None:
+    """`ref` is `[HOST[:PORT]/]NAME[:TAG][@DIGEST]` (or an engine's image id) as Docker reads it; InputError
+    (exit 2) otherwise, in the one wording every command that takes an image reference uses."""
+    from stackctl.base.imageref import parse_image_ref
+    from stackctl.errors import InputError
+
+    parsed = parse_image_ref(ref)
+    repository = f"{parsed.host}/{parsed.repository}" if parsed.host else parsed.repository
+    tag, digest = parsed.tag, parsed.digest or ""
+    first = repository.partition("/")[0]
+    # Only a host (a dot, a port or localhost) may hold capitals; Docker reads `Upper/x` as a path.
+    if (REPOSITORY_RE.fullmatch(repository) and (parsed.host is not None or first == first.lower())
+            and (tag is None or TAG_RE.fullmatch(tag)) and (not digest or _DIGEST_RE.fullmatch(digest))):
+        return
+    raise InputError(f"{ref!r} is not an image reference ([HOST[:PORT]/]NAME[:TAG][@DIGEST], names in lowercase)")
 
 
 class TagTemplateError(ValueError):

@@ -16,7 +16,7 @@ from stackctl.profile.locate import StackRef
 from stackctl.profile.model import Stack
 from stackctl.resolve.export import drift, read_existing, render_requirements
 from stackctl.resolve.gatelock import require_installable
-from stackctl.resolve.lock import Lock, missing_lock, read_lock
+from stackctl.resolve.lock import EditedLock, Lock, missing_lock, read_lock
 from stackctl.resolve.reqcheck import pin_findings
 
 
@@ -102,8 +102,13 @@ def check_stack(ref: StackRef, lock_path: Path, requirements: Path | None, *, ha
     passes: list[str] = []
     locked: Lock | None = None
     warnings: list[str] = []
+    edited = False
     try:
-        locked = read_lock(lock_path)
+        locked = read_lock(lock_path, profile_arg)
+    except EditedLock as exc:
+        # said, and then what the edit changed against the profile, pin by pin, as a reviewer needs it
+        failures.append(Failure(str(exc), str(lock_path)))
+        locked, edited = read_lock(lock_path, profile_arg, sealed=False), True
     except StackctlError as exc:
         why = missing_lock(lock_path, profile_arg) if not lock_path.exists() else str(exc)
         failures.append(Failure(why, str(lock_path)))
@@ -119,6 +124,8 @@ def check_stack(ref: StackRef, lock_path: Path, requirements: Path | None, *, ha
             if hand_edits:
                 failures += [Failure(f"{lock_path}: {d}; the lock was edited by hand, run "
                                      f"`stackctl resolve {profile_arg}`", str(lock_path)) for d in hand_edits]
+                locked = None
+            elif edited:
                 locked = None
             else:
                 passes.append(f"{lock_path} matches {stack.name}")

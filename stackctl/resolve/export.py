@@ -155,12 +155,18 @@ FORMATS = ("requirements", "pylock")
 
 
 def lock_index_urls(stack: Stack, lock: Lock) -> dict[str, str]:
-    """Index name → the URL the lock's files of that index came from: an override the lock records, else the
-    index as this run finds it (the profile, the environment, the user's pip configuration, the lock's own
-    origin for a pip index nothing names)."""
-    from stackctl.index.config import endpoints
+    """Index name → the index the lock's packages of that index were resolved from, as `resolve` and `show`
+    name it: an override the lock records, else the index as the profile, the environment or pip (its
+    configuration, else its default) names it. Never the host the files are on, which is no index: a pip
+    index that no pip here can name is left out."""
+    from stackctl.index.config import endpoint
 
-    urls = {name: ep.url for name, ep in endpoints(stack, locked=lock.index_origins()).items()}
+    urls: dict[str, str] = {}
+    for index in stack.indexes:
+        try:
+            urls[index.name] = endpoint(index).url
+        except InputError:  # from_pip, and neither pip's configuration nor a pip here names an index
+            continue
     urls.update({o.index: o.url for o in lock.overrides})
     return urls
 

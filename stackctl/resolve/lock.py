@@ -23,6 +23,7 @@ from stackctl.profile.model import Stack
 from stackctl.profile.versions import parse_version
 
 LOCK_FORMAT = 1
+DIGEST_KEY = "lock_digest"  # the lock file's own digest of its content: `Lock.digest()`
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ class Lock:
         return tuple(pinned + extra)
 
     def digest(self) -> str:
-        """What the lock pins, as evidence (ABI, build, publication records, image labels) names it. Whether
+        """What the lock pins, as evidence (ABI, build, publication records, image labels) names it, and as the
+        lock file states it (`lock_digest`): every pin, file URL, sha256, size and closure entry. Whether
         stackctl hashed a file itself (`sha256_verified`) is left out: `resolve --verify` checks the pinned
         bytes and changes none of them, so it must not make the evidence of this lock stale."""
         def unflagged(f: LockedFile) -> LockedFile:
@@ -124,7 +126,7 @@ class Lock:
 
         pinned = replace(self, pins=tuple(replace(p, files=tuple(unflagged(f) for f in p.files)) for p in self.pins),
                          closure=tuple(replace(c, file=unflagged(c.file)) if c.file else c for c in self.closure))
-        return "sha256:" + hashlib.sha256(dumps(pinned).encode()).hexdigest()
+        return "sha256:" + hashlib.sha256(_text(to_jsonable(pinned)).encode()).hexdigest()
 
     def index_origins(self) -> dict[str, str]:
         """Index name → the origin (`scheme://host[:port]/`) its pins' files were locked from."""
@@ -178,11 +180,15 @@ class LockStatus:
 
 def lock_status(ref: StackRef, path: Path, *, check: bool = False) -> LockStatus:
     """The lock at `path` against the stack `ref` names; with `check`, a lock made from another profile fails. A
-    missing lock fails as `check` fails it (exit 1): the lock is what is checked, not an input of the check."""
+    missing lock, or one edited by hand, fails as `check` fails it (exit 1): the lock is what is checked, not an
+    input of the check."""
     stack, profile_arg = ref.stack, ref.arg
     if not Path(path).exists():
         raise CheckFailed(missing_lock(path, profile_arg or stack.name))
-    lk = read_lock(path)
+    try:
+        lk = read_lock(path, profile_arg or stack.name)
+    except EditedLock as exc:
+        raise CheckFailed(str(exc)) from None
     current = lk.made_from(stack)
     if check and not current:
         raise CheckFailed(f"{path} was made from another version of {stack.name} "
@@ -196,7 +202,19 @@ def missing_lock(path: str | Path, profile_arg: str) -> str:
 
 
 def dumps(lock: Lock) -> str:
-    return json.dumps(to_jsonable(lock), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """The lock file's text: the lock and, beside it, its own digest (`lock_digest`), which every reader but
+    `diff` recomputes, so a lock edited after `resolve` wrote it is refused instead of trusted."""
+    return _text({**to_jsonable(lock), DIGEST_KEY: lock.digest()})
+
+
+def _text(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+class EditedLock(InputError):
+    """A lock file whose content is not what its `lock_digest` covers (edited after `resolve` wrote it), or one
+    that states no digest (written before locks carried one): nothing in it can be trusted until resolved again.
+    `check` and `lock --check` report it as a failed check; every command that installs from it, as bad input."""
 
 
 # The lock's schema, checked before any value is used: every field's type, and the names that become file
@@ -302,7 +320,9 @@ def _file(d: dict[str, Any]) -> LockedFile:
     return LockedFile(**{**d, "requires_dist": tuple(rd) if rd is not None else None})
 
 
-def loads(text: str, origin: str = "lock") -> Lock:
+def loads(text: str, origin: str = "lock", *, sealed: bool = True) -> Lock:
+    """The lock `text` holds, checked against its schema; with `sealed` (every reader but `diff`, which shows
+    what an edit changed), its `lock_digest` must be its content's: `EditedLock` otherwise."""
     try:
         d = json.loads(text)
     except RecursionError:
@@ -313,9 +333,10 @@ def loads(text: str, origin: str = "lock") -> Lock:
         raise InputError(f"{origin}: not a stackctl lock (a JSON {type(d).__name__}, not an object)")
     if d.get("format") != LOCK_FORMAT:
         raise InputError(f"{origin}: lock format {str(d.get('format'))[:20]!r} is not {LOCK_FORMAT}; re-run resolve")
+    stated = d.pop(DIGEST_KEY, None)
     if (why := _check(d, _LOCK_FIELDS, "lock")) is not None:
         raise InputError(f"{origin}: not a stackctl lock ({why})")
-    return Lock(
+    lock = Lock(
         stack=d["stack"],
         profile_digest=d["profile_digest"],
         pins=tuple(
@@ -333,19 +354,42 @@ def loads(text: str, origin: str = "lock") -> Lock:
         warnings=tuple(d.get("warnings", ())),
         overrides=tuple(IndexOverride(**o) for o in d.get("overrides", ())),
     )
+    if sealed and (why := _unsealed(stated, lock)) is not None:
+        raise EditedLock(f"{origin}: {why}; resolve it again")
+    return lock
 
 
-def read_lock(path: str | Path, profile_arg: str | None = None) -> Lock:
+def _unsealed(stated: Any, lock: Lock) -> str | None:
+    """Why the digest a lock file states does not vouch for its content, or None when it does."""
+    if stated is None:
+        return (f"states no {DIGEST_KEY} (written by a stackctl from before locks carried one), so an edit by "
+                "hand cannot be told from resolve's work")
+    actual = lock.digest()
+    if stated != actual:
+        shown = f"says {stated[:19]}…" if isinstance(stated, str) else f"is {str(stated)[:19]}, not a digest"
+        return (f"edited by hand since `stackctl resolve` wrote it (its content's digest is {actual[:19]}…, its "
+                f"{DIGEST_KEY} {shown})")
+    return None
+
+
+def read_lock(path: str | Path, profile_arg: str | None = None, *, sealed: bool = True) -> Lock:
     """The lock at `path`; a missing one says which resolve makes it: of `profile_arg` when the caller knows the
-    profile, else of the profile beside the lock (where resolve writes it), as every command says it."""
+    profile, else of the profile beside the lock (where resolve writes it), as every command says it; so does
+    one edited by hand (`EditedLock`)."""
     p = Path(path)
+    beside = p.with_suffix(".toml")
+
+    def named() -> str | None:
+        return profile_arg or (str(beside) if p.suffix == ".lock" and beside.is_file() else None)
+
     try:
-        return loads(p.read_text(encoding="utf-8"), str(p))
+        return loads(p.read_text(encoding="utf-8"), str(p), sealed=sealed)
     except FileNotFoundError:
-        beside = p.with_suffix(".toml")
-        named = profile_arg or (str(beside) if p.suffix == ".lock" and beside.is_file() else None)
-        raise InputError(missing_lock(p, named) if named else f"{p}: no such lock; run `stackctl resolve PROFILE` "
+        said = named()
+        raise InputError(missing_lock(p, said) if said else f"{p}: no such lock; run `stackctl resolve PROFILE` "
                          "first") from None
+    except EditedLock as exc:
+        raise EditedLock(f"{exc}: `stackctl resolve {named() or 'PROFILE'}`") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: cannot read the lock ({getattr(exc, 'strerror', None) or exc})") from None
 
@@ -380,10 +424,11 @@ def is_lock_ref(spec: str) -> bool:
 
 
 def read_lock_ref(spec: str) -> Lock:
-    """A lock file, or `PATH.lock@GITREV` read from git."""
+    """A lock file, or `PATH.lock@GITREV` read from git, for `diff`: as it is, an edit by hand included (what it
+    changed is what the diff is for)."""
     from stackctl.profile.sources import split_ref
 
     if spec.endswith(".lock"):
-        return read_lock(spec)
+        return read_lock(spec, sealed=False)
     source, name = split_ref(spec)
-    return loads(source.read(name), source.display(name))
+    return loads(source.read(name), source.display(name), sealed=False)

@@ -35,7 +35,8 @@ def target_marker(target: Target) -> str:
 def render_pylocks(stack: Stack, lock: Lock, index_urls: Mapping[str, str],
                    target: str | None = None) -> dict[str, str]:
     """File name → TOML text, one file per target (only `target`'s when given). `index_urls`: index name → the
-    URL the lock's files of that index came from (the run's endpoints, an override the lock records first)."""
+    index the lock's packages of that index were resolved from (`export.lock_index_urls`), each package's
+    `index`; an index it lacks leaves `index` out."""
     from stackctl.resolve.targets import one_target
 
     lock.require_made_from(stack)
@@ -68,8 +69,8 @@ def _render(stack: Stack, lock: Lock, index_urls: Mapping[str, str], t: Target) 
         if c.file is None:
             raise InputError(f"{stack.name}: the lock's closure has no {t.label} wheel of {c.name} {c.version} "
                              "(a source distribution only); a lock file installs wheels only")
-        packages[key] = Package(name=key, version=Version(c.version), index=_index_of(c.file, index_urls),
-                                wheels=[_wheel(c.file)])
+        packages[key] = Package(name=key, version=Version(c.version),
+                                index=_index_of(c.file, index_urls, lock.index_origins()), wheels=[_wheel(c.file)])
     try:
         doc = Pylock(lock_version=Version("1.0"), environments=[Marker(target_marker(t))],
                      requires_python=SpecifierSet(f"=={t.python}.*"), created_by="stackctl",
@@ -97,11 +98,14 @@ def _wheel(f: LockedFile) -> Any:
     return PackageWheel(name=f.filename, upload_time=uploaded, url=f.url, size=f.size, hashes={"sha256": f.sha256})
 
 
-def _index_of(f: LockedFile, index_urls: Mapping[str, str]) -> str | None:
-    """The index a closure file came from: the one index whose origin serves it, when exactly one does."""
+def _index_of(f: LockedFile, index_urls: Mapping[str, str], file_origins: Mapping[str, str]) -> str | None:
+    """The index a closure file came from, when exactly one fits: an index on the file's origin, or one whose
+    pinned files are on that origin (an index that keeps its files on a host of its own). `file_origins`:
+    index name → the origin of its pins' files in the lock."""
     def origin(url: str) -> tuple[str, str]:
         u = urlsplit(url)
         return u.scheme, u.netloc.rsplit("@", 1)[-1].lower()
 
     found = {url for url in index_urls.values() if origin(url) == origin(f.url)}
+    found |= {index_urls[name] for name, o in file_origins.items() if name in index_urls and origin(o) == origin(f.url)}
     return found.pop() if len(found) == 1 else None

@@ -139,7 +139,13 @@ def held_by(lk: Lock, name: str, newer: str) -> str | None:
                 req = Requirement(text)
             except InvalidRequirement:
                 continue
-            if canonicalize_name(req.name) == key and not req.specifier.contains(version, prereleases=True):
+            if canonicalize_name(req.name) != key:
+                continue
+            try:
+                allowed = req.specifier.contains(version, prereleases=True)
+            except ValueError:  # a bound packaging cannot read as a version (a number of over 4,300 digits)
+                continue
+            if not allowed:
                 return f"{owner}=={owner_version}"
     return None
 

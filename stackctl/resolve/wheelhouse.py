@@ -16,7 +16,7 @@ from stackctl.base.concurrency import parallel
 from stackctl.base.files import inside, sha256_file
 from stackctl.base.progress import Progress
 from stackctl.errors import CheckFailed, InputError, Problems, ServiceError, StackctlError
-from stackctl.index.client import ClientOptions, IndexClient
+from stackctl.index.client import ClientOptions, HashMismatch, IndexClient
 from stackctl.index.config import IndexEndpoint, endpoints, origin
 from stackctl.profile.model import Stack
 from stackctl.resolve.lock import Lock, LockedFile
@@ -40,11 +40,13 @@ def endpoint_for(f: LockedFile, index: str | None, eps: Mapping[str, IndexEndpoi
 
 def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
                      client: IndexClient | None = None, overrides: Mapping[str, str] | None = None,
-                     progress: Progress | None = None) -> list[Path]:
+                     progress: Progress | None = None, profile_arg: str | None = None) -> list[Path]:
     """Download every wheel `lock.wheels_for(target)` lists into `dest`; return their paths in lock order.
 
-    Files already in `dest` with the right sha256 are kept; a mismatch is a `ServiceError` naming the
-    index, the file and both hashes, and no partial file stays behind.
+    Files already in `dest` with the right sha256 are kept; a download whose sha256 is not the lock's is an
+    `InputError` naming the index, the file and both hashes (the lock no longer names what the index serves:
+    resolving again fixes it, asking the index again does not), and no partial file stays behind.
+    `profile_arg`: the profile as the user named it, for the command that says so.
     """
     labels = [t.label for t in stack.targets]
     if target not in labels:
@@ -77,7 +79,13 @@ def fetch_wheelhouse(lock: Lock, stack: Stack, target: str, dest: Path, *,
         if path.is_file() and sha256_file(path) == f.sha256:
             advance(f.size or 0)
             return path
-        client.download(endpoint_for(f, pin_index.get(f.url), eps, stack), f, path, advance)
+        try:
+            client.download(endpoint_for(f, pin_index.get(f.url), eps, stack), f, path, advance)
+        except HashMismatch as exc:
+            raise InputError(f"{exc.where}: the lock's sha256 {exc.expected} differs from what the index serves "
+                             f"(sha256 {exc.got}); the lock no longer names this file's bytes and must be resolved "
+                             f"again: `stackctl resolve {profile_arg or stack.name} --verify` (which also checks the "
+                             "bytes against the index's sha256), then review what changed") from None
         return path
 
     done = parallel(4, one, wheels, progress, "wheels")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stackctl.errors import InputError
+from stackctl.errors import InputError, NotInRegistry
 from stackctl.image.labels import LABEL_INSTALLED, installed_from_labels, recorded_installed
 from stackctl.verify.verification import Attached
 
@@ -27,11 +27,14 @@ class ImageView:
 
 
 def inspect_image(ref: str) -> ImageView:
-    """From the registry when REF names a registry host, else from the engine."""
+    """From the registry when REF names a registry host, else from the engine. A malformed REF (exit 2) and an
+    image the registry does not hold (exit 1) are said as `verify` says them."""
     from stackctl.engine.docker import DockerEngine, check_local_ref
     from stackctl.engine.registry import Registry, parse_ref, read_remote
+    from stackctl.profile.tag import check_image_ref
     from stackctl.verify.verification import attached
 
+    check_image_ref(ref)
     if (parsed := parse_ref(ref)) is not None:
         api = Registry()  # one login for the image and what is beside it
         remote = read_remote(ref, api)
@@ -56,7 +59,7 @@ def image_pins(ref: str) -> dict[str, str]:
     if parse_ref(ref) is not None:
         try:
             remote = read_remote(ref)
-        except InputError:  # not pushed (yet): the engine may hold it
+        except (InputError, NotInRegistry):  # not pushed (yet): the engine may hold it
             remote = None
         if remote is not None:
             return recorded_installed(ref, dict(remote.labels))

@@ -113,19 +113,46 @@ def _summary(ev: Recorded, sections: Sequence[Section], digest: str | None) -> s
                  for c in diff_stacks(ev.old, ev.new).moved if c.before != c.after]
     head = (f"{ev.new.name}: {count(len(moved), 'pin')} move from {ev.old.name}"
             + (f" ({'; '.join(moved)})" if moved else "") if ev.old else f"{ev.new.name}")
-    pub = _latest_publication(ev, digest)
-    if pub is not None and _other_image(ev, digest) is not None and pub.time < str((ev.build or {}).get("time") or ""):
-        pub = None  # published before the build on record, and not its image: not this build's publication
-    tag = rendered_tag(ev.new) if ev.new.image else None
-    image = "no image"
-    if pub is not None:
-        image = f"image {pub.tag} @ {pub.digest}"
-    elif ev.new.image is not None and tag:
-        image = f"image {ev.new.image.repository}:{tag} (not published for this lock)"
     bad = [s.title for s in sections if s.status in (FAILED, NOT_RUN, STALE)]
-    said = f"{head}; {image}" + (f". Not proved here: {'; '.join(bad)}." if bad else ". Every section is proved.")
+    said = (f"{head}; {_image_said(ev, digest)}"
+            + (f". Not proved here: {'; '.join(bad)}." if bad else ". Every section is proved."))
     warned = ev.lock.override_warning() if ev.lock is not None and digest is not None else None
     return said + (f" Warning: {warned}." if warned else "")
+
+
+def _image_said(ev: Recorded, digest: str | None) -> str:
+    """The image of this lock, as the publication and build sections find it: the image published (the
+    repository it went to), the one built and not published, or where a build would put it."""
+    pub = _latest_publication(ev, digest)
+    b = ev.build if ev.build is not None and digest is not None and ev.build.get("lock_digest") == digest else None
+    if pub is not None:
+        if b is not None and _other_image(ev, digest) is not None and pub.time < str(b.get("time") or ""):
+            return (f"image {pub.tag} @ {pub.digest} published for this lock, then built again as another image "
+                    f"({b.get('image')}), not published")
+        return f"image {pub.tag} @ {pub.digest}"
+    if b is not None:
+        return f"image {b.get('image')} built for this lock, not published"
+    if ev.new.image is None:
+        return "no image"
+    return f"image {_repository(ev)}:{rendered_tag(ev.new)} neither built nor published for this lock"
+
+
+def _repository(ev: Recorded) -> str:
+    """Where this stack's images go: the repository its last build or publication used (a build with
+    --repository names a registry the profile does not), else the profile's."""
+    pubs = [p.tag for p in ev.publications if p.stack == ev.new.name]
+    for image in (str((ev.build or {}).get("image") or ""), pubs[-1] if pubs else ""):
+        if image:
+            return _repository_of(image)
+    return ev.new.image.repository if ev.new.image is not None else ev.new.name
+
+
+def _repository_of(image: str) -> str:
+    """`[HOST/]NAME` of an image reference `[HOST/]NAME:TAG`."""
+    from stackctl.base.imageref import parse_image_ref
+
+    ref = parse_image_ref(image)
+    return f"{ref.host}/{ref.repository}" if ref.host else ref.repository
 
 
 def _profile_diff(ev: Recorded) -> Section:
@@ -310,16 +337,13 @@ def _publish_cmd(ev: Recorded) -> str:
     """How to publish again: the last publication's own command line; without one, the plain command with the
     repository the build record's image was built for, when that is not the profile's (a build with
     --repository is published with it, or publish names no registry host)."""
-    from stackctl.base.imageref import parse_image_ref
-
     said = next((p.command for p in reversed(ev.publications) if p.stack == ev.new.name and p.command), "")
     if said:
         return said
     cmd = f"stackctl publish {ev.new_arg}"
     image = str((ev.build or {}).get("image") or "")
     if image and ev.new.image is not None:
-        ref = parse_image_ref(image)
-        repo = f"{ref.host}/{ref.repository}" if ref.host else ref.repository
+        repo = _repository_of(image)
         if repo != ev.new.image.repository:
             cmd += f" --repository {repo}"
     return cmd

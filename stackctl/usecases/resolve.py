@@ -121,7 +121,8 @@ def fetch_profile(profile: str, target: str, dest: Path, lock: Path | None, over
     ref = stack_ref(profile)
     lk = read_lock(lock_path(ref, lock), profile)
     made = make_client(no_cache=True, timeout=timeout, retries=retries)
-    return fetch_wheelhouse(lk, ref.stack, target, dest, client=made, overrides=overrides, progress=progress)
+    return fetch_wheelhouse(lk, ref.stack, target, dest, client=made, overrides=overrides, progress=progress,
+                            profile_arg=profile)
 
 
 def check_profile(profile: str, lock: Path | None, requirements: Path | None, *, hashes: bool,

@@ -20,10 +20,12 @@ def verify_remote(ref: str, lock: Path | None = None, *, stream_layers: bool = F
     import dataclasses
 
     from stackctl.engine.registry import Registry, parse_ref
+    from stackctl.profile.tag import check_image_ref
     from stackctl.resolve.lock import read_lock
     from stackctl.verify.sign import read_verifying_key
     from stackctl.verify.verification import verify_image
 
+    check_image_ref(ref)  # a malformed REF is said as inspect says it, before the lock or the registry is read
     locked = read_lock(lock) if lock is not None else None
     parsed = parse_ref(ref)
     if parsed is None:

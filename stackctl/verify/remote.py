@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stackctl.base.words import count
-from stackctl.errors import CheckFailed, ServiceError
+from stackctl.errors import NotInRegistry, ServiceError
 from stackctl.image.protocols import RegistryApi
 from stackctl.image.render import INSTALLED_PATH, SBOM_PATH
 
@@ -29,9 +29,7 @@ def remote_image(registry: RegistryApi, repository: str, reference: str) -> tupl
     """(manifest digest, manifest, config), each checked against the digest that names it."""
     got = registry.manifest(repository, reference)
     if got is None:
-        # the registry answered, and the image is not there: the check fails (exit 1), no service did
-        sep = "@" if reference.startswith("sha256:") else ":"
-        raise CheckFailed(f"{repository}{sep}{reference}: not in the registry")
+        raise NotInRegistry(repository, reference)
     digest, raw = got
     manifest = json.loads(raw)
     if "manifests" in manifest:

@@ -139,6 +139,31 @@ def _chromium() -> str:
     return found
 
 
+def _fits_1280_px(browser: str, page: Path) -> None:
+    """Laid out by the browser in a 1280-px window: the page is no wider than the window, and every table's
+    last column (the validation table's device) ends inside it, unclipped."""
+    import re
+
+    probe = page.with_name("measured.html")
+    probe.write_text(page.read_text().replace("</body>", (
+        "<script>const cells=[...document.querySelectorAll('th,td')];"
+        "const right=Math.max(0,...cells.map(c=>c.getBoundingClientRect().right));"
+        "const clipped=cells.filter(c=>c.scrollWidth>c.clientWidth+1).length;"
+        "document.body.insertAdjacentHTML('beforeend','<p id=\"measured\" data-inner=\"'+innerWidth+"
+        "'\" data-scroll=\"'+document.documentElement.scrollWidth+'\" data-right=\"'+Math.ceil(right)+"
+        "'\" data-clipped=\"'+clipped+'\"></p>')</script></body>")))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                          "--window-size=1280,900", "--dump-dom", probe.as_uri()], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'id="measured" data-inner="(\d+)" data-scroll="(\d+)" data-right="(\d+)" '
+                      r'data-clipped="(\d+)"', dom.stdout)
+    assert found, dom.stdout[-2000:]
+    inner, scroll, right, clipped = (int(g) for g in found.groups())
+    assert inner == 1280 and scroll <= inner and right <= inner and clipped == 0, (inner, scroll, right, clipped)
+    assert "device" in dom.stdout  # the column the page once cut
+
+
 def test_pictures_beside_the_record_and_the_html_report_in_a_browser(cli: Cli, tmp_path: Path,
                                                                       envs: dict[str, str]) -> None:
     write_project(tmp_path)
@@ -162,9 +187,12 @@ def test_pictures_beside_the_record_and_the_html_report_in_a_browser(cli: Cli, t
 
     page = cli("report", "stacks/candidate.toml", "--html", cwd=tmp_path)
     assert page.code == 0, page.err
-    (tmp_path / "report.html").write_text(page.out)
+    written = cli("report", "stacks/candidate.toml", "--html", "--out", "report.html", cwd=tmp_path)
+    assert (written.code, written.out) == (0, "wrote report.html\n"), written.err
+    assert (tmp_path / "report.html").read_text() == page.out  # --out writes what --html prints
     assert page.out.count("<svg") == 1 and "<figcaption>build/candidate.ab.speed.work_ms.svg</figcaption>" in page.out
     browser = _chromium()
+    _fits_1280_px(browser, tmp_path / "report.html")
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
                           (tmp_path / "report.html").as_uri()], capture_output=True, text=True, timeout=120,
                          check=False)
@@ -177,6 +205,31 @@ def test_pictures_beside_the_record_and_the_html_report_in_a_browser(cli: Cli, t
                     "--window-size=1200,2400", f"--screenshot={shot}", (tmp_path / "report.html").as_uri()],
                    capture_output=True, timeout=120, check=False)
     assert shot.stat().st_size > 20_000  # a page with a drawn picture, not a blank one
+
+
+def test_the_html_report_of_a_gpu_host_ab_with_image_legs_fits_a_1280_px_window(tmp_path: Path) -> None:
+    """The GPU host's recorded A/B (benchmarks/gpu-host/results), its legs as images by digest as an engine A/B
+    names them: every column, the device last, laid out inside a 1280-px window."""
+    import dataclasses
+
+    from stackctl.base.evidence import read_evidence
+    from stackctl.cli.report import render_html
+    from stackctl.review import Report
+    from stackctl.review.validation import validation_section
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu-host" / "results" / "ab-decode-blocking.json"
+    record = read_evidence(path, "ab")
+    assert record is not None
+    section = validation_section(record, str(path), {}, "h200-blocking", frozenset())
+    images = (f"127.0.0.1:5000/stackctl/torch-2.11-post1@sha256:{'a' * 64} → "
+              f"127.0.0.1:5000/stackctl/torch-2.11-post2@sha256:{'b' * 64}")
+    summary, *rest = section.tables
+    column = summary.columns.index("images (control → candidate)")
+    rows = tuple((*r[:column], images, "1" * 40 + " → " + "2" * 40, *r[column + 2:]) for r in summary.rows)
+    section = dataclasses.replace(section, tables=(dataclasses.replace(summary, rows=rows), *rest))
+    page = tmp_path / "report.html"
+    page.write_text(render_html(Report("h200-blocking", "h200", "an A/B on the GPU host", (section,))))
+    _fits_1280_px(_chromium(), page)
 
 
 def test_report_html_excludes_the_other_formats(cli: Cli, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ real by pip and by uv from a loopback index serving wheels the test builds; `che
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -118,3 +119,40 @@ def test_pylock_needs_a_lock(cli: Cli, served: tuple[IndexServer, Path]) -> None
                                             "stacks/pl.toml` first"
     r = cli("export", "pl", "--format", "toml", cwd=repo)
     assert r.code == 2 and "--format toml: one of requirements, pylock" in r.err
+
+
+def test_pylock_index_is_the_index_resolved_from_not_the_host_of_its_files(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pip index whose files live on a host of their own (as the public one's do): each package's `index`
+    is the index, as `show` names it, never the file host the lock's URLs point at."""
+    wheels = tmp_path / "wheels"
+    top = build_wheel(wheels, "toplib", "1.2.0", files={"toplib/__init__.py": "VERSION = '1.2.0'\n"},
+                      requires_dist=["helperdep>=1"])
+    helper = build_wheel(wheels, "helperdep", "1.0.1", files={"helperdep/__init__.py": "X = 1\n"})
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no pip configuration of this machine's
+    with IndexServer() as files, IndexServer(files_at=files.base) as index:
+        for w in (top, helper):
+            files.add(w, upload_time=T0)
+            index.add(w, upload_time=T0)
+        profile = write_profile(tmp_path / "repo", "pl", {"toplib": {"version": "1.2.0", "file": "requirements.txt"}},
+                                index="public", python=(PY,))
+        profile.write_text(profile.read_text().replace('url = "http://127.0.0.1:1/simple/"', "from_pip = true"))
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        assert cli("resolve", "pl", cwd=tmp_path / "repo").code == 0
+        for configured in (True, False):  # pip names the index, or pip's own default is the index
+            if not configured:
+                monkeypatch.delenv("PIP_INDEX_URL")
+            shown = cli("show", "pl", "--json", cwd=tmp_path / "repo")
+            assert shown.code == 0, shown.err
+            [named] = [i["url"] for i in json.loads(shown.out)["indexes_in_force"] if i["name"] == "public"]
+            r = cli("export", "pl", "--format", "pylock", "--out", "locks", cwd=tmp_path / "repo")
+            assert r.code == 0, r.err
+            doc = Pylock.from_dict(tomllib.loads((tmp_path / "repo" / "locks" / f"pylock.{TARGET}.toml").read_text()))
+            doc.validate()
+            packages = {p.name: p for p in doc.packages}
+            assert set(packages) == {"toplib", "helperdep"}
+            for p in packages.values():  # the pin, and the closure's entry
+                [w] = p.wheels or []
+                assert str(w.url).startswith(files.base)  # the files are where the index links them
+                assert p.index == named and not str(p.index).startswith(files.base), (configured, p)
+            assert (named == index.url) is configured

@@ -189,3 +189,13 @@ echo '{{"ServerURL": "{fake.host}", "Username": "robot", "Secret": "h3lper-s3cre
     (docker_config / "config.json").write_text(json.dumps({"credHelpers": {fake.host: "missing"}}))
     r = cli("inspect", f"{fake.host}/t/x:1")
     assert r.code == 2 and "docker-credential-missing is not on PATH" in r.err and r.err.count("error:") == 1
+
+
+@pytest.mark.parametrize("reference", [":v9", "@sha256:" + "ab" * 32])
+def test_inspect_and_verify_say_a_missing_image_alike(fake: Fake, cli: Cli, reference: str) -> None:
+    """The registry answers, and the image is not there: one wording, one exit code (1), in both commands."""
+    ref = f"{fake.host}/stackctl/gone{reference}"
+    for command in ("inspect", "verify"):
+        r = cli(command, ref)
+        assert (r.code, [ln for ln in r.err.splitlines() if ln.startswith("error:")]) == (
+            1, [f"error: {ref}: not in the registry"]), (command, r.err)

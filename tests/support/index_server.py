@@ -53,6 +53,8 @@ class IndexServer:
     auth: tuple[str, str] | None = None  # require HTTP basic auth
     tls: tuple[Path, Path] | None = None  # (certificate, key): serve https
     port: int = 0  # 0: any free port
+    files_at: str | None = None  # the base URL (`http://host:port/`) of another server holding the files, as an
+    # index whose files live on a host of their own links them; None: this server's own `files/`
     files: dict[str, IndexFile] = field(default_factory=dict)
     faults: dict[str, list[Fault]] = field(default_factory=dict)
     log: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # (method, path, headers)
@@ -238,7 +240,7 @@ class Handler(BaseHTTPRequestHandler):
             entries = []
             versions: set[str] = set()
             for f in files:
-                e: dict[str, Any] = {"filename": f.path.name, "url": f"../../files/{f.path.name}",
+                e: dict[str, Any] = {"filename": f.path.name, "url": self._link(f.path.name),
                                      "hashes": {"sha256": f.sha256}, "size": f.size}
                 if f.upload_time:
                     e["upload-time"] = f.upload_time.isoformat().replace("+00:00", "Z")
@@ -258,7 +260,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         links = []
         for f in files:
-            attrs = f' href="../../files/{f.path.name}#sha256={f.sha256}"'
+            attrs = f' href="{self._link(f.path.name)}#sha256={f.sha256}"'
             if f.yanked:
                 reason = f.yanked if isinstance(f.yanked, str) else ""
                 attrs += f' data-yanked="{html.escape(reason)}"'
@@ -269,6 +271,9 @@ class Handler(BaseHTTPRequestHandler):
         body = ("<!DOCTYPE html><html><head><meta name=\"pypi:repository-version\" content=\"1.0\"></head>"
                 f"<body><h1>Links for {key}</h1>\n" + "\n".join(links) + "\n</body></html>").encode()
         self.send(200, body, "text/html", {"ETag": etag, "Cache-Control": "max-age=0, must-revalidate"})
+
+    def _link(self, filename: str) -> str:
+        return f"{self.index.files_at}files/{filename}" if self.index.files_at else f"../../files/{filename}"
 
     def _file(self, filename: str) -> None:
         f = self.index.files.get(filename)

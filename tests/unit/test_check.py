@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stackctl.profile.loader import load_stack
-from stackctl.resolve.lock import Lock, LockedFile, LockedPin, write_lock
+from stackctl.resolve.lock import Lock, LockedFile, LockedPin, read_lock, write_lock
 from tests.conftest import STACKS
 from tests.support.cli import Cli
 
@@ -242,3 +244,56 @@ def load_lock_pins(profile: Path) -> tuple[LockedPin, ...]:
     from stackctl.resolve.lock import read_lock
 
     return read_lock(profile.with_suffix(".lock")).pins
+
+
+def _first_file(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["pins"][0]["files"][0]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda f: f.update(sha256="f" * 64),  # the bytes an install accepts
+    lambda f: f.update(url=f["url"].replace("127.0.0.1:9", "127.0.0.1:10")),  # where they come from
+    lambda f: f.update(size=4096),  # what a range read of them expects
+], ids=["sha256", "url", "size"])
+def test_a_lock_with_one_file_edited_by_hand_fails_check_and_lock_check(cli: Cli, tmp_path: Path,
+                                                                       edit: Callable[[dict[str, Any]], None]) -> None:
+    """Nothing the profile names changed (digest, pins, versions, targets, file names), only what a build trusts
+    of one file: the lock's own digest no longer covers its content."""
+    profile = _setup(tmp_path)
+    lock = profile.with_suffix(".lock")
+    doc = json.loads(lock.read_text())
+    assert doc["lock_digest"] == read_lock(lock).digest()  # what records and image labels name
+    edit(_first_file(doc))
+    lock.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    r = cli("check", str(profile), "--json")
+    assert r.code == 1, r.out + r.err
+    [failed] = json.loads(r.out)["failed"]
+    assert failed.startswith(f"{lock}: edited by hand since `stackctl resolve` wrote it (its content's digest is "
+                             "sha256:")
+    assert failed.endswith(f"; resolve it again: `stackctl resolve {profile}`")
+    assert json.loads(r.out)["passed"] == []
+    for args in ((), ("--check",)):  # `lock` says the same, with check's exit code
+        r = cli("lock", str(profile), *args)
+        assert (r.code, [ln for ln in r.err.splitlines() if ln.startswith("error:")]) == (1, [f"error: {failed}"])
+    # every command that installs or exports from it refuses it as its input, before asking any index
+    for args in (("export", str(profile), "--out", str(tmp_path / "req"), "--lock", str(lock)),
+                 ("fetch", str(profile), "--target", "cp310-linux_x86_64", "--dest", str(tmp_path / "wh")),
+                 ("build", str(profile), "--allow-dirty")):
+        r = cli(*args)
+        assert (r.code, r.err.splitlines()[0]) == (2, f"error: {failed}"), r.err
+    # diff shows what the edit changed
+    r = cli("diff", str(lock), str(lock))
+    assert r.code == 0, r.err
+
+
+def test_a_lock_from_before_locks_carried_their_digest_is_resolved_again(cli: Cli, tmp_path: Path) -> None:
+    profile = _setup(tmp_path)
+    lock = profile.with_suffix(".lock")
+    doc = json.loads(lock.read_text())
+    del doc["lock_digest"]
+    lock.write_text(json.dumps(doc))
+    r = cli("check", str(profile), "--json")
+    assert r.code == 1
+    assert json.loads(r.out)["failed"] == [
+        f"{lock}: states no lock_digest (written by a stackctl from before locks carried one), so an edit by hand "
+        f"cannot be told from resolve's work; resolve it again: `stackctl resolve {profile}`"]

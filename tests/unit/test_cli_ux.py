@@ -206,7 +206,8 @@ def test_lock_diff_counts_in_words(cli: Cli, tmp_path: Path) -> None:
 def test_inspect_malformed_reference_is_input_not_engine(cli: Cli, ref: str) -> None:
     r = cli("inspect", ref)
     assert r.code == 2
-    assert r.err.strip() == f"error: {ref!r} is not an image reference (NAME[:TAG][@DIGEST], names in lowercase)"
+    assert r.err.strip() == (f"error: {ref!r} is not an image reference ([HOST[:PORT]/]NAME[:TAG][@DIGEST], names "
+                             "in lowercase)")
 
 
 def test_well_formed_local_references_pass() -> None:
@@ -350,3 +351,13 @@ def test_an_options_help_speaks_of_its_own_command(cli: Cli, command: str, other
     r = cli(command, "--help")
     lock = " ".join(r.out.split("--lock PATH", 1)[1].split("--", 1)[0].split())
     assert lock and other not in lock, lock
+
+
+@pytest.mark.parametrize("ref", ["Bad Ref", "127.0.0.1:5000/Bad Name:v1", "127.0.0.1:5000/x@sha256:xyz"])
+def test_verify_and_inspect_say_a_malformed_reference_alike(cli: Cli, ref: str) -> None:
+    """Refused as what it is, before any registry or engine is asked: not a reference, rather than one that
+    names no registry host."""
+    for command in ("inspect", "verify"):
+        r = cli(command, ref)
+        assert (r.code, r.err.strip()) == (2, f"error: {ref!r} is not an image reference ([HOST[:PORT]/]NAME[:TAG]"
+                                              "[@DIGEST], names in lowercase)"), command

@@ -3,6 +3,7 @@ StackctlError naming what is wrong (exit 2 for a file, exit 3 for an index), in 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import struct
@@ -17,7 +18,7 @@ from stackctl.index.pages import listing
 from stackctl.index.remote import read_metadata
 from stackctl.profile.tag import TagTemplateError, render_tag
 from stackctl.profile.versions import classify
-from stackctl.resolve.lock import loads
+from stackctl.resolve.lock import dumps, loads
 from stackctl.wheels.archive import WheelError, WheelReader
 from stackctl.wheels.elf import NotElf, read_elf_bytes
 from tests.support.wheels import build_wheel
@@ -74,7 +75,11 @@ def test_one_release_written_two_ways_is_a_respelling() -> None:
 def lock_text(**pin: object) -> str:
     f = {"target": "cp310-linux_x86_64", "filename": WHEEL, "url": "https://i.invalid/" + WHEEL, "sha256": SHA}
     p = {"name": "torch", "version": "1.0", "index": "musa", "files": [f], **pin}
-    return json.dumps({"format": 1, "stack": "s", "profile_digest": "sha256:x", "pins": [p]})
+    text = json.dumps({"format": 1, "stack": "s", "profile_digest": "sha256:x", "pins": [p]})
+    try:  # as resolve writes it, with its own digest; one the schema refuses stays as it is
+        return dumps(loads(text, "x.lock", sealed=False))
+    except InputError:
+        return text
 
 
 @pytest.mark.parametrize(("text", "why"), [
@@ -233,3 +238,17 @@ def test_a_lock_upload_time_that_is_no_time_is_refused_by_the_pylock_export() ->
         upload_time="yesterday"),)) for p in stack.pins)
     with pytest.raises(InputError, match=r"upload_time of pycparser-2.22-py3-none-any.whl, 'yesterday', is not an"):
         render_pylocks(stack, Lock(stack.name, stack.digest(), pins), {"public": "https://i.invalid/simple/"})
+
+
+def test_a_locked_requirement_whose_bound_no_version_reader_takes_holds_nothing_back() -> None:
+    """`outdated --from-lock` asks each locked Requires-Dist whether it allows a newer version: a bound of over
+    4,300 digits (found by fuzzing the lock) is no bound it can read, never a ValueError."""
+    from stackctl.resolve.lock import LockedFile, LockedPin
+    from stackctl.resolve.run import held_by
+
+    lock = loads(lock_text(), "x.lock")
+    f = LockedFile("cp310-linux_x86_64", WHEEL, "https://i.invalid/" + WHEEL, SHA,
+                   requires_dist=("numpy>=" + "9" * 5001, "click<2"))
+    lock = dataclasses.replace(lock, pins=(LockedPin("torch", "1.0", "musa", (f,)),))
+    assert held_by(lock, "numpy", "2.0") is None
+    assert held_by(lock, "click", "2.1") == "torch==1.0"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from packaging.tags import Tag
@@ -18,6 +19,7 @@ from stackctl.profile.model import Index, Pin, Stack, Target
 from stackctl.resolve.propose import Move, Proposal, propose, render_profile, torch_in_label
 from stackctl.review.report import Recorded, Report, build_report
 from stackctl.review.sections import Section, Table
+from tests.support.cli import Cli
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=timezone.utc)
 TARGETS = (Target("3.10", "linux_x86_64"),)
@@ -152,7 +154,9 @@ def test_a_build_and_a_publication_of_two_images_are_not_both_proved() -> None:
         f"the build record is of image sha256:{'b' * 12} (revision {'2' * 12}), the publication of image "
         f"sha256:{'a' * 12} (revision {'1' * 12}): published before that build; run `stackctl publish "
         "public-example --repository r/p`")  # the repository the build record's image r/p:t was built for
-    assert "@ sha256:ddd" not in rep.summary and "Publication" in rep.summary.split("Not proved here:")[1]
+    assert f"; image r/p:t @ sha256:{'d' * 64} published for this lock, then built again as another image (r/p:t), " \
+           "not published." in rep.summary
+    assert "Publication" in rep.summary.split("Not proved here:")[1]
     # built, then another image published: the build record is the older of the two
     rep = build_report(_recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "a" * 64))
     assert rep.section("build").status == "stale" and rep.section("publication").status == "ok"
@@ -243,3 +247,56 @@ def test_a_stack_with_no_predecessor_is_not_unproved_for_want_of_one() -> None:
     # the ABI check could have run: it alone is left to prove
     assert rep.summary.endswith("Not proved here: ABI closure and unguarded pins."), rep.summary
     assert "⚫ not applicable" in render_markdown(rep)
+
+
+def test_the_headline_names_the_image_built_and_published_as_the_sections_below_do() -> None:
+    """Built and published with --repository: the headline names that repository, never the profile's, and
+    says published for a lock that was, as the publication section does."""
+    import dataclasses
+
+    from stackctl.publish.publication import Publication
+    from stackctl.review.diff import rendered_tag
+
+    ev = _recorded("2026-05-01T10:00:00Z", "2026-05-01T12:00:00Z", "sha256:" + "b" * 64)
+    image = "127.0.0.1:5000/pe/public-example:" + rendered_tag(ev.new)
+    built = dataclasses.replace(ev, build={**dict(ev.build or {}), "image": image})
+    pub = Publication(image, "sha256:" + "d" * 64, "sha256:" + "b" * 64, "1" * 40, ev.build["lock_digest"],  # type: ignore[index]
+                      "public-example", "2026-05-01T12:00:00Z")
+    rep = build_report(dataclasses.replace(built, publications=(pub,)))
+    assert rep.section("publication").status == "ok"
+    assert rep.summary.startswith(f"public-example; image {image} @ sha256:{'d' * 64}. "), rep.summary
+    # built, not yet published
+    rep = build_report(dataclasses.replace(built, publications=()))
+    assert rep.section("publication").status == "not run"
+    assert rep.summary.startswith(f"public-example; image {image} built for this lock, not published. "), rep.summary
+    # the lock moved on: where its image would go is where the last build put the stack's image
+    other = dataclasses.replace(built, build={**dict(built.build or {}), "lock_digest": "sha256:" + "9" * 64},
+                                publications=())
+    rep = build_report(other)
+    assert rep.summary.startswith(f"public-example; image {image} neither built nor published for this lock. "), \
+        rep.summary
+    assert "stackctl/public-example" not in rep.summary.split(". ")[0]
+
+
+def test_the_html_page_shows_code_spans_as_code_and_keeps_tables_in_their_box() -> None:
+    from stackctl.cli.report import render_html
+
+    rep = Report("s", None, "not proved: run `stackctl abi s`", (
+        Section("build", "Build", "stale", "stackctl build s", None,
+                (Table(("", ""), (("image", "r/p:t"), ("hint", "``a `b` c``"))),),
+                text="build/s.build.json is a build of another lock; run `stackctl build s --repository r/p`"),))
+    page = render_html(rep)
+    assert "<p>not proved: run <code>stackctl abi s</code></p>" in page
+    assert "run <code>stackctl build s --repository r/p</code></p>" in page
+    assert "<td><code>a `b` c</code></td>" in page
+    assert page.count('<div class="table"><table>') == 1 and "overflow-wrap:anywhere" in page
+
+
+def test_report_out_is_the_page_or_the_body_never_the_json(cli: Cli, tmp_path: Path) -> None:
+    from tests.conftest import STACKS
+
+    r = cli("report", str(STACKS / "public-example.toml"), "--json", "--out", str(tmp_path / "r.html"))
+    assert r.code == 2 and "error: --out writes the --html page or the Markdown body; --json prints to stdout" in r.err
+    r = cli("report", str(STACKS / "public-example.toml"), "--html", "--out", str(tmp_path / "no" / "r.html"))
+    assert r.code == 2 and f"--out {tmp_path / 'no' / 'r.html'}: no directory" in r.err
+    assert not (tmp_path / "r.html").exists()
