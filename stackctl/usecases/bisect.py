@@ -167,6 +167,7 @@ def _on_cluster(address: ClusterAddress, opts: BisectOptions, say: Say,
                 keep: Callable[[BisectReport], None]) -> BisectReport:
     """The control built on a build node, then each round's stacks side by side, one slot a node's engine slot
     (and its cards, where the trial needs devices)."""
+    from stackctl.base.urls import strip_userinfo
     from stackctl.bisect.run import run_bisect
     from stackctl.cluster import ENGINE_RESOURCE, connect
     from stackctl.errors import ServiceError
@@ -187,8 +188,8 @@ def _on_cluster(address: ClusterAddress, opts: BisectOptions, say: Say,
 
         def build_control(order: BuildOrder, _said: Say) -> str:
             control.append(_shipped(order))
-            return str(_one(cluster, "control", control_on_node, (control[0], order), devices=0,
-                            on_event=on_event))
+            bare = replace(order, overrides={k: strip_userinfo(v) for k, v in order.overrides.items()})
+            return str(_one(cluster, "control", control_on_node, (control[0], bare), devices=0, on_event=on_event))
 
         def run_steps(jobs: Sequence[StepJob]) -> Iterator[tuple[int, Step]]:
             yield from _steps(cluster, jobs, control[0], devices, on_event)
@@ -211,12 +212,15 @@ def _steps(cluster: RayCluster, jobs: Sequence[StepJob], control: Shipped, devic
     """A round's jobs as tasks side by side; each step's A/B records written here, where the step names them."""
     from stackctl.ab.legs import plan_files
     from stackctl.base.files import write_atomic
+    from stackctl.base.urls import strip_userinfo
     from stackctl.cluster import ENGINE_RESOURCE, Task
 
     plan = jobs[0].plan
     files = tuple(plan_files(Path(plan.root), plan.files).items())
-    tasks = [Task(f"step {job.n}", step_on_node, (job, control, files), gpus=devices,
-                  resources={ENGINE_RESOURCE: 1}, retries=1) for job in jobs]
+    # a node fetches with its own credentials: an --index URL travels without its user info
+    tasks = [Task(f"step {job.n}", step_on_node,
+                  (replace(job, overrides=tuple((k, strip_userinfo(v)) for k, v in job.overrides)), control, files),
+                  gpus=devices, resources={ENGINE_RESOURCE: 1}, retries=1) for job in jobs]
     for i, (job, done) in enumerate(zip(jobs, cluster.run(tasks, on_event), strict=True)):
         if done.error is not None:
             raise done.error
