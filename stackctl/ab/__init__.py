@@ -23,12 +23,14 @@ if TYPE_CHECKING:  # the stage's API, one import a name: mypy reads it, and so d
     from stackctl.ab.runs import Run as Run
     from stackctl.ab.summary import LEG_COLUMNS as LEG_COLUMNS
     from stackctl.ab.summary import METRIC_COLUMNS as METRIC_COLUMNS
+    from stackctl.ab.summary import PLACE_COLUMNS as PLACE_COLUMNS
     from stackctl.ab.summary import SUMMARY_COLUMNS as SUMMARY_COLUMNS
     from stackctl.ab.summary import SWEEP_COLUMNS as SWEEP_COLUMNS
     from stackctl.ab.summary import gate_failures as gate_failures
     from stackctl.ab.summary import inventory_lines as inventory_lines
     from stackctl.ab.summary import leg_rows as leg_rows
     from stackctl.ab.summary import metric_rows as metric_rows
+    from stackctl.ab.summary import place_rows as place_rows
     from stackctl.ab.summary import summary_rows as summary_rows
     from stackctl.ab.summary import sweep_rows as sweep_rows
     from stackctl.ab.verdicts import MetricVerdict as MetricVerdict

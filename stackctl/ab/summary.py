@@ -15,6 +15,7 @@ SWEEP_COLUMNS = ("sweep", "stack", "result", "status")
 METRIC_COLUMNS = ("trial", "metric", "control", "candidate", "delta (brackets)", "interval", "control drift",
                   "pooled samples (secondary)", "verdict")
 LEG_COLUMNS = ("leg", "stack", "image / interpreter", "digest", "revision", "python", "device")
+PLACE_COLUMNS = ("trial", "node", "cards", "attempts", "ran by")
 
 
 def _num(x: Any) -> str:
@@ -177,6 +178,19 @@ def _leg(s: Mapping[str, Any]) -> str:
     """A leg's pooled samples: the mean and the spread of one sample around it."""
     spread = float(s["stdev"]) / float(s["mean"]) * 100 if s["mean"] else 0.0
     return f"{_num(s['mean'])} ±{percent(abs(spread))}"
+
+
+def place_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """Where each trial ran on a cluster (`ab --cluster`): its task's node and host, the cards it held, every
+    attempt's node where its first died, the stackctl and Ray that ran it. None for a run in one process."""
+    rows: list[tuple[str, ...]] = []
+    for task in (result.get("cluster") or {}).get("tasks") or ():
+        attempts = task.get("attempts") or ()
+        tried = "; ".join(f"{str(a.get('node') or '')[:8]} {a.get('outcome')}" for a in attempts) or "—"
+        rows.append((str(task.get("task")), f"{task.get('host')}/{str(task.get('node') or '')[:8]}",
+                     ", ".join(task.get("devices") or ()) or "none", tried,
+                     f"stackctl {task.get('stackctl')}, Ray {task.get('ray')}"))
+    return rows
 
 
 def leg_rows(result: Mapping[str, Any]) -> list[tuple[str, ...]]:

@@ -25,11 +25,13 @@ def render_markdown(result: dict[str, Any]) -> str:
     from stackctl.ab import (
         LEG_COLUMNS,
         METRIC_COLUMNS,
+        PLACE_COLUMNS,
         SUMMARY_COLUMNS,
         SWEEP_COLUMNS,
         inventory_lines,
         leg_rows,
         metric_rows,
+        place_rows,
         summary_rows,
         sweep_rows,
     )
@@ -47,6 +49,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         out += [f"![{markdown_text(Path(p).name)}]({p})" for p in result.get("pictures") or ()]
         out += [""] if result.get("pictures") else []
     out += ["**Legs**", "", markdown_table(list(LEG_COLUMNS), [list(r) for r in leg_rows(result)]), ""]
+    if places := place_rows(result):
+        out += ["**Where each trial ran**", "", markdown_table(list(PLACE_COLUMNS), [list(r) for r in places]), ""]
     if lines := inventory_lines(result):
         out += ["```", *lines, "```", ""]
     return "\n".join(out)
@@ -56,12 +60,14 @@ def _human(result: dict[str, Any]) -> None:
     from stackctl.ab import (
         LEG_COLUMNS,
         METRIC_COLUMNS,
+        PLACE_COLUMNS,
         SUMMARY_COLUMNS,
         SWEEP_COLUMNS,
         gate_failures,
         inventory_lines,
         leg_rows,
         metric_rows,
+        place_rows,
         summary_rows,
         sweep_rows,
     )
@@ -74,6 +80,8 @@ def _human(result: dict[str, Any]) -> None:
         for p in result.get("pictures") or ():
             console.print(f"picture: {p}", markup=False)
     console.print(table("legs", LEG_COLUMNS, leg_rows(result)))
+    if places := place_rows(result):
+        console.print(table("where each trial ran", PLACE_COLUMNS, places))
     for line in inventory_lines(result):
         console.print(line, markup=False, style="bold red" if "regression" in line or "only on" in line else None)
     for line in gate_failures(result):

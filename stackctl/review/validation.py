@@ -12,10 +12,12 @@ from typing import Any
 
 from stackctl.ab import (
     METRIC_COLUMNS,
+    PLACE_COLUMNS,
     SUMMARY_COLUMNS,
     SWEEP_COLUMNS,
     metric_rows,
     picture_name,
+    place_rows,
     summary_rows,
     sweep_rows,
 )
@@ -95,6 +97,8 @@ def validation_section(record: Evidence | None, record_path: str, builds: Mappin
               Table((*SWEEP_COLUMNS, "evidence", "image", "revision", "device"), sweep, "sweeps")]
     if metrics:
         tables.append(Table(METRIC_COLUMNS, tuple(metrics), "benchmarks"))
+    if places := place_rows(result):
+        tables.append(Table(PLACE_COLUMNS, tuple(places), f"where each trial ran ({result['cluster']['address']})"))
     text = f"plan {result.get('plan')} ({result.get('plan_path')}): {'failed' if result.get('failing') else 'passed'}"
     if result.get("problems"):
         text += "; " + "; ".join(result["problems"])

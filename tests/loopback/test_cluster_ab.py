@@ -95,6 +95,13 @@ def test_a_sweep_runs_each_cell_on_one_node_and_one_card_side_by_side(
     for cell, task in tasks.items():
         assert task["node"] == places[cell][0] and task["devices"] == [places[cell][1]]
         assert task["ray"] and task["stackctl"] and [a["outcome"] for a in task["attempts"]] == ["done"]
+    # the markdown a pull request gets (and `report`'s validation section) says where each cell ran
+    from stackctl.cli.ab import render_markdown
+
+    md = render_markdown(doc)
+    assert "**Where each trial ran**" in md
+    for cell, (node, card) in places.items():
+        assert f"| {cell} | " in md and node[:8] in md and card in md
     started = [ln for ln in doc["_err"].splitlines() if ": started" in ln]
     assert len(started) == 4 and all(ln.split()[2].startswith("[") for ln in started)  # a line with its node
     assert all(t["verdict"] == "neutral" for t in doc["trials"])
