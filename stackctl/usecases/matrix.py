@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from stackctl.cluster import ClusterAddress, TaskOutcome
     from stackctl.image.matrix import CellInput, CellProgress, CellResult, Event, Matrix
 
-HERE = "DOCKER_HOST"  # the engine of a build --all without a cluster
+HERE = "default"  # the engine of a build --all without a cluster: DOCKER_HOST's
 NODE = "node"  # the engine of a cluster node, on that node
 BUILD_RETRIES = 2  # how often a cell whose node died runs again on another node
 

@@ -81,7 +81,7 @@ def test_three_stacks_one_gate_failing_then_published(
             assert c["result"] == "built" and c["steps"] > 0 and c["seconds"] > 0, c
             assert docker_client.images.get(c["tag"]).id == c["image_id"]
         # the summary says which failed and why; every line is stamped for a CI log
-        assert "1 of 3 cells failed: s3 cp311-linux_x86_64 on DOCKER_HOST: gate failed" in r.err
+        assert "1 of 3 cells failed: s3 cp311-linux_x86_64 on default: gate failed" in r.err
         events = [ln for ln in r.err.splitlines() if "] s" in ln]
         assert events and all(ln[:8].replace(":", "").isdigit() for ln in events)
         record = json.loads((tmp_path / "build" / "matrix.json").read_text())
