@@ -191,18 +191,13 @@ def _check_pylocks(ref: StackRef, lock: Lock, directory: Path, target: str | Non
 
 def pylock_packages(text: str, where: str) -> object:
     """The packages of a PEP 751 lock file as `packaging.pylock` reads them; InputError naming `where` when the
-    file is not TOML or the format's rules refuse it."""
-    import sys
-
+    file is not TOML (or TOML beyond the reader's bounds) or the format's rules refuse it."""
     from packaging.pylock import Pylock, PylockValidationError
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    from stackctl.base.bounded import read_toml
+
+    data = read_toml(text, where)
     try:
-        return Pylock.from_dict(tomllib.loads(text)).to_dict().get("packages")
-    except (tomllib.TOMLDecodeError, PylockValidationError) as exc:
+        return Pylock.from_dict(data).to_dict().get("packages")
+    except PylockValidationError as exc:
         raise InputError(f"{where}: {exc}") from None
-    except RecursionError:  # tomllib parses nested arrays by recursion: `[[[[...` a thousand deep
-        raise InputError(f"{where}: arrays or tables nested too deeply") from None
