@@ -16,7 +16,7 @@ from stackctl.profile.locate import StackRef
 from stackctl.profile.model import Stack
 from stackctl.resolve.export import drift, read_existing, render_requirements
 from stackctl.resolve.gatelock import require_installable
-from stackctl.resolve.lock import EditedLock, Lock, missing_lock, read_lock
+from stackctl.resolve.lock import EditedLock, Lock, read_lock
 from stackctl.resolve.reqcheck import pin_findings
 
 
@@ -109,9 +109,8 @@ def check_stack(ref: StackRef, lock_path: Path, requirements: Path | None, *, ha
         # said, and then what the edit changed against the profile, pin by pin, as a reviewer needs it
         failures.append(Failure(str(exc), str(lock_path)))
         locked, edited = read_lock(lock_path, profile_arg, sealed=False), True
-    except StackctlError as exc:
-        why = missing_lock(lock_path, profile_arg) if not lock_path.exists() else str(exc)
-        failures.append(Failure(why, str(lock_path)))
+    except StackctlError as exc:  # missing (it says which resolve makes it), unreadable, or not a lock
+        failures.append(Failure(str(exc), str(lock_path)))
     if locked is not None and (said := locked.override_warning()) is not None:
         warnings.append(said)
     if locked is not None:

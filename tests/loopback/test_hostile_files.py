@@ -1,6 +1,6 @@
-"""Hostile files where `check` and `export` read and write: a PEP 751 lock file holding an integer Python does
-not convert. Each is one line naming the file, an exit code the commands document, and nothing written;
-never a traceback."""
+"""Hostile files where `check` and `export` read and write: a file that is a symbolic link to itself, and a
+PEP 751 lock file holding an integer Python does not convert. Each is one line naming the file, an exit code
+the commands document, and nothing written; never a traceback."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import Cli
+from tests.support.cli import Cli, Result
 from tests.support.index_server import IndexServer
 from tests.support.profiles import write_profile
 from tests.support.wheels import build_wheel
@@ -31,6 +31,48 @@ def repo(tmp_path: Path, cli: Cli) -> Iterator[Path]:
         r = cli("resolve", "pl", cwd=tmp_path / "repo")
         assert r.code == 0, r.err
         yield tmp_path / "repo"
+
+
+def loop(path: Path) -> Path:
+    """`path` made a symbolic link to itself."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(path.name)
+    return path
+
+
+def one_error(r: Result) -> str:
+    assert "Traceback" not in r.err, r.err
+    lines = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
+    assert r.code == 2 and len(lines) == 1, (r.code, r.out, r.err)
+    return lines[0]
+
+
+@pytest.mark.parametrize("fmt", ["requirements", "pylock"])
+def test_a_file_that_links_to_itself_is_named_and_nothing_is_written(cli: Cli, repo: Path, fmt: str) -> None:
+    name = "requirements.txt" if fmt == "requirements" else PYLOCK
+    looped = loop(repo / "out" / name)
+    r = cli("export", "pl", "--format", fmt, "--out", "out", cwd=repo)
+    assert one_error(r).startswith(f"error: out/{name}: ") and "symbolic links" in r.err
+    assert looped.is_symlink() and sorted(p.name for p in (repo / "out").iterdir()) == [name]
+    r = cli("check", "pl", "--format", fmt, "--requirements", "out", cwd=repo)
+    assert one_error(r).startswith(f"error: out/{name}: ") and "symbolic links" in r.err
+
+
+def test_an_output_directory_that_links_to_itself_is_named(cli: Cli, repo: Path) -> None:
+    loop(repo / "out")
+    r = cli("export", "pl", "--out", "out", cwd=repo)
+    assert one_error(r).startswith("error: out/requirements.txt: ") and "symbolic links" in r.err
+    r = cli("check", "pl", "--requirements", "out", cwd=repo)
+    assert one_error(r).startswith("error: out/requirements.txt: ") and "symbolic links" in r.err
+
+
+def test_a_lock_that_links_to_itself_is_not_called_missing(cli: Cli, repo: Path) -> None:
+    lock = repo / "stacks" / "pl.lock"
+    lock.unlink()
+    loop(lock)
+    r = cli("check", "pl", cwd=repo)
+    assert "Traceback" not in r.err and r.code == 1
+    assert "FAIL stacks/pl.lock: cannot read the lock (Too many levels of symbolic links)" in r.out, r.out
 
 
 def test_a_pylock_file_with_an_integer_python_does_not_convert_fails_the_check(cli: Cli, repo: Path) -> None:
