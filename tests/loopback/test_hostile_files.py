@@ -84,3 +84,10 @@ def test_a_pylock_file_with_an_integer_python_does_not_convert_fails_the_check(c
     [fail] = [ln for ln in r.out.splitlines() if ln.startswith("FAIL")]
     assert fail.startswith(f"FAIL locks/{PYLOCK}: differs from pl: not a PEP 751 lock file (a number of 5001 "
                            "digits; at most 4300)"), fail
+
+
+def test_a_profile_that_links_to_itself_is_named_not_called_unknown(cli: Cli, tmp_path: Path) -> None:
+    loop(tmp_path / "stacks" / "pl.toml")
+    for args in (("check", "pl"), ("validate", "stacks/pl.toml")):
+        r = cli(*args, cwd=tmp_path)
+        assert one_error(r) == "error: stacks/pl.toml: cannot read: Too many levels of symbolic links", r.err
