@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stackctl.base.bounded import read_toml
+from stackctl.base.bounded import beyond_bounds, read_toml
 from stackctl.errors import InputError, ProfileError
 
 if sys.version_info >= (3, 11):
@@ -117,3 +117,20 @@ def test_every_toml_file_of_the_repository_is_within_the_bounds() -> None:
     for path in [*files, ROOT / "pyproject.toml"]:
         text = path.read_text(encoding="utf-8")
         assert read_toml(text, str(path)) == tomllib.loads(text), path
+
+
+def test_a_long_string_costs_the_scan_no_state_per_character() -> None:
+    """A regular expression that repeats a group per character of a string kept a backtracking mark per
+    character: the scan of one 8 MB string took a gigabyte. Runs between escapes keep none."""
+    import tracemalloc
+
+    texts = ('a = "' + "x" * 4_000_000 + '"\n', 'a = """' + "x\\\n" * 1_000_000 + '"""\n',
+             'a = "' + "\\\\" * 2_000_000 + '"\n')
+    for text in texts:
+        tracemalloc.start()
+        try:
+            assert beyond_bounds(text) is None
+            peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
+        finally:
+            tracemalloc.stop()
+        assert peak_mb < 4 * len(text) / 2**20 + 16, f"the scan of {len(text):,} characters took {peak_mb:.0f} MB"
