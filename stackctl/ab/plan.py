@@ -155,10 +155,10 @@ def _build(doc: CheckedToml, path: Path, digest: str) -> Plan | None:
         doc.add(("plan", "name"), f"{name!r} is not a plan name (letters, digits, . _ -)")
     files = tuple(plan_t.get("files", ()))
     for i, f in enumerate(files):
-        if (why := _relative(f)) is not None:
+        if (why := _relative(f)) is None:
+            why = _missing(path.parent / f, f)
+        if why is not None:
             doc.add(("plan", "files", str(i)), why)
-        elif not (path.parent / f).exists():
-            doc.add(("plan", "files", str(i)), f"{f}: no such file or directory beside the plan")
     workdir = plan_t.get("workdir", "/tmp/stackctl-ab/work")
     if not PurePosixPath(workdir).is_absolute():
         doc.add(("plan", "workdir"), f"{workdir!r} must be an absolute path (in the image)")
@@ -232,6 +232,18 @@ def _matrix(raw: dict[str, Any], path: tuple[str, ...], doc: CheckedToml) -> tup
     if cells > MATRIX_CELLS:
         doc.add(path, f"{cells} cells: a sweep runs at most {MATRIX_CELLS}")
     return tuple(raw)
+
+
+def _missing(path: Path, value: str) -> str | None:
+    """Why `value`, a path beside the plan, names nothing there (a name too long, a NUL, a link to itself), or
+    None."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return f"{value[:200]}: no such file or directory beside the plan"
+    except (OSError, ValueError) as exc:
+        return f"{value[:200]!r}: {getattr(exc, 'strerror', None) or exc}"
+    return None
 
 
 def _relative(value: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
@@ -61,7 +62,7 @@ def check_output(path: Path, option: str, *, directory: bool = False) -> None:
     if not directory and path.is_dir():
         raise InputError(f"{option} {path}: a directory; name the file to write")
     parent = path.parent
-    if parent.resolve() == Path("build").resolve():
+    if resolved(parent) == Path("build").resolve():
         return  # stackctl's own record directory (`--record build/X.json`, as report's hints say): made on demand
     if not parent.exists():
         raise InputError(f"{option} {path}: no directory {parent}", hint=f"create it first (mkdir -p {parent})")
@@ -100,12 +101,22 @@ def unsafe_component(name: object) -> str | None:
     return None
 
 
+def resolved(path: Path) -> Path:
+    """`path.resolve()`; a loop of symbolic links on the way (a file linked to itself) is an InputError naming
+    `path`, not the RuntimeError (before Python 3.13) or OSError that `resolve` raises."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else os.strerror(errno.ELOOP)
+        raise InputError(f"{path}: cannot follow its symbolic links ({why})") from None
+
+
 def inside(directory: Path, name: str, what: str) -> Path:
     """`directory / name`, refused (InputError naming `what`) unless `name` is one safe component that
     resolves inside `directory`, symbolic links followed."""
     why = unsafe_component(name)
     path = directory / name if why is None else directory
-    if why is None and path.resolve().parent != directory.resolve():
+    if why is None and resolved(path).parent != resolved(directory):
         why = f"{name!r} resolves outside {directory}"
     if why is not None:
         raise InputError(f"{what}: {why}; refusing to write or read outside {directory}")

@@ -17,23 +17,18 @@ import contextlib
 import functools
 import hashlib
 import json
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stackctl.base.bounded import TomlError, read_toml
 from stackctl.base.times import now_iso
 from stackctl.bisect.judge import judge_trial
 from stackctl.bisect.search import AMBIGUOUS, Ask, Outcome, SearchResult, search_units
 from stackctl.bisect.units import PinMove, Unit, Units, intermediate_profile, plan_units
 from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 if TYPE_CHECKING:
     from stackctl.ab import Plan
@@ -157,8 +152,8 @@ def profile_chain(profile_arg: str) -> tuple[tuple[str, str], ...]:
     while name not in chain:
         text = chain[name] = source.read(name)
         try:
-            parent = tomllib.loads(text).get("stack", {}).get("extends")
-        except ValueError:
+            parent = read_toml(text, source.display(name)).get("stack", {}).get("extends")
+        except TomlError:
             break
         if not isinstance(parent, str):
             break

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -19,6 +18,7 @@ from urllib.parse import urlsplit
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
+from stackctl.base.bounded import TomlError, read_toml
 from stackctl.base.files import unsafe_component
 from stackctl.errors import Problem, ProfileError
 from stackctl.profile.model import (
@@ -42,11 +42,6 @@ from stackctl.profile.sources import DirSource, Source
 from stackctl.profile.tag import TagTemplateError, check_repository, render_tag
 from stackctl.profile.tomlpos import key_lines, locate
 from stackctl.profile.versions import MAX_DIGITS, parse_version, too_long_number
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 # The schema: a dict is a table with known keys, "*" stands for any key, [T] is an array of T, an Enum is a
 # string naming one of its values (checked in _build, which suggests the nearest). `stackctl schema` turns this
@@ -155,14 +150,9 @@ def _read_chain(source: Source, name: str, out: _Collector) -> None:
         text = source.read(name)
         display = source.display(name)
         try:
-            data = tomllib.loads(text)
-        except ValueError as exc:  # TOMLDecodeError, or an integer of more digits than Python converts
-            line = re.search(r"line (\d+)", str(exc))
-            out.problems.append(Problem(display, int(line.group(1)) if line else None, "",
-                                        f"malformed TOML: {exc}"))
-            return
-        except RecursionError:  # tomllib parses nested arrays and inline tables recursively
-            out.problems.append(Problem(display, None, "", "malformed TOML: arrays or tables nested too deeply"))
+            data = read_toml(text, display)
+        except TomlError as exc:
+            out.problems.append(Problem(display, exc.line, "", exc.reason))
             return
         if (deep := _too_deep(data)) is not None:
             out.problems.append(Problem(display, None, ".".join(deep),
@@ -809,13 +799,9 @@ def read_checked(display: str, text: str, schema: dict[str, Any]) -> CheckedToml
     and key path, unknown keys named with the nearest known one and dropped so the rest can be checked on."""
     collector = _Collector()
     try:
-        data = tomllib.loads(text)
-    except ValueError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        return CheckedToml(display, {}, [Problem(display, int(line.group(1)) if line else None, "",
-                                                 f"malformed TOML: {exc}")], {})
-    except RecursionError:
-        return CheckedToml(display, {}, [Problem(display, None, "", "malformed TOML: nested too deeply")], {})
+        data = read_toml(text, display)
+    except TomlError as exc:
+        return CheckedToml(display, {}, [Problem(display, exc.line, "", exc.reason)], {})
     if (deep := _too_deep(data)) is not None:
         return CheckedToml(display, {}, [Problem(display, None, ".".join(deep), "nested too deeply")], {})
     doc = _Doc(display, display, data, key_lines(text))

@@ -15,11 +15,12 @@ if TYPE_CHECKING:
 
 def resolve_profile_arg(spec: str) -> str:
     """A path, `PATH@REV`, or a bare stack name found in ./stacks/."""
-    if Path(spec).exists() or "@" in spec:
+    # a link that leads nowhere (to itself) is there all the same: reading it says why it cannot be read
+    if Path(spec).exists() or Path(spec).is_symlink() or "@" in spec:
         return spec
     if "/" not in spec and not spec.endswith(".toml"):
         candidate = Path("stacks") / f"{spec}.toml"
-        if candidate.exists():
+        if candidate.exists() or candidate.is_symlink():
             return str(candidate)
         if not Path("stacks").is_dir():
             raise InputError(f"unknown stack {spec!r}: no {candidate}",

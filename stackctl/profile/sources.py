@@ -31,7 +31,7 @@ class DirSource:
         except FileNotFoundError:
             raise InputError(f"{self.display(name)}: no such file") from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{self.display(name)}: cannot read: {exc}") from None
+            raise InputError(f"{self.display(name)}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 
     def display(self, name: str) -> str:
         return str(self.directory / name) if str(self.directory) != "." else name

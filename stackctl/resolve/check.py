@@ -16,7 +16,7 @@ from stackctl.profile.locate import StackRef
 from stackctl.profile.model import Stack
 from stackctl.resolve.export import drift, read_existing, render_requirements
 from stackctl.resolve.gatelock import require_installable
-from stackctl.resolve.lock import EditedLock, Lock, missing_lock, read_lock
+from stackctl.resolve.lock import EditedLock, Lock, read_lock
 from stackctl.resolve.reqcheck import pin_findings
 
 
@@ -109,9 +109,8 @@ def check_stack(ref: StackRef, lock_path: Path, requirements: Path | None, *, ha
         # said, and then what the edit changed against the profile, pin by pin, as a reviewer needs it
         failures.append(Failure(str(exc), str(lock_path)))
         locked, edited = read_lock(lock_path, profile_arg, sealed=False), True
-    except StackctlError as exc:
-        why = missing_lock(lock_path, profile_arg) if not lock_path.exists() else str(exc)
-        failures.append(Failure(why, str(lock_path)))
+    except StackctlError as exc:  # missing (it says which resolve makes it), unreadable, or not a lock
+        failures.append(Failure(str(exc), str(lock_path)))
     if locked is not None and (said := locked.override_warning()) is not None:
         warnings.append(said)
     if locked is not None:
@@ -191,18 +190,13 @@ def _check_pylocks(ref: StackRef, lock: Lock, directory: Path, target: str | Non
 
 def pylock_packages(text: str, where: str) -> object:
     """The packages of a PEP 751 lock file as `packaging.pylock` reads them; InputError naming `where` when the
-    file is not TOML or the format's rules refuse it."""
-    import sys
-
+    file is not TOML (or TOML beyond the reader's bounds) or the format's rules refuse it."""
     from packaging.pylock import Pylock, PylockValidationError
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    from stackctl.base.bounded import read_toml
+
+    data = read_toml(text, where)
     try:
-        return Pylock.from_dict(tomllib.loads(text)).to_dict().get("packages")
-    except (tomllib.TOMLDecodeError, PylockValidationError) as exc:
+        return Pylock.from_dict(data).to_dict().get("packages")
+    except PylockValidationError as exc:
         raise InputError(f"{where}: {exc}") from None
-    except RecursionError:  # tomllib parses nested arrays by recursion: `[[[[...` a thousand deep
-        raise InputError(f"{where}: arrays or tables nested too deeply") from None

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -181,10 +180,7 @@ def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offli
     """The closure uv chooses under the pins, per target. `mirror`: index name → the URL uv reads it at
     (stackctl's loopback mirror); `unmirror` turns a file URL of the mirror back into the index's own, so
     the lock names files where the index has them, not a port of this run."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        import tomli as tomllib
+    from stackctl.base.bounded import TomlError, read_toml
 
     pinned = {p.key for p in stack.pins}
     # found here, before any thread: uv's find_uv_bin reads sysconfig, whose first use is not safe from two
@@ -205,9 +201,9 @@ def compute(stack: Stack, lock: Lock, eps: Mapping[str, IndexEndpoint], *, offli
         if proc.returncode != 0:
             raise uv_failure(t.label, _scrub(proc.stderr, eps))
         try:
-            data = tomllib.loads(proc.stdout)
-        except tomllib.TOMLDecodeError as exc:
-            raise ServiceError(f"closure for {t.label}: uv wrote no readable pylock.toml ({exc})") from None
+            data = read_toml(proc.stdout, "uv's pylock.toml")
+        except TomlError as exc:
+            raise ServiceError(f"closure for {t.label}: uv wrote no readable pylock.toml ({exc.reason})") from None
         entries = entries_from_pylock(data, t, pinned)
         if unmirror is None:
             return entries

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion
 
+from stackctl.base.bounded import too_large
 from stackctl.base.files import unsafe_component, write_atomic
 from stackctl.base.jsonout import to_jsonable
 from stackctl.errors import CheckFailed, InputError
@@ -323,6 +324,8 @@ def _file(d: dict[str, Any]) -> LockedFile:
 def loads(text: str, origin: str = "lock", *, sealed: bool = True) -> Lock:
     """The lock `text` holds, checked against its schema; with `sealed` (every reader but `diff`, which shows
     what an edit changed), its `lock_digest` must be its content's: `EditedLock` otherwise."""
+    if (size := too_large(text)) is not None:
+        raise InputError(f"{origin}: not a stackctl lock ({size})")
     try:
         d = json.loads(text)
     except RecursionError:

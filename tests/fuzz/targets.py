@@ -1,4 +1,5 @@
-"""Fuzz targets: mutated profiles, locks, index pages, wheels and ELF files fed to the real parsing code.
+"""Fuzz targets: mutated profiles, locks, index pages, wheels, ELF files, validation plans and TOML files fed to
+the real parsing code.
 
 One module for both drivers: the test suite runs a few hundred `hypothesis` examples per kind
 (tests/loopback/test_fuzz.py), `benchmarks/fuzz.py` runs 100,000 or more per kind on every core with the
@@ -21,6 +22,7 @@ import functools
 import io
 import json
 import random
+import shutil
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ from stackctl.errors import InputError, StackctlError
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("profile", "lock", "html", "json", "wheel", "elf", "cluster", "envelope", "dockerfile", "layout",
-         "export", "pylock")
+         "export", "pylock", "toml", "plan")
 
 # --- mutations -------------------------------------------------------------------------------------
 # ("flip", pos, value) | ("insert", pos, bytes) | ("delete", pos, length) | ("dup", pos, length)
@@ -41,13 +43,20 @@ Mutation = tuple[Any, ...]
 INTERESTING = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000,
                0xFFFFFFFF, 1 << 40, (1 << 63) - 1, (1 << 64) - 1, 16, 24, 64, 4096)
 
+# What the bounded TOML reader (stackctl/base/bounded.py) refuses, or must not mistake for it: keys of many
+# parts, deep nesting, integers too long to convert, and the delimiters its scan must read as TOML does.
+TOML_BOUNDS: tuple[bytes, ...] = (b"x" + b".a" * 70, b'."a"' * 70, b"." * 70, b"[" * 70, b"{a=" * 70,
+                                  b"9" * 4301, b"1_" * 4301, b"0x" + b"1" * 5000, b"1." + b"1" * 5000,
+                                  b'"""', b"'''", b'""""', b"\\\\", b'\\"', b"#", b"'", b'"', b"\r\n")
+
 TOKENS: dict[str, tuple[bytes, ...]] = {
     "profile": (b"[[pins]]\n", b"[pins]\nx = {}\n", b"[[gate.probe]]\n", b"probe = {}\n", b"= [[[[[[[[",
                 b"{a={b={c=1}}}",
                 b'"../x.txt"', b'"/etc/passwd"', b'"a\\u0000b"', b"9" * 5000, b'"' + b"9" * 5000 + b'"',
                 b"{python:>999999999}", b"{python.__class__}", b"{pins[torch][0]}", b"{python!r}",
                 b'"http://[::1/"', b'"http://h:99999/"', b'"torch_musa<<2"', b'"2.2"', b'"2.2.0"',
-                b"\xff\xfe", b"true", b"1979-05-27T07:32:00Z", b"[" * 1200, b"extends = \"../x\"\n"),
+                b"\xff\xfe", b"true", b"1979-05-27T07:32:00Z", b"[" * 1200, b"extends = \"../x\"\n",
+                *TOML_BOUNDS),
     "dockerfile": (b"ARG STACK_IMAGE\n", b"FROM ${STACK_IMAGE}", b" AS ", b"\\\n", b"# syntax=x\n", b"# escape=`\n",
                    b"FROM --platform=$X ${STACK_IMAGE:-a} AS b\n", b"${", b"}", b"$STACK_IMAGE@sha256:",
                    b"ARG STACK_IMAGE=\n", b"\x00", b"\xff\xfe", b"ONBUILD FROM x\n", b"`\n", b"\r\n"),
@@ -57,7 +66,13 @@ TOKENS: dict[str, tuple[bytes, ...]] = {
                b'version = "' + b"9" * 4301 + b'"', b"hashes = {}\n", b"upload-time = 1979-05-27T07:32:00Z\n",
                b'environments = ["os_name >"]\n',
                b"[" * 1200, b'marker = "python_version >"\n', b'name = "../x"\n', b"size = -1\n",
-               b'url = "file:///etc/passwd"\n', b"{a={b={c=1}}}", b"\xff\xfe", b"requires-python = 3\n"),
+               b'url = "file:///etc/passwd"\n', b"{a={b={c=1}}}", b"\xff\xfe", b"requires-python = 3\n",
+               b"size = " + b"9" * 4301 + b"\n", *TOML_BOUNDS),
+    "toml": (b"[t]\n", b"[[t]]\n", b"a.b.c = 1\n", b"= [", b"]", b"{", b"}", b",", b"=", b"\n", b"\x00",
+             b"\xff\xfe", b"1979-05-27T07:32:00.999Z", b"inf", b"-0x1", b"\\u0000", *TOML_BOUNDS),
+    "plan": (b"[[trial]]\n", b"[[trial.metric]]\n", b"[trial.matrix]\nbs = [1, 2, 4]\n", b'files = ["../x"]\n',
+             b"alpha = 1e999\n", b"repeat = -1\n", b'kind = "bench"\n', b"{out}", b"{python}", b"{bs}",
+             b'command = ["{python:>999999999}"]\n', *TOML_BOUNDS),
     "html": (b"<a href=\"http://[::1/x-1.0-py3-none-any.whl\">x-1.0-py3-none-any.whl</a>",
              b"<a href=\"http://h:99999/x-1.0-py3-none-any.whl\">x-1.0-py3-none-any.whl</a>",
              b"<meta name=\"pypi:repository-version\" content=\"x.y\">",
@@ -128,7 +143,7 @@ def apply(seed: bytes, mutations: Sequence[Mutation], kind: str) -> bytes:
             data[pos:pos] = tokens[m[2] % len(tokens)]
         elif op == "replace_token":
             # a token in place of the value on the line at `pos`: type confusion in a profile or lock
-            toml = kind == "profile"
+            toml = kind in ("profile", "pylock", "toml", "plan")
             start = data.rfind(b"=", 0, pos) + 1 if toml else data.rfind(b":", 0, pos) + 1
             end = data.find(b"\n" if toml else b",", pos)
             end = n if end < 0 else end
@@ -215,12 +230,15 @@ class Corpus:
     layout: Path | None = None  # that layout, whose index.json the target replaces
     exports: tuple[bytes, ...] = ()  # an engine's export (`docker save`, the legacy format)
     pylocks: tuple[bytes, ...] = ()  # `export --format pylock`'s file of the lock above, one per target
+    tomls: tuple[bytes, ...] = ()  # every TOML file of the repository, and the PEP 751 files above
+    plans: tuple[bytes, ...] = ()  # the repository's validation plans
+    plan_dir: Path | None = None  # beside the files the plans name: where the fuzzed plan is written
 
     def seeds(self, kind: str) -> tuple[bytes, ...]:
         return {"profile": tuple(self.profiles.values()), "lock": (self.lock,), "html": (self.html,),
                 "json": (self.json,), "wheel": self.wheels, "elf": self.elves, "cluster": self.clusters,
                 "envelope": self.envelopes, "dockerfile": self.dockerfiles, "layout": self.layouts,
-                "export": self.exports, "pylock": self.pylocks}[kind]
+                "export": self.exports, "pylock": self.pylocks, "toml": self.tomls, "plan": self.plans}[kind]
 
 
 PROJECT = "torch"
@@ -307,10 +325,17 @@ def make_corpus(tmp: Path) -> Corpus:
     dockerfiles = ((ROOT / "examples" / "app" / "Dockerfile").read_bytes(),
                    b"ARG BASE=x\nFROM scratch AS a\nFROM ${BASE} AS runtime\nRUN a \\\n  b\n")
     lock = _lock_text(stacks, "torch-2.11-post2.toml")
+    pylocks = _pylock_seeds(profiles, lock)
+    tomls = tuple(sorted({p.read_bytes() for d in ("stacks", "benchmarks", "examples", "tests/data")
+                          for p in (ROOT / d).rglob("*.toml")} | {(ROOT / "pyproject.toml").read_bytes()}))
+    validation = ROOT / "benchmarks" / "gpu-host" / "stacks" / "validation"
+    shutil.copytree(validation, tmp / "plan")  # the plans beside the files they name
+    plans = tuple(p.read_bytes() for p in (stacks / "validation" / "plan.toml", validation / "plan.toml",
+                                           validation / "decode.toml"))
     return Corpus(profiles, lock, html, js, _wheel_seeds(tmp, elves), elves,
                   envelopes=envelopes, public_key=public, dockerfiles=dockerfiles,
                   layouts=(_layout_seed(tmp / "layout"),), layout=tmp / "layout", exports=(_export_seed(),),
-                  pylocks=_pylock_seeds(profiles, lock))
+                  pylocks=pylocks, tomls=tomls + pylocks, plans=plans, plan_dir=tmp / "plan")
 
 
 def _index_urls(stack: Any) -> dict[str, str]:
@@ -461,9 +486,9 @@ def _schema_validator() -> Any:
 def _schema_accepts(data: bytes) -> None:
     """A file the loader accepts, the editors' schema (`stackctl schema`) accepts too: it never flags a good
     profile. (The converse does not hold: rules across keys and files are the loader's alone.)"""
-    from stackctl.profile.loader import tomllib
+    from stackctl.base.bounded import read_toml
 
-    errors = [e.message for e in _schema_validator().iter_errors(tomllib.loads(data.decode()))]
+    errors = [e.message for e in _schema_validator().iter_errors(read_toml(data.decode(), "fuzzed.toml"))]
     assert not errors, f"the schema refuses a profile the loader accepts: {errors}"
 
 
@@ -654,10 +679,96 @@ def target_pylock(corpus: Corpus, data: bytes) -> None:
     pylock_packages(text, "pylock.toml")
 
 
+def _depth(value: Any) -> int:
+    """How deep tables and arrays nest in a parsed TOML document, without recursion."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, dict):
+            todo += [(v, depth + 1) for v in node.values()]
+        elif isinstance(node, list):
+            todo += [(v, depth + 1) for v in node]
+    return deepest
+
+
+def _leaves(value: Any) -> list[Any]:
+    """Every key and value of a parsed TOML document."""
+    out, todo = [], [value]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            out += list(node)
+            todo += list(node.values())
+        elif isinstance(node, list):
+            todo += node
+        else:
+            out.append(node)
+    return out
+
+
+def _decimal_digits(leaf: Any) -> int:
+    """About how many digits a key or an integer has in decimal (an integer too long for `str` is not said)."""
+    import math
+
+    if isinstance(leaf, str):
+        return sum(c.isdigit() for c in leaf)
+    if isinstance(leaf, int) and not isinstance(leaf, bool):
+        return math.ceil(abs(leaf).bit_length() * math.log10(2))
+    return 0
+
+
+def target_toml(corpus: Corpus, data: bytes) -> None:
+    """The bounded TOML reader on a fuzzed TOML file. A file refused for a bound must be beyond it: the parser
+    refuses the file too, or what it reads nests deeper than the bound (a key of N parts is N tables deep) or
+    holds a key or an integer of that many digits; the reader never refuses a file for what a string or a
+    comment holds."""
+    import sys
+
+    from stackctl.base.bounded import MAX_DIGITS, MAX_KEY_PARTS, MAX_NESTING, TomlError, read_toml
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # as a profile's source reads a file
+        raise InputError(f"fuzzed.toml: not UTF-8 ({exc})") from None
+    try:
+        read_toml(text, "fuzzed.toml")
+    except TomlError as exc:
+        if exc.reason.startswith("malformed TOML") or "bytes; at most" in exc.reason:
+            raise
+        try:
+            doc = tomllib.loads(text)
+        except (ValueError, RecursionError):
+            raise exc from None  # not TOML either: refused for a bound before the parser said so
+        if exc.reason.startswith("a number of"):  # a key of that many digits, or a hexadecimal number
+            assert any(_decimal_digits(leaf) >= MAX_DIGITS - 1 for leaf in _leaves(doc)), exc.reason
+        else:
+            bound = MAX_KEY_PARTS if exc.reason.startswith("a key of") else MAX_NESTING
+            assert _depth(doc) > bound, f"{exc.reason}, yet the document nests {_depth(doc)} deep"
+        raise
+
+
+def target_plan(corpus: Corpus, data: bytes) -> None:
+    """Read a fuzzed validation plan beside the files it names, as `ab` does; select a trial and repeat it."""
+    from stackctl.ab import load_plan
+
+    assert corpus.plan_dir is not None
+    path = corpus.plan_dir / "plan.toml"
+    path.write_bytes(data)
+    plan = load_plan(path)
+    plan.select(tuple(t.name for t in plan.trials[:1])).repeated(3, 5, allow_undecided=True)
+
+
 TARGETS: dict[str, Callable[[Corpus, bytes], None]] = {
     "profile": target_profile, "lock": target_lock, "html": target_html, "json": target_json,
     "wheel": target_wheel, "elf": target_elf, "cluster": target_cluster, "envelope": target_envelope,
     "dockerfile": target_dockerfile, "layout": target_layout, "export": target_export, "pylock": target_pylock,
+    "toml": target_toml, "plan": target_plan,
 }
 
 

@@ -219,7 +219,8 @@ def test_a_pylock_file_nested_a_thousand_deep_is_refused_not_a_traceback() -> No
     """tomllib parses nested arrays by recursion: `check --format pylock` on such a file says so (exit 2)."""
     from stackctl.resolve.check import pylock_packages
 
-    with pytest.raises(InputError, match=r"^locks/pylock.x.toml: arrays or tables nested too deeply$"):
+    with pytest.raises(InputError, match=r"^locks/pylock.x.toml:1: arrays or inline tables nested more than 64 "
+                                         r"deep$"):
         pylock_packages("a = " + "[" * 5000, "locks/pylock.x.toml")
     with pytest.raises(InputError, match=r"^locks/pylock.x.toml: "):
         pylock_packages('lock-version = "1.0"\n', "locks/pylock.x.toml")  # no created-by, no packages
@@ -252,3 +253,23 @@ def test_a_locked_requirement_whose_bound_no_version_reader_takes_holds_nothing_
     lock = dataclasses.replace(lock, pins=(LockedPin("torch", "1.0", "musa", (f,)),))
     assert held_by(lock, "numpy", "2.0") is None
     assert held_by(lock, "click", "2.1") == "torch==1.0"
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("x" * 5000, "File name too long"),
+    ("a\\u0000b", "embedded null byte"),
+])
+def test_a_plan_naming_a_file_no_system_can_look_up_is_a_problem_of_the_plan(tmp_path: Path, name: str,
+                                                                              why: str) -> None:
+    """`exists()` raised OSError on a name over 255 bytes (found by the fuzz campaign) and called a name with a
+    NUL missing: each is a problem of the plan, saying why."""
+    from stackctl.ab import load_plan
+    from stackctl.errors import ProfileError
+
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'[plan]\nfiles = ["{name}"]\n\n[[trial]]\nname = "t"\nkind = "tests"\ncommand = ["true"]\n',
+                    encoding="utf-8")
+    with pytest.raises(ProfileError) as caught:
+        load_plan(plan)
+    [problem] = caught.value.problems
+    assert (problem.line, problem.key) == (2, "plan.files.0") and why in problem.message, problem
