@@ -31,7 +31,8 @@ STAGES = ("usecases", "review", "bisect", "ab", "publish", "verify", "engine", "
 # a stage's names that decide nothing: a result put in the words, rows or JSON of its output
 PURE = frozenset({
     "lock_summary",
-    "summary_rows", "sweep_rows", "metric_rows", "leg_rows", "inventory_lines", "gate_failures",  # ab's tables
+    # ab's tables
+    "summary_rows", "sweep_rows", "metric_rows", "leg_rows", "place_rows", "inventory_lines", "gate_failures",
     "culprits_table", "steps_table", "units_table",  # bisect's tables
 })
 # Commands whose whole work is one function of one stage, called with the arguments as given: no PROFILE
