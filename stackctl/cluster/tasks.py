@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackctl.base.times import now_iso
-from stackctl.errors import ServiceError, StackctlError
+from stackctl.errors import CheckFailed, InputError, ServiceError, StackctlError
 
 ENGINE_RESOURCE = "stackctl-engine"  # a node that builds declares it: how many builds it takes at once
 CANCEL_GRACE = 20.0  # seconds cancelled tasks get to remove their containers before they are killed
@@ -78,13 +78,18 @@ def node_name(node: str, host: str) -> str:
     return f"{host}/{node[:8]}"
 
 
+# what a node's error is here: a user's input, a failed check or a service (its own subclasses need not unpickle)
+_KINDS: dict[str, type[StackctlError]] = {k.__name__: k for k in (InputError, CheckFailed, ServiceError)}
+
+
 def _error_of(exc: StackctlError) -> tuple[str, str, int, str | None]:
-    return type(exc).__name__, str(exc), exc.exit_code, exc.hint
+    kind = next((k.__name__ for k in type(exc).__mro__ if k.__name__ in _KINDS), StackctlError.__name__)
+    return kind, str(exc), exc.exit_code, exc.hint
 
 
 def _rebuilt(kind: str, message: str, code: int, hint: str | None) -> StackctlError:
-    """The node's error as a StackctlError here: its words, its hint and its exit code."""
-    error = StackctlError(message, hint=hint)
+    """The node's error as one of stackctl's here: its kind, its words, its hint and its exit code."""
+    error = _KINDS.get(kind, StackctlError)(message, hint=hint)
     error.exit_code = code
     return error
 
