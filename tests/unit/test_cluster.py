@@ -23,7 +23,7 @@ def test_an_address_is_a_heads_host_and_port(given: str, host: str, port: int, c
 @pytest.mark.parametrize("given", ["", "head", "10.0.0.5", "10.0.0.5:0", "10.0.0.5:65536", "http://h:1", "auto",
                                    "local", "h:1/path", "u:p@h:1"])
 def test_anything_else_is_a_usage_error_naming_the_option(given: str) -> None:
-    with pytest.raises(InputError, match="--cluster .*give a Ray head's HOST:PORT or ray://HOST:PORT"):
+    with pytest.raises(InputError, match=r"--cluster .*give a Ray head.s HOST:PORT or ray://HOST:PORT"):
         parse_address(given)
 
 
