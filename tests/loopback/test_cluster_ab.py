@@ -178,3 +178,40 @@ def test_ray_is_not_imported_without_a_cluster(tmp_path: Path) -> None:
 
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "RAY False" in p.stderr, p.stderr[-2000:]
+
+
+def test_ctrl_c_cancels_the_clusters_tasks_and_leaves_no_run_behind(
+        gpu_cluster: LocalCluster, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import uuid
+
+    marker = f"cancel-{uuid.uuid4().hex[:12]}"
+    slow = PLAN.replace("time.sleep(0.3)", f"time.sleep(60); print('{marker}')").replace("bs = [1, 4, 16, 64]",
+                                                                                         "bs = [1, 4]")
+    root = project(tmp_path, slow)
+    argv = [sys.executable, "-m", "stackctl", "ab", "stacks/control.toml", "stacks/candidate.toml", "--python",
+            sys.executable, "--python", sys.executable, "--cluster", gpu_cluster.address]
+    proc = subprocess.Popen(argv, cwd=root, env=gpu_cluster.env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    said = []
+    for line in proc.stderr:
+        said.append(line)
+        if line.rstrip().endswith(": started"):
+            time.sleep(2)  # the run has begun on its node
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.communicate(timeout=90)[1]
+    text = "".join(said) + rest
+    assert proc.returncode == 130, text[-3000:]
+    assert "error: interrupted" in text and "Traceback" not in text
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the cancelled tasks ended their runs' processes
+        left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+        if not [p for p in left if int(p) != os.getpid()]:
+            break
+        time.sleep(1)
+    else:
+        raise AssertionError(f"runs of the cancelled trials still alive: {left}")

@@ -51,3 +51,21 @@ def test_a_nodes_error_comes_back_with_its_kind_words_hint_and_exit_code(
     back = _rebuilt(*_error_of(raised))
     assert type(back) is kind and str(back) == str(raised) and back.hint == raised.hint
     assert back.exit_code == code
+
+
+def test_a_trial_whose_runs_were_not_on_one_node_and_card_is_an_error_not_a_verdict() -> None:
+    from stackctl.ab.plan import Trial, TrialKind
+    from stackctl.ab.run import same_place
+    from stackctl.ab.runs import Run
+
+    trial = Trial("speed", TrialKind.BENCH, ("{python}", "bench.py"), devices=1)
+
+    def run(order: int, node: str | None, card: str) -> Run:
+        return Run("speed", ("control", "candidate")[order % 2], order, order // 2, 0, "", 1.0, 0,
+                   devices=(card,), node=node)
+
+    assert same_place(trial, [run(i, "n1 host", "GPU-a") for i in range(5)]) is None
+    assert same_place(trial, [run(i, None, "") for i in range(3)]) is None  # one machine, no cards named
+    moved = same_place(trial, [run(0, "n1 host", "GPU-a"), run(1, "n1 host", "GPU-b"), run(2, "n1 host", "GPU-a")])
+    assert moved is not None and moved.verdict == "broken" and moved.failing
+    assert "2 different places" in moved.errors[0] and "GPU-b" in moved.errors[0]
