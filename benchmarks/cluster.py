@@ -33,17 +33,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import http.server
 import json
 import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,42 +49,6 @@ sys.path.insert(0, str(ROOT))
 
 REGISTRY = os.environ.get("STACKCTL_TEST_REGISTRY") or "127.0.0.1:5000"
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
-
-PROFILE = """\
-[stack]
-name = "{name}"
-
-[targets]
-python = ["3.11"]
-platforms = ["linux_x86_64"]
-
-[indexes.public]
-from_pip = true
-"""
-
-# Each run sleeps and prints a latency that depends only on the cell: every verdict is decided by the first
-# `repeat` brackets, here and on the cluster, so both sides run C T C T C T C per cell.
-PLAN = """\
-[plan]
-name = "sweep"
-
-[[trial]]
-name = "lat"
-kind = "bench"
-command = ["{python}", "-c", "import json, time; time.sleep({sleep}); print(json.dumps({{'lat_ms': 10.0 * {{bs}}}}))"]
-repeat = {repeat}
-max_repeat = {repeat}
-devices = 1
-timeout = 300
-
-[trial.matrix]
-bs = [1, 4, 16, 64]
-
-[[trial.metric]]
-name = "lat_ms"
-better = "lower"
-band = 5
-"""
 
 
 def _order(i: int) -> tuple[str, str]:
@@ -101,19 +62,11 @@ def _median(xs: list[float]) -> float:
 
 # --- 1. the sweep ------------------------------------------------------------------------------------------------
 
-def sweep_project(root: Path, sleep: float, repeat: int) -> Path:
-    (root / "stacks" / "validation").mkdir(parents=True, exist_ok=True)
-    for name in ("control", "candidate"):
-        (root / "stacks" / f"{name}.toml").write_text(PROFILE.format(name=name))
-    plan = PLAN.format(python=sys.executable, sleep=sleep, repeat=repeat)
-    (root / "stacks" / "validation" / "plan.toml").write_text(plan)
-    return root
-
-
 def sweep(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from tests.support.raycluster import fake_gpu_bin, run, start_cluster
+    from tests.support.raycluster import fake_gpu_bin, run, start_cluster, sweep_project
 
-    root = sweep_project(tmp / "sweep", args.sleep, args.repeat)
+    # every verdict decided by the first `repeat` brackets: both sides run C T C ... C per cell
+    root = sweep_project(tmp / "sweep", sleep=args.sleep, repeat=args.repeat, max_repeat=args.repeat)
     here_env = {"PATH": f"{fake_gpu_bin(tmp / 'here-bin')}:{os.environ.get('PATH', '')}"}
     argv = ("ab", "stacks/control.toml", "stacks/candidate.toml", "--python", sys.executable, "--python",
             sys.executable, "--no-record", "--json")
@@ -151,33 +104,13 @@ def sweep(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 # --- 2. the build ------------------------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def served(directory: Path) -> Iterator[str]:
-    """`directory` over HTTP on 127.0.0.1, on a free port: the lock's wheel URLs."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    directory.mkdir(parents=True, exist_ok=True)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(Quiet, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def build(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     import docker
 
     from tests.support.engine import _engine_shared, dangling_stage_images, remove_new_stage_images
     from tests.support.imagestack import make_stack_repo
     from tests.support.imagetest import remove_images
-    from tests.support.raycluster import run, start_cluster
+    from tests.support.raycluster import run, served, start_cluster
 
     repository = f"{REGISTRY}/stackctl-bench/cluster-{uuid.uuid4().hex[:10]}"
     client = docker.DockerClient(base_url=args.docker_host)

@@ -11,55 +11,16 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.cli import Cli
-from tests.support.raycluster import LocalCluster, run, start_cluster
-
-PROFILE = """\
-[stack]
-name = "{name}"
-
-[targets]
-python = ["3.11"]
-platforms = ["linux_x86_64"]
-
-[indexes.public]
-from_pip = true
-"""
-
-# Each run sleeps (a GPU kernel's stand-in: it takes no CPU) and prints a latency that depends only on the cell,
-# so every verdict is decided from the first brackets, here and on the cluster.
-PLAN = """\
-[plan]
-name = "sweep"
-
-[[trial]]
-name = "lat"
-kind = "bench"
-command = ["{python}", "-c", "import json, time; time.sleep(0.3); print(json.dumps({'lat_ms': 10.0 * {bs}}))"]
-repeat = 2
-max_repeat = 4
-devices = 1
-timeout = 120
-
-[trial.matrix]
-bs = [1, 4, 16, 64]
-
-[[trial.metric]]
-name = "lat_ms"
-better = "lower"
-band = 5
-"""
+from tests.support.raycluster import LocalCluster, run, start_cluster, sweep_project
 
 
-def project(root: Path, plan: str = PLAN) -> Path:
-    (root / "stacks" / "validation").mkdir(parents=True, exist_ok=True)
-    for name in ("control", "candidate"):
-        (root / "stacks" / f"{name}.toml").write_text(PROFILE.format(name=name))
-    (root / "stacks" / "validation" / "plan.toml").write_text(plan)
-    return root
+def project(root: Path, **plan: Any) -> Path:
+    return sweep_project(root, **plan)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +73,7 @@ def test_a_sweep_runs_each_cell_on_one_node_and_one_card_side_by_side(
 
 
 def test_a_trial_needing_more_cards_than_any_node_has_is_skipped(gpu_cluster: LocalCluster, tmp_path: Path) -> None:
-    root = project(tmp_path, PLAN.replace("devices = 1", "devices = 3").replace("bs = [1, 4, 16, 64]", "bs = [1]"))
+    root = project(tmp_path, devices=3, cells=(1,))
     doc = ab(gpu_cluster, root, "--no-record")
     (trial,) = doc["trials"]
     assert trial["verdict"] == "skipped"
@@ -188,9 +149,7 @@ def test_ctrl_c_cancels_the_clusters_tasks_and_leaves_no_run_behind(
     import uuid
 
     marker = f"cancel-{uuid.uuid4().hex[:12]}"
-    slow = PLAN.replace("time.sleep(0.3)", f"time.sleep(60); print('{marker}')").replace("bs = [1, 4, 16, 64]",
-                                                                                         "bs = [1, 4]")
-    root = project(tmp_path, slow)
+    root = project(tmp_path, sleep=60, cells=(1, 4), tag=marker)
     argv = [sys.executable, "-m", "stackctl", "ab", "stacks/control.toml", "stacks/candidate.toml", "--python",
             sys.executable, "--python", sys.executable, "--cluster", gpu_cluster.address]
     proc = subprocess.Popen(argv, cwd=root, env=gpu_cluster.env(), stdout=subprocess.DEVNULL,

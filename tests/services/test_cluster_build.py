@@ -5,13 +5,10 @@ mid-build and its cell built again on another node; what travels to a node (no w
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,25 +19,16 @@ import requests
 
 from tests.support.engine import unique_tag
 from tests.support.imagestack import make_stack_repo
-from tests.support.raycluster import LocalCluster, run
+from tests.support.raycluster import LocalCluster, run, served
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[str]:
+def files(tmp_path: Path) -> Iterator[str]:
     """The test's wheelhouse over HTTP on loopback: where the locks say the wheels are, for the nodes to fetch."""
-    (tmp_path / "wheelhouse").mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "wheelhouse"))
-    handler.log_message = lambda *_a, **_k: None  # type: ignore[method-assign]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served(tmp_path / "wheelhouse") as url:
+        yield url
 
 
 def stacks(tmp: Path, registry: str, files: str) -> tuple[Path, str]:
@@ -63,8 +51,8 @@ def tags(repository: str) -> dict[str, str]:
 
 
 def test_two_stacks_built_on_two_nodes_then_published_here(
-        build_cluster: LocalCluster, tmp_path: Path, registry: str, served: str) -> None:
-    root, repo = stacks(tmp_path, registry, served)
+        build_cluster: LocalCluster, tmp_path: Path, registry: str, files: str) -> None:
+    root, repo = stacks(tmp_path, registry, files)
     record = tmp_path / "build"
     built = run(build_cluster, "build", "--all", "--record-dir", str(record), "--json", cwd=root,
                 env={"STACKCTL_TEST_VENDOR_PASSWORD": "hunter2-secret"})
@@ -100,8 +88,8 @@ def test_two_stacks_built_on_two_nodes_then_published_here(
 
 
 def test_a_cell_whose_node_dies_mid_build_is_built_on_another_node(
-        build_cluster: LocalCluster, tmp_path: Path, registry: str, served: str) -> None:
-    root, _repo = stacks(tmp_path, registry, served)
+        build_cluster: LocalCluster, tmp_path: Path, registry: str, files: str) -> None:
+    root, _repo = stacks(tmp_path, registry, files)
     record = tmp_path / "build"
     argv = [sys.executable, "-m", "stackctl", "build", "--all", "stacks/s1.toml", "--record-dir", str(record),
             "--json", "--cluster", build_cluster.address]
@@ -133,7 +121,7 @@ def test_a_cell_whose_node_dies_mid_build_is_built_on_another_node(
 
 
 def test_what_travels_to_a_node_is_small_and_holds_no_credential_or_wheel(
-        tmp_path: Path, registry: str, served: str) -> None:
+        tmp_path: Path, registry: str, files: str) -> None:
     """The task's arguments, as Ray pickles them, from the use case itself: kilobytes, no wheel's bytes, no
     password from the environment, no user info of an index URL."""
     import cloudpickle
@@ -142,7 +130,7 @@ def test_what_travels_to_a_node_is_small_and_holds_no_credential_or_wheel(
     from stackctl.image.order import BuildOrder
     from stackctl.usecases.matrix import CellJob, _for_the_wire
 
-    root, _repo = stacks(tmp_path, registry, served)
+    root, _repo = stacks(tmp_path, registry, files)
     env: dict[str, Any] = {**os.environ, "STACKCTL_TEST_VENDOR_PASSWORD": "hunter2-secret"}
     order = BuildOrder(("stacks/s1.toml",), every=True, record_dir=tmp_path / "build",
                        overrides={"vendor": "http://user:hunter2-secret@127.0.0.1:9/simple/"})

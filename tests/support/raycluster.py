@@ -8,9 +8,13 @@ stackctl runs against it as a user would, in a process of its own (`run`), with 
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -125,3 +129,74 @@ def build_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
 def fake_gpus(tmp_path: Path) -> dict[str, str]:
     """The environment of a host whose nvidia-smi names four cards."""
     return {"PATH": f"{fake_gpu_bin(tmp_path / 'bin')}:{os.environ.get('PATH', '')}"}
+
+
+PROFILE = """\
+[stack]
+name = "{name}"
+
+[targets]
+python = ["3.11"]
+platforms = ["linux_x86_64"]
+
+[indexes.public]
+from_pip = true
+"""
+
+# Each run sleeps (a GPU kernel's stand-in: it takes no CPU) and prints a latency that depends only on the cell,
+# so every verdict is decided by the first brackets, here and on the cluster.
+PLAN = """\
+[plan]
+name = "sweep"
+
+[[trial]]
+name = "lat"
+kind = "bench"
+command = ["{{python}}", "-c",
+           "'{tag}'; import json, time; time.sleep({sleep}); print(json.dumps({{'lat_ms': 10.0 * {{bs}}}}))"]
+repeat = {repeat}
+max_repeat = {max_repeat}
+devices = {devices}
+timeout = 300
+
+[trial.matrix]
+bs = {cells}
+
+[[trial.metric]]
+name = "lat_ms"
+better = "lower"
+band = 5
+"""
+
+
+def sweep_project(root: Path, *, sleep: float = 0.3, repeat: int = 2, max_repeat: int = 4, devices: int = 1,
+                  cells: tuple[int, ...] = (1, 4, 16, 64), tag: str = "") -> Path:
+    """Two profiles of nothing but a target and a plan whose trial is a `[trial.matrix]` sweep, one cell a value
+    of `cells`, each needing `devices` cards; `tag` is in every run's command line (to find its processes)."""
+    (root / "stacks" / "validation").mkdir(parents=True, exist_ok=True)
+    for name in ("control", "candidate"):
+        (root / "stacks" / f"{name}.toml").write_text(PROFILE.format(name=name))
+    plan = PLAN.format(sleep=sleep, repeat=repeat, max_repeat=max_repeat, devices=devices, cells=list(cells),
+                       tag=tag)
+    (root / "stacks" / "validation" / "plan.toml").write_text(plan)
+    return root
+
+
+@contextlib.contextmanager
+def served(directory: Path) -> Iterator[str]:
+    """`directory` over HTTP on 127.0.0.1, on a free port: where a test's locks say their wheels are, for the
+    nodes to fetch."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    directory.mkdir(parents=True, exist_ok=True)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
