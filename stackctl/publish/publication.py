@@ -256,6 +256,11 @@ def publish_stack(stack: Stack, lock: Path, record: Path, build_record: Path, re
 
     if parse_image_ref(str(ref)).host is None:
         raise InputError(f"{ref}: names no registry host; publish copies to host[:port]/name (--repository)")
+    node = build_entry(build_record, stack_image)[0].get("built_on")
+    if isinstance(node, dict):  # a cluster's node built it: its layout stayed there, its digest is in the registry
+        raise InputError(f"{build_record}: built on the cluster's node {node.get('host')} and pushed as "
+                         f"{node.get('digest')}; its layout is not on this machine",
+                         hint="publish it with `stackctl publish --all` (it checks the digest and moves the tag)")
     if make_layout is not None:
         make_layout(build_record, stack_image)
     build, entry = build_entry(build_record, stack_image)

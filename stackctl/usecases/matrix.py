@@ -213,8 +213,13 @@ def _cell_result(o: TaskOutcome, cell: CellInput, order: BuildOrder) -> CellResu
     got: CellDone = o.value
     record = None
     if got.record is not None:
+        import json
+
         path = cell.record_dir / f"{prep.stack.name}.build.json"
-        write_atomic(path, got.record)
+        # the node's record, saying where the image is: its layout stayed on the node, its digest in the registry
+        built = {**json.loads(got.record), "built_on": {"node": ran.node, "host": ran.host,
+                                                        "digest": got.cell.digest}}
+        write_atomic(path, json.dumps(built, indent=2, sort_keys=True) + "\n")
         record = str(path)
     engine = f"{o.placed.host}/{o.placed.node[:8]}" if o.placed else got.cell.engine
     return replace(got.cell, engine=engine, record=record, published=got.published, seconds=ran.seconds,

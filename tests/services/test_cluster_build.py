@@ -75,6 +75,9 @@ def test_two_stacks_built_on_two_nodes_then_published_here(
     matrix = json.loads((record / "matrix.json").read_text())
     assert [c["digest"] for c in matrix["cells"]] == [cells["s1"]["digest"], cells["s2"]["digest"]]
     assert "hunter2" not in (record / "matrix.json").read_text() and "hunter2" not in built.err
+    # a single publish has no layout to copy here: it says where the image is and what publishes it
+    single = run(None, "publish", "stacks/s1.toml", "--record-dir", str(record), cwd=root)
+    assert single.code == 2 and "built on the cluster's node" in single.err and "publish --all" in single.err
     # publish --all here: each digest checked in the registry, then the tag moved
     pub = run(None, "publish", "--all", "--record-dir", str(record), "--json", cwd=tmp_path)
     assert pub.code == 0, pub.err[-3000:]
