@@ -119,8 +119,7 @@ def cell_on_node(job: CellJob) -> CellDone:
         order = replace(job.order, record_dir=work, wheelhouse=base / "wheels", fetch=True, cluster=None)
         cell = replace(job.cell, lock=lock, record_dir=work, context=None)
         docker = DockerEngine()
-        said: list[str] = []
-        engine = with_builder(docker, job.builder, say=said.append)
+        engine = with_builder(docker, job.builder)  # the builder it runs is in the build record
         req = MatrixRequest((cell,), docker.machine(), docker.address, order)
         (outcome,) = build_matrix(req, NODE, engine, lambda _e, _c, _w: None).outcomes
         if outcome.built is None:
