@@ -155,14 +155,14 @@ class _Builds(_Engine):
 
 
 def _build_all(tmp_path: Path, engine: _Builds, cache_repository: str | None = None) -> tuple[str, str]:
-    """`build --all` of one stack over `engine` alone: the cell's bake target name and image."""
+    """`build --all` of one stack on `engine`: the cell's bake target name and image."""
     repo = make_stack_repo(tmp_path, "r", "stackctl-test/baking", commit=False, installer="uv")
     prep = prepare_build(repo.stack, repo.lock, None, "r1", "t", None, None, {"SOURCE_DATE_EPOCH": "1700000000"})
     order = BuildOrder(every=True, wheelhouse=repo.wheelhouse, record_dir=tmp_path / "records",
                        cache_repository=cache_repository)
-    req = MatrixRequest((CellInput(prep, repo.lock, tmp_path / "records"),), {"e": "x86_64"}, order=order)
+    req = MatrixRequest((CellInput(prep, repo.lock, tmp_path / "records"),), "x86_64", order=order)
     fake: PoolEngine = engine  # type: ignore[assignment]  # the part of the protocol a matrix's build uses
-    (outcome,) = build_matrix(req, {"e": fake}, lambda *_: None).outcomes
+    (outcome,) = build_matrix(req, "e", fake, lambda *_: None).outcomes
     assert outcome.error is not None  # neither fake builds
     return f"{prep.stack.name}-{prep.target}", str(image_ref(prep.stack, None))
 
