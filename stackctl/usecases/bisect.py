@@ -91,7 +91,8 @@ class Shipped:
 
     def build_here(self, order: BuildOrder, say: Say) -> str:
         """Built on this node's engine, its wheels fetched into the node's cache: the image."""
-        from stackctl.usecases.matrix import node_dir
+        from stackctl.resolve.lock import read_lock
+        from stackctl.usecases.matrix import drop_stale_wheels, node_dir
 
         base = node_dir()
         (base / "wheels").mkdir(parents=True, exist_ok=True)
@@ -100,6 +101,7 @@ class Shipped:
             for name, text in self.profiles:
                 (work / name).write_text(text, encoding="utf-8")
             (work / self.lock_name).write_text(self.lock_text, encoding="utf-8")
+            drop_stale_wheels(base / "wheels", read_lock(work / self.lock_name))
             return build_between(replace(order, profiles=(str(work / self.profiles[0][0]),),
                                          lock=work / self.lock_name, record_dir=work, revision=self.revision,
                                          ref=self.ref, wheelhouse=base / "wheels", fetch=True), say)

@@ -28,6 +28,7 @@ from stackctl.image.order import BuildOrder
 if TYPE_CHECKING:
     from stackctl.cluster import ClusterAddress, TaskOutcome
     from stackctl.image.matrix import CellInput, CellProgress, CellResult, Event, Matrix
+    from stackctl.resolve.lock import Lock
 
 HERE = "default"  # the engine of a build --all without a cluster: DOCKER_HOST's
 NODE = "node"  # the engine of a cluster node, on that node
@@ -100,6 +101,19 @@ def node_dir() -> Path:
     return default_cache_dir().parent / "node"
 
 
+def drop_stale_wheels(cache: Path, lock: Lock) -> None:
+    """The node's wheel cache is shared by every stack it builds and holds a wheel by its file name: a file there
+    that is not this lock's bytes (another index's build of that name, a lying mirror) goes, and is fetched again
+    from the lock's URL, rather than failing the build's hash check."""
+    from stackctl.base.files import sha256_file
+
+    files = [f for p in lock.pins for f in p.files] + [c.file for c in lock.closure if c.file is not None]
+    for wheel in files:
+        path = cache / wheel.filename
+        if path.is_file() and sha256_file(path) != wheel.sha256:
+            path.unlink(missing_ok=True)
+
+
 def cell_on_node(job: CellJob) -> CellDone:
     """On a build node: the cell built with the engine of this node's environment (DOCKER_HOST, else the
     default socket), its wheels fetched from the lock's URLs into the node's cache, then pushed by digest with
@@ -112,6 +126,7 @@ def cell_on_node(job: CellJob) -> CellDone:
     prep = job.cell.prepared
     base = node_dir()
     (base / "wheels").mkdir(parents=True, exist_ok=True)
+    drop_stale_wheels(base / "wheels", prep.lock)
     work = Path(tempfile.mkdtemp(prefix=f"{prep.stack.name}-{prep.target}-", dir=base))
     try:
         lock = work / job.cell.lock.name
