@@ -44,6 +44,17 @@ def devices_seen() -> list[str]:
     return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
 
 
+def die_with_parent() -> None:
+    """In a child before it runs: on Linux, killed when the process that started it dies, however it dies (a
+    cancelled cluster task's worker is killed outright), so a trial never outlives its run."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (ImportError, OSError, AttributeError):
+        pass  # not Linux: the run's own process group still ends with it where the caller ends that
+
+
 def visible_devices(env: dict[str, str]) -> list[str]:
     """The cards this run may use, as the run's CUDA_VISIBLE_DEVICES names them (a cluster's scheduler sets it),
     each by its UUID where nvidia-smi maps the index to one; [] when the variable is unset."""
@@ -80,7 +91,8 @@ def main(argv: list[str]) -> int:
     result["visible"] = visible_devices(env)
     start = time.monotonic()
     try:
-        proc = subprocess.run(command, cwd=work, env=env, capture_output=True, timeout=job["timeout"])
+        proc = subprocess.run(command, cwd=work, env=env, capture_output=True, timeout=job["timeout"],
+                              preexec_fn=die_with_parent)
         status, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         status, stdout, stderr = -9, exc.stdout or b"", exc.stderr or b""

@@ -107,7 +107,7 @@ class PythonLeg:
             result = Path(tmp, "result.json")
             argv = [self.leg.ref, "-B", str(RUNNER), str(Path(tmp, "job.json")), str(result)]
             try:
-                proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 60, check=False)
+                status, stderr = _run_group(argv, timeout + 60)
             except FileNotFoundError:
                 raise InputError(f"{self.leg.ref}: no such interpreter") from None
             except subprocess.TimeoutExpired:
@@ -115,8 +115,25 @@ class PythonLeg:
             try:
                 return _result(result.read_bytes())
             except FileNotFoundError:
-                return _failed_result(proc.returncode, f"the runner left no result (exit {proc.returncode}): "
-                                      f"{_last_line(proc.stderr)}", proc.stderr)
+                return _failed_result(status, f"the runner left no result (exit {status}): {_last_line(stderr)}",
+                                      stderr)
+
+
+def _run_group(argv: list[str], timeout: float) -> tuple[int, str]:
+    """The runner, killed with the trial it started when it outlasts `timeout` or the run is stopped (Ctrl-C, a
+    cluster's task cancelled) and, on Linux, when this process dies outright (`legrun.die_with_parent`): a
+    trial never outlives its run."""
+    from stackctl.ab.legrun import die_with_parent
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=die_with_parent)
+    try:
+        _out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.kill()  # the trial, its child, dies with it
+        proc.communicate()
+        raise
+    return proc.returncode, err
 
 
 def _result(raw: bytes) -> dict[str, Any]:
